@@ -1,0 +1,51 @@
+package relect
+
+import (
+	"errors"
+	"fmt"
+)
+
+var (
+	// ErrInvalidOptions is wrapped by every error New returns for invalid
+	// Options; the message names the field.
+	ErrInvalidOptions = errors.New("invalid options")
+
+	// ErrAlreadyRunning is returned by Run when another Run of the same
+	// Elector has not returned yet.
+	ErrAlreadyRunning = errors.New("relect: Run is already active on this Elector")
+
+	// ErrLeaseExpired ends a term when no renewal succeeded within
+	// RenewDeadline of sending the last one that did: the lease may have
+	// passed to another candidate.
+	ErrLeaseExpired = errors.New("relect: lease expired: no renewal succeeded within the renew deadline")
+
+	// ErrLeaseLost ends a term when the Lease is seen held by another
+	// identity, or deleted.
+	ErrLeaseLost = errors.New("relect: lease lost: held by another identity or deleted")
+
+	// ErrWorkReturned ends a term when OnStartedLeading returned while the
+	// term was still valid.
+	ErrWorkReturned = errors.New("relect: OnStartedLeading returned")
+)
+
+// PanicError reports a panic recovered from a callback. It ends the term when
+// it comes from OnStartedLeading.
+type PanicError struct {
+	// Callback is the Options field name of the callback that panicked.
+	Callback string
+	// Value is what was passed to panic.
+	Value any
+	// Stack is the goroutine's stack at the panic, as runtime/debug.Stack
+	// formats it.
+	Stack []byte
+}
+
+func (p *PanicError) Error() string {
+	return fmt.Sprintf("relect: %s panicked: %v", p.Callback, p.Value)
+}
+
+// Unwrap returns the panic value if it is an error.
+func (p *PanicError) Unwrap() error {
+	err, _ := p.Value.(error)
+	return err
+}

@@ -1,0 +1,147 @@
+package relect
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+// EventKind says what an Event reports.
+type EventKind int
+
+// The kinds of Event, in the order they typically occur in one campaign.
+const (
+	// EventCampaigning: a campaign for the lease began (Run started, or a
+	// backoff wait ended).
+	EventCampaigning EventKind = iota + 1
+	// EventNewLeader: a different, non-empty holder was observed (Leader,
+	// Term: the lease's leaseTransitions as observed).
+	EventNewLeader
+	// EventStartedLeading: this candidate acquired the lease and its term
+	// began (Term: the fencing token).
+	EventStartedLeading
+	// EventStoppedLeading: the term ended; IsLeader is false from now on
+	// (Err: why, one of ErrLeaseExpired, ErrLeaseLost, ErrWorkReturned,
+	// *PanicError, or Run's context's cause).
+	EventStoppedLeading
+	// EventReleased: the lease was released after the term's work returned.
+	EventReleased
+	// EventBackoff: waiting Delay before the next campaign.
+	EventBackoff
+	// EventError: a Lease API call failed, a release failed, or a callback
+	// panicked (Err). Election goes on.
+	EventError
+)
+
+var eventKindNames = [...]string{
+	EventCampaigning:    "campaigning",
+	EventNewLeader:      "new-leader",
+	EventStartedLeading: "started-leading",
+	EventStoppedLeading: "stopped-leading",
+	EventReleased:       "released",
+	EventBackoff:        "backoff",
+	EventError:          "error",
+}
+
+// String returns the kind's name in lower case, for logs.
+func (k EventKind) String() string {
+	if k > 0 && int(k) < len(eventKindNames) {
+		return eventKindNames[k]
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event is one observation of an Elector, delivered on Elector.Events. Fields
+// that do not apply to a Kind are zero.
+type Event struct {
+	Kind EventKind
+	// Time is when it happened, from the local clock.
+	Time time.Time
+	// Leader is the holder identity concerned (EventNewLeader,
+	// EventStartedLeading, EventStoppedLeading, EventReleased).
+	Leader string
+	// Term is the lease's leaseTransitions: the fencing token of the term
+	// that started, stopped or was released, or the value observed with a
+	// new leader.
+	Term int64
+	// Err is the cause of EventStoppedLeading and EventError.
+	Err error
+	// Delay is the wait of EventBackoff.
+	Delay time.Duration
+}
+
+// String formats the event on one line, for logs and demos.
+func (e Event) String() string {
+	s := e.Time.Format("15:04:05.000") + " " + e.Kind.String()
+	if e.Leader != "" {
+		s += " leader=" + e.Leader
+	}
+	switch e.Kind {
+	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased:
+		s += fmt.Sprintf(" term=%d", e.Term)
+	}
+	if e.Delay != 0 {
+		s += " delay=" + e.Delay.String()
+	}
+	if e.Err != nil {
+		s += " err=" + e.Err.Error()
+	}
+	return s
+}
+
+// eventQueue delivers events in order on a buffered channel without ever
+// blocking the sender: when the buffer is full the oldest buffered event is
+// dropped and counted (hashicorp/raft's drop-and-count policy, keeping the
+// newest). A new channel is made for each Run and closed when Run returns.
+type eventQueue struct {
+	mu      sync.Mutex
+	ch      chan Event
+	size    int
+	dropped uint64
+}
+
+func newEventQueue(size int) *eventQueue {
+	return &eventQueue{ch: make(chan Event, size), size: size}
+}
+
+// channel returns the channel the current or next Run delivers on.
+func (q *eventQueue) channel() <-chan Event {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.ch
+}
+
+// send enqueues ev, dropping the oldest buffered event if the buffer is full.
+// Holding mu makes concurrent sends ordered and the drop-then-send atomic
+// with respect to other senders.
+func (q *eventQueue) send(ev Event) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for {
+		select {
+		case q.ch <- ev:
+			return
+		default:
+		}
+		select {
+		case <-q.ch:
+			q.dropped++
+		default:
+			// A reader took one in between; try again.
+		}
+	}
+}
+
+// close closes the current channel and makes a fresh one for the next Run.
+func (q *eventQueue) close() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	close(q.ch)
+	q.ch = make(chan Event, q.size)
+}
+
+func (q *eventQueue) droppedCount() uint64 {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.dropped
+}

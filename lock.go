@@ -1,0 +1,147 @@
+package relect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// lock wraps the resource lock client-go's LeaderElector drives. Every call
+// goes through it, so it is where relect
+//
+//   - paces: each Get, Create and Update first takes a token from the
+//     Elector's bucket, so no loop, client-go's or ours, exceeds the budget;
+//   - bounds: each call gets its own timeout (half the renew deadline), so a
+//     hung request cannot stall a campaign;
+//   - observes: the instant a write is sent (t_send, taken after the bucket
+//     and before the request) and its outcome, and every record read, which
+//     drive IsLeader, the term watchdog, new-leader events and loss detection.
+type lock struct {
+	e           *Elector
+	inner       resourcelock.Interface
+	limiter     *rate.Limiter
+	callTimeout time.Duration
+}
+
+var _ resourcelock.Interface = (*lock)(nil)
+
+// errBudget wraps a token-bucket wait that could not finish in time.
+var errBudget = errors.New("relect: Lease API budget exhausted")
+
+// wait takes one token, blocking until one is available or ctx ends.
+func (l *lock) wait(ctx context.Context) error {
+	if err := l.limiter.Wait(ctx); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		// The wait would outlast ctx's deadline.
+		return fmt.Errorf("%w: %v", errBudget, err)
+	}
+	return nil
+}
+
+func (l *lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	if err := l.wait(ctx); err != nil {
+		return nil, nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.callTimeout)
+	defer cancel()
+	rec, raw, err := l.inner.Get(cctx)
+	switch {
+	case err == nil:
+		if l.e.observed(rec) {
+			return l.disguise(rec)
+		}
+	case apierrors.IsNotFound(err):
+		l.e.observedMissing()
+	default:
+		l.e.callFailed(ctx, "get", err)
+	}
+	return rec, raw, err
+}
+
+func (l *lock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return l.write(ctx, "create", ler, l.inner.Create)
+}
+
+func (l *lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	return l.write(ctx, "update", ler, l.inner.Update)
+}
+
+func (l *lock) write(ctx context.Context, verb string, ler resourcelock.LeaderElectionRecord,
+	call func(context.Context, resourcelock.LeaderElectionRecord) error) error {
+	if err := l.wait(ctx); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.callTimeout)
+	defer cancel()
+	sent := time.Now()
+	if err := call(cctx, ler); err != nil {
+		l.e.callFailed(ctx, verb, err)
+		return err
+	}
+	l.e.wrote(sent, &ler)
+	return nil
+}
+
+// strangerSuffix marks, for client-go only, a holder that names us but whose
+// record this Elector did not write.
+const strangerSuffix = " (not written by this elector)"
+
+// disguise shows client-go a record that names us but that we did not write
+// (an operator's hand edit, or a previous process with the same identity) as
+// held by a stranger. client-go would resume such a lease at once, while the
+// candidate that really held it may still act as leader until its next
+// renewal; as a stranger's, it is taken over only once it expires, with a
+// new term number. Leader() still reports the true holder.
+func (l *lock) disguise(rec *resourcelock.LeaderElectionRecord) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	shown := *rec
+	shown.HolderIdentity += strangerSuffix
+	raw, err := json.Marshal(shown)
+	return &shown, raw, err
+}
+
+func (l *lock) RecordEvent(s string) { l.inner.RecordEvent(s) }
+func (l *lock) Identity() string     { return l.inner.Identity() }
+func (l *lock) Describe() string     { return l.inner.Describe() }
+
+// release hands the lease back: it writes an empty holder (with a lease
+// duration of 1 s, as client-go does) conditionally on the object this lock
+// last read or wrote, so a Lease that has passed to another holder is never
+// blanked. On a conflict it reads the Lease again and retries only while we
+// are still the holder. It gives up when ctx ends. It reports whether the
+// lease is now released by us.
+func (l *lock) release(ctx context.Context, transitions int) (bool, error) {
+	for {
+		now := time.Now()
+		rec := resourcelock.LeaderElectionRecord{
+			LeaseDurationSeconds: 1,
+			LeaderTransitions:    transitions,
+		}
+		rec.AcquireTime.Time, rec.RenewTime.Time = now, now
+		err := l.Update(ctx, rec)
+		if err == nil {
+			return true, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return false, err
+		}
+		cur, _, err := l.Get(ctx)
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			return false, err
+		}
+		if cur.HolderIdentity != l.Identity() {
+			return false, nil // it has passed on: nothing of ours to release
+		}
+		transitions = cur.LeaderTransitions
+	}
+}

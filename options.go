@@ -1,0 +1,400 @@
+package relect
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"os"
+	"strings"
+	"time"
+
+	"golang.org/x/time/rate"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// Defaults applied by New to zero-valued Options fields. The three durations
+// are the values Kubernetes' own control-plane components use; client-go
+// itself applies no defaults.
+const (
+	DefaultLeaseDuration = 15 * time.Second
+	DefaultRenewDeadline = 10 * time.Second
+	DefaultRetryPeriod   = 2 * time.Second
+
+	// DefaultEventBuffer is the capacity of the Events channel.
+	DefaultEventBuffer = 64
+
+	// DefaultRateBurst is the token bucket's default burst: the calls one
+	// renewal try can make (a failed optimistic Update, a Get, an Update)
+	// plus one spare.
+	DefaultRateBurst = 4
+
+	// minRateBurst is the smallest burst that lets one renewal try run
+	// without waiting on the bucket: Update, then Get and Update again when
+	// the optimistic Update failed (client-go's slow path).
+	minRateBurst = 3
+
+	// callsPerRetryPeriod is the sustained rate a leader needs: at most two
+	// calls per retry period in the worst steady case (a Get and an Update),
+	// one in the healthy case.
+	callsPerRetryPeriod = 2
+)
+
+// Options configure an Elector. The zero value of every field other than the
+// Lease location (Client or Config or Lock, Namespace, Name) and
+// OnStartedLeading is valid and selects the default given in the field's
+// comment. New validates every field and their relations and never changes
+// the caller's Options; an Options value may be reused for several Electors.
+type Options struct {
+	// Where the Lease lives. Set exactly one of Config, Client and Lock.
+
+	// Config is the REST configuration relect builds its own Lease client
+	// from. This is the recommended way: the Lease client then has no
+	// client-side rate limiter of its own (relect's token bucket paces it)
+	// and shares none with the caller's other API traffic, its requests
+	// time out after half the renew deadline (at least 1 s, as client-go's
+	// resourcelock.NewFromKubeconfig does) unless Config.Timeout is set, and
+	// it identifies itself with the user agent suffix "relect". Config is
+	// copied; the caller's value is not modified.
+	Config *rest.Config
+
+	// Client is a clientset relect uses for the Lease API. Its client-side
+	// rate limiter (QPS and Burst of the rest.Config it was built from) is
+	// shared with all other traffic of that clientset, so a busy caller can
+	// delay renewals; prefer Config.
+	Client kubernetes.Interface
+
+	// Lock is for advanced callers: a client-go resource lock used instead
+	// of Config or Client. Namespace, Name and Identity must then be empty:
+	// the lock carries them. relect releases the lease with Lock.Update and
+	// relies on it being conditional on the object last read or written, as
+	// resourcelock.LeaseLock's is.
+	Lock resourcelock.Interface
+
+	// Namespace of the Lease. Required with Config or Client; must be a
+	// valid namespace name (an RFC 1123 label).
+	Namespace string
+
+	// Name of the Lease. Required with Config or Client; must be a valid
+	// object name (an RFC 1123 subdomain).
+	Name string
+
+	// Identity is the holder identity this candidate writes into the Lease.
+	// It must differ between all candidates of one Lease. Empty selects the
+	// host name followed by "_" and 16 random hex digits, which is unique per
+	// process even for host-network pods that share the node's host name but
+	// changes at every restart. For a stable identity use the pod name, given
+	// to the container through the downward API (fieldRef metadata.name): a
+	// restarted container then resumes a lease it still holds instead of
+	// waiting for it to expire. At most 253 bytes.
+	Identity string
+
+	// LeaseDuration is how long, after they last saw the Lease change,
+	// followers wait before they may take it over. It is written into the
+	// Lease in whole seconds, so it must be a whole number of seconds.
+	// Zero means DefaultLeaseDuration (15 s). Must be greater than
+	// RenewDeadline.
+	LeaseDuration time.Duration
+
+	// RenewDeadline is how long after sending its last successful renewal a
+	// leader still considers itself leader: IsLeader turns false and the
+	// term context is cancelled at that instant at the latest. Zero means
+	// DefaultRenewDeadline (10 s). Must be greater than 1.2 × RetryPeriod
+	// (client-go's rule) and less than LeaseDuration; LeaseDuration −
+	// RenewDeadline is the margin left for clock-rate drift.
+	RenewDeadline time.Duration
+
+	// RetryPeriod is the pause between renewals of a leader, and between
+	// acquisition tries of a follower (which client-go jitters up to 2.2 ×
+	// RetryPeriod). Zero means DefaultRetryPeriod (2 s).
+	RetryPeriod time.Duration
+
+	// OnStartedLeading runs the leader's work for one term. Required. It is
+	// called in a goroutine relect owns, with a context that is cancelled
+	// when the term ends: when the lease may have passed to another
+	// candidate (at the latest RenewDeadline after the last successful
+	// renewal was sent), when Run's context is done, or when the lease is
+	// seen held by someone else. It should return soon after that context
+	// is done: the lease is released and the next campaign begins only
+	// after it has returned. If it returns while the term is still valid,
+	// the term ends and the lease is released. A panic is recovered,
+	// reported as an EventError and ends the term like a return does.
+	// The context carries the term number (TermFromContext).
+	OnStartedLeading func(ctx context.Context)
+
+	// OnStoppedLeading, if not nil, is called once after each term, after
+	// OnStartedLeading has returned and the lease was released (if it was).
+	// Unlike client-go's callback of the same name, it is never called when
+	// this candidate did not lead. It runs on Run's goroutine: Run does not
+	// campaign again until it returns.
+	OnStoppedLeading func()
+
+	// OnNewLeader, if not nil, is called with the holder identity each time
+	// relect observes a different, non-empty holder, including itself.
+	// Calls are made in order, one at a time, from a goroutine relect owns;
+	// a slow callback delays later calls but never the election.
+	OnNewLeader func(identity string)
+
+	// BackoffInitial is the first wait before campaigning again after a
+	// term that was not stable (see BackoffMax). Zero means RetryPeriod.
+	BackoffInitial time.Duration
+
+	// BackoffMax caps the wait before campaigning again. Waits follow
+	// cenkalti/backoff's exponential schedule (multiplier 2, ±50 % jitter)
+	// from BackoffInitial and never exceed BackoffMax. The schedule starts
+	// over after a stable term: one held for at least LeaseDuration and not
+	// ended by a panic. Zero means LeaseDuration. Must be at least
+	// BackoffInitial.
+	BackoffMax time.Duration
+
+	// RateLimit is the sustained budget of Lease API calls (Get, Create,
+	// Update, Watch) per second for this candidate, enforced by a token
+	// bucket in front of every call. Zero means 2 calls per RetryPeriod
+	// (1 call/s with the default RetryPeriod), which a healthy leader (one
+	// Update per RetryPeriod) never waits on. Must be at least that, so that
+	// a leader can always renew; rate.Inf disables the bucket.
+	RateLimit rate.Limit
+
+	// RateBurst is the token bucket's size in calls. Zero means
+	// DefaultRateBurst (4). Must be at least 3, the calls of one renewal try.
+	// Ignored when RateLimit is rate.Inf.
+	RateBurst int
+
+	// KeepLeaseOnCancel, when true, leaves the Lease held when Run's context
+	// is done, so that followers take over only after LeaseDuration. The
+	// default (false) releases it, after OnStartedLeading has returned, so
+	// that followers can take over at once.
+	KeepLeaseOnCancel bool
+
+	// EventBuffer is the capacity of the Events channel. Zero means
+	// DefaultEventBuffer (64). When the buffer is full the oldest event is
+	// dropped (see Elector.Events).
+	EventBuffer int
+
+	// Logger receives relect's logs and those of the wrapped client-go
+	// elector (through klog's contextual logging). Nil discards them.
+	Logger *slog.Logger
+}
+
+// config is Options after defaults, validated; it is what an Elector runs on.
+type config struct {
+	Options
+	lock resourcelock.Interface // the caller's or one built from Config/Client
+}
+
+// fieldError reports an invalid Options field.
+func fieldError(field, format string, args ...any) error {
+	return fmt.Errorf("relect: Options.%s %s: %w", field, fmt.Sprintf(format, args...), ErrInvalidOptions)
+}
+
+// resolve applies the defaults in one place and validates everything. Errors
+// name the field at fault and wrap ErrInvalidOptions; all of them are
+// returned, joined.
+func resolve(o Options) (*config, error) {
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, fieldError(field, format, args...))
+	}
+
+	sources := 0
+	for _, set := range []bool{o.Config != nil, o.Client != nil, o.Lock != nil} {
+		if set {
+			sources++
+		}
+	}
+	switch {
+	case sources == 0:
+		bad("Config", "is nil: set exactly one of Config, Client and Lock")
+	case sources > 1:
+		bad("Config", "and Client and Lock: set exactly one of them, not %d", sources)
+	case o.Lock != nil:
+		if o.Namespace != "" || o.Name != "" || o.Identity != "" {
+			bad("Lock", "is set: leave Namespace, Name and Identity empty, the lock carries them")
+		}
+		if o.Lock.Identity() == "" {
+			bad("Lock", "has an empty Identity()")
+		}
+	default:
+		if o.Namespace == "" {
+			bad("Namespace", "is empty")
+		} else if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
+			bad("Namespace", "%q is not a valid namespace: %s", o.Namespace, strings.Join(msgs, "; "))
+		}
+		if o.Name == "" {
+			bad("Name", "is empty")
+		} else if msgs := validation.IsDNS1123Subdomain(o.Name); len(msgs) > 0 {
+			bad("Name", "%q is not a valid Lease name: %s", o.Name, strings.Join(msgs, "; "))
+		}
+		if len(o.Identity) > 253 {
+			bad("Identity", "is %d bytes long, more than 253", len(o.Identity))
+		}
+	}
+
+	if o.OnStartedLeading == nil {
+		bad("OnStartedLeading", "is nil")
+	}
+
+	durations := []struct {
+		field string
+		v     *time.Duration
+		def   time.Duration
+	}{
+		{"LeaseDuration", &o.LeaseDuration, DefaultLeaseDuration},
+		{"RenewDeadline", &o.RenewDeadline, DefaultRenewDeadline},
+		{"RetryPeriod", &o.RetryPeriod, DefaultRetryPeriod},
+	}
+	durationsOK := true
+	for _, d := range durations {
+		switch {
+		case *d.v == 0:
+			*d.v = d.def
+		case *d.v < 0:
+			bad(d.field, "is negative (%v)", *d.v)
+			durationsOK = false
+		}
+	}
+	if o.LeaseDuration > 0 {
+		switch {
+		case o.LeaseDuration%time.Second != 0:
+			bad("LeaseDuration", "%v is not a whole number of seconds (the Lease stores whole seconds)", o.LeaseDuration)
+			durationsOK = false
+		case o.LeaseDuration/time.Second > math.MaxInt32:
+			bad("LeaseDuration", "%v does not fit the Lease's 32-bit leaseDurationSeconds", o.LeaseDuration)
+			durationsOK = false
+		}
+	}
+	if durationsOK {
+		if o.RenewDeadline >= o.LeaseDuration {
+			bad("RenewDeadline", "%v must be less than LeaseDuration %v", o.RenewDeadline, o.LeaseDuration)
+			durationsOK = false
+		}
+		if float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) {
+			bad("RenewDeadline", "%v must be greater than 1.2 × RetryPeriod (%v)", o.RenewDeadline, o.RetryPeriod)
+			durationsOK = false
+		}
+	}
+
+	switch {
+	case o.BackoffInitial < 0:
+		bad("BackoffInitial", "is negative (%v)", o.BackoffInitial)
+	case o.BackoffMax < 0:
+		bad("BackoffMax", "is negative (%v)", o.BackoffMax)
+	case durationsOK:
+		if o.BackoffInitial == 0 {
+			o.BackoffInitial = o.RetryPeriod
+		}
+		if o.BackoffMax == 0 {
+			o.BackoffMax = max(o.LeaseDuration, o.BackoffInitial)
+		}
+		if o.BackoffMax < o.BackoffInitial {
+			bad("BackoffMax", "%v is less than BackoffInitial %v", o.BackoffMax, o.BackoffInitial)
+		}
+	}
+
+	limit := float64(o.RateLimit)
+	switch {
+	case math.IsNaN(limit) || limit < 0:
+		bad("RateLimit", "%v is not a non-negative number of calls per second", limit)
+	case o.RateBurst < 0:
+		bad("RateBurst", "is negative (%d)", o.RateBurst)
+	case o.RateLimit == rate.Inf:
+		// No bucket: RateBurst is ignored.
+	case durationsOK:
+		need := rate.Limit(callsPerRetryPeriod / o.RetryPeriod.Seconds())
+		if o.RateLimit == 0 {
+			o.RateLimit = need
+		}
+		if o.RateBurst == 0 {
+			o.RateBurst = DefaultRateBurst
+		}
+		// A relative tolerance keeps "exactly 2 per RetryPeriod", computed
+		// by the caller in another order, from failing on rounding.
+		if float64(o.RateLimit) < float64(need)*(1-1e-9) {
+			bad("RateLimit", "%.4g calls/s is below the %.4g calls/s (2 per RetryPeriod %v) a leader needs to renew", float64(o.RateLimit), float64(need), o.RetryPeriod)
+		}
+		if o.RateBurst < minRateBurst {
+			bad("RateBurst", "%d is below %d, the calls of one renewal try", o.RateBurst, minRateBurst)
+		}
+	}
+
+	switch {
+	case o.EventBuffer < 0:
+		bad("EventBuffer", "is negative (%d)", o.EventBuffer)
+	case o.EventBuffer == 0:
+		o.EventBuffer = DefaultEventBuffer
+	}
+
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+
+	c := &config{Options: o}
+	if o.Lock != nil {
+		c.lock = o.Lock
+		return c, nil
+	}
+	if o.Identity == "" {
+		id, err := defaultIdentity()
+		if err != nil {
+			return nil, err
+		}
+		c.Identity = id
+	}
+	client := o.Client
+	if o.Config != nil {
+		cs, err := kubernetes.NewForConfig(leaseRESTConfig(o.Config, o.RenewDeadline))
+		if err != nil {
+			return nil, fmt.Errorf("relect: Options.Config: building the Lease client: %w", err)
+		}
+		client = cs
+	}
+	c.lock = &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name},
+		Client:     client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
+	}
+	return c, nil
+}
+
+// leaseRESTConfig returns a copy of cfg for the Lease client: no client-side
+// rate limiter (relect's bucket paces the calls), a request timeout below the
+// renew deadline and its own user agent.
+func leaseRESTConfig(cfg *rest.Config, renewDeadline time.Duration) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.RateLimiter = nil
+	c.QPS = -1 // negative: no client-side limiter (rest.RESTClientFor)
+	if c.Timeout == 0 {
+		c.Timeout = max(renewDeadline/2, time.Second)
+	}
+	return rest.AddUserAgent(c, "relect")
+}
+
+// defaultIdentity is the host name plus 64 random bits, so that two processes
+// sharing a host name (host-network pods of one node) never share an
+// identity.
+func defaultIdentity() (string, error) {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "relect"
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("relect: generating a default Identity: %w", err)
+	}
+	id := host + "_" + hex.EncodeToString(b[:])
+	if len(id) > 253 {
+		id = id[len(id)-253:]
+	}
+	return id, nil
+}

@@ -1,0 +1,278 @@
+package relecttest
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	applyconfigurationscoordinationv1 "k8s.io/client-go/applyconfigurations/coordination/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/rest"
+)
+
+// The verbs counted by Client.Calls.
+const (
+	VerbGet    = "get"
+	VerbCreate = "create"
+	VerbUpdate = "update"
+	VerbDelete = "delete"
+	VerbList   = "list"
+	VerbWatch  = "watch"
+)
+
+// Client is one candidate's handle on a LeaseAPI: its view of the API, with
+// its own injected faults and its own call counts. Faults apply to every
+// Lease verb, in this order: a pause stalls the call until Resume; a
+// partition makes it hang until its context ends (it then returns the
+// context's error, as a client-side timeout would); latency delays it; then
+// an injected error fails it. A Client is safe for concurrent use; get one
+// from LeaseAPI.Client.
+type Client struct {
+	api  *LeaseAPI
+	name string
+
+	mu          sync.Mutex
+	calls       map[string]int
+	failNext    int
+	failNextErr error
+	failErr     error
+	latency     time.Duration
+	partitioned chan struct{} // non-nil while partitioned; closed by Heal
+	resume      chan struct{} // closed unless paused
+}
+
+// Name returns the handle's name.
+func (c *Client) Name() string { return c.name }
+
+// Clientset returns a kubernetes.Interface whose CoordinationV1().Leases go
+// to the LeaseAPI through this handle. Every other API group is a plain
+// client-go fake clientset, for the caller's own use.
+func (c *Client) Clientset() kubernetes.Interface {
+	return &clientset{Clientset: fake.NewClientset(), c: c}
+}
+
+// FailNext makes the next n Lease calls through this handle fail with err
+// (see Error for the apiserver's errors). n ≤ 0 clears it.
+func (c *Client) FailNext(n int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failNext, c.failNextErr = max(n, 0), err
+}
+
+// Fail makes every Lease call through this handle fail with err until Heal.
+func (c *Client) Fail(err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failErr = err
+}
+
+// SetLatency delays every Lease call through this handle by d (zero: none).
+// The delay ends early with the call's context.
+func (c *Client) SetLatency(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.latency = d
+}
+
+// Partition cuts this handle off: calls hang until their context ends, and
+// calls in flight when Heal is called go on normally.
+func (c *Client) Partition() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.partitioned == nil {
+		c.partitioned = make(chan struct{})
+	}
+}
+
+// Pause stalls every call through this handle, even those whose context
+// ends, until Resume, as if the candidate's process were stopped: a call
+// that was sent completes after Resume. Use it to model a process paused
+// between sending a request and reading its answer.
+func (c *Client) Pause() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.resume:
+		c.resume = make(chan struct{})
+	default: // already paused
+	}
+}
+
+// Resume ends a Pause.
+func (c *Client) Resume() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.resume:
+	default:
+		close(c.resume)
+	}
+}
+
+// Heal clears errors (FailNext, Fail), latency and a partition. It does not
+// end a Pause.
+func (c *Client) Heal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failNext, c.failNextErr, c.failErr, c.latency = 0, nil, nil, 0
+	if c.partitioned != nil {
+		close(c.partitioned)
+		c.partitioned = nil
+	}
+}
+
+// Calls returns how many Lease calls of verb (VerbGet, VerbUpdate, ...) this
+// handle has sent, including failed ones.
+func (c *Client) Calls(verb string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[verb]
+}
+
+// TotalCalls returns how many Lease calls of any verb this handle has sent.
+func (c *Client) TotalCalls() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, v := range c.calls {
+		n += v
+	}
+	return n
+}
+
+// enter counts the call and applies the faults; a non-nil error fails it.
+func (c *Client) enter(ctx context.Context, verb string) error {
+	c.mu.Lock()
+	c.calls[verb]++
+	resume := c.resume
+	c.mu.Unlock()
+	<-resume // a paused process does not even see its context end
+
+	c.mu.Lock()
+	part, lat := c.partitioned, c.latency
+	c.mu.Unlock()
+	if part != nil {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-part:
+		}
+	}
+	if lat > 0 {
+		t := time.NewTimer(lat)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.failNext > 0:
+		c.failNext--
+		return c.failNextErr
+	case c.failErr != nil:
+		return c.failErr
+	}
+	return nil
+}
+
+// clientset is a fake clientset whose Leases go to the LeaseAPI.
+type clientset struct {
+	*fake.Clientset
+	c *Client
+}
+
+func (s *clientset) CoordinationV1() coordinationv1client.CoordinationV1Interface {
+	return coordination{s.c}
+}
+
+type coordination struct{ c *Client }
+
+func (coordination) RESTClient() rest.Interface { return nil }
+
+func (g coordination) Leases(namespace string) coordinationv1client.LeaseInterface {
+	return &leases{c: g.c, ns: namespace}
+}
+
+// leases implements the typed Lease client over the LeaseAPI.
+type leases struct {
+	c  *Client
+	ns string
+}
+
+var _ coordinationv1client.LeaseInterface = (*leases)(nil)
+
+func (l *leases) Get(ctx context.Context, name string, _ metav1.GetOptions) (*coordinationv1.Lease, error) {
+	if err := l.c.enter(ctx, VerbGet); err != nil {
+		return nil, err
+	}
+	return l.c.api.get(l.ns, name)
+}
+
+func (l *leases) Create(ctx context.Context, lease *coordinationv1.Lease, _ metav1.CreateOptions) (*coordinationv1.Lease, error) {
+	if err := l.c.enter(ctx, VerbCreate); err != nil {
+		return nil, err
+	}
+	return l.c.api.create(l.ns, lease)
+}
+
+func (l *leases) Update(ctx context.Context, lease *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+	if err := l.c.enter(ctx, VerbUpdate); err != nil {
+		return nil, err
+	}
+	return l.c.api.update(l.ns, lease)
+}
+
+func (l *leases) Delete(ctx context.Context, name string, _ metav1.DeleteOptions) error {
+	if err := l.c.enter(ctx, VerbDelete); err != nil {
+		return err
+	}
+	l.c.api.mu.Lock()
+	defer l.c.api.mu.Unlock()
+	return l.c.api.deleteLocked(l.ns, name)
+}
+
+func (l *leases) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+	if err := l.c.enter(ctx, VerbList); err != nil {
+		return nil, err
+	}
+	return l.c.api.list(l.ns, opts)
+}
+
+// Watch supports an empty field selector or metadata.name=NAME. Events
+// start with the next change (resourceVersion is not replayed). The watch
+// ends when Stop is called or ctx is done.
+func (l *leases) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	if err := l.c.enter(ctx, VerbWatch); err != nil {
+		return nil, err
+	}
+	name, err := nameSelector(opts.FieldSelector)
+	if err != nil {
+		return nil, err
+	}
+	return l.c.api.watch(ctx, l.ns, name), nil
+}
+
+func (l *leases) DeleteCollection(context.Context, metav1.DeleteOptions, metav1.ListOptions) error {
+	return errUnsupported("deletecollection")
+}
+
+func (l *leases) Patch(context.Context, string, types.PatchType, []byte, metav1.PatchOptions, ...string) (*coordinationv1.Lease, error) {
+	return nil, errUnsupported("patch")
+}
+
+func (l *leases) Apply(context.Context, *applyconfigurationscoordinationv1.LeaseApplyConfiguration, metav1.ApplyOptions) (*coordinationv1.Lease, error) {
+	return nil, errUnsupported("apply")
+}
