@@ -1,0 +1,121 @@
+package relect_test
+
+import (
+	"context"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"golang.org/x/time/rate"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+func validOptions() relect.Options {
+	return relect.Options{
+		Client:           relecttest.NewLeaseAPI().Client("c").Clientset(),
+		Namespace:        "default",
+		Name:             "my-lease",
+		OnStartedLeading: func(context.Context) {},
+	}
+}
+
+func TestNewRejectsInvalidOptionsNamingTheField(t *testing.T) {
+	lock := &resourcelock.LeaseLock{LockConfig: resourcelock.ResourceLockConfig{Identity: "x"}}
+	for _, tc := range []struct {
+		name  string
+		mod   func(*relect.Options)
+		field string // the error names Options.<field>
+	}{
+		{"no lease location", func(o *relect.Options) { o.Client = nil }, "Config"},
+		{"client and config", func(o *relect.Options) { o.Config = &rest.Config{Host: "https://127.0.0.1:1"} }, "Config"},
+		{"lock with namespace", func(o *relect.Options) { o.Client = nil; o.Lock = lock }, "Lock"},
+		{"lock without identity", func(o *relect.Options) {
+			o.Client, o.Namespace, o.Name = nil, "", ""
+			o.Lock = &resourcelock.LeaseLock{}
+		}, "Lock"},
+		{"empty namespace", func(o *relect.Options) { o.Namespace = "" }, "Namespace"},
+		{"bad namespace", func(o *relect.Options) { o.Namespace = "Not_Valid" }, "Namespace"},
+		{"empty name", func(o *relect.Options) { o.Name = "" }, "Name"},
+		{"bad name", func(o *relect.Options) { o.Name = "a/b" }, "Name"},
+		{"long identity", func(o *relect.Options) { o.Identity = strings.Repeat("x", 254) }, "Identity"},
+		{"no OnStartedLeading", func(o *relect.Options) { o.OnStartedLeading = nil }, "OnStartedLeading"},
+		{"negative lease duration", func(o *relect.Options) { o.LeaseDuration = -time.Second }, "LeaseDuration"},
+		{"sub-second lease duration", func(o *relect.Options) { o.LeaseDuration = 500 * time.Millisecond }, "LeaseDuration"},
+		{"fractional lease duration", func(o *relect.Options) { o.LeaseDuration = 15500 * time.Millisecond }, "LeaseDuration"},
+		{"lease duration overflows int32 seconds", func(o *relect.Options) { o.LeaseDuration = (math.MaxInt32 + 1) * time.Second }, "LeaseDuration"},
+		{"negative renew deadline", func(o *relect.Options) { o.RenewDeadline = -1 }, "RenewDeadline"},
+		{"renew deadline not below lease duration", func(o *relect.Options) { o.RenewDeadline = 15 * time.Second }, "RenewDeadline"},
+		{"renew deadline within jitter of retry period", func(o *relect.Options) { o.RetryPeriod = 9 * time.Second }, "RenewDeadline"},
+		{"negative retry period", func(o *relect.Options) { o.RetryPeriod = -time.Second }, "RetryPeriod"},
+		{"negative backoff initial", func(o *relect.Options) { o.BackoffInitial = -1 }, "BackoffInitial"},
+		{"negative backoff max", func(o *relect.Options) { o.BackoffMax = -1 }, "BackoffMax"},
+		{"backoff max below initial", func(o *relect.Options) { o.BackoffInitial, o.BackoffMax = time.Minute, time.Second }, "BackoffMax"},
+		{"NaN rate", func(o *relect.Options) { o.RateLimit = rate.Limit(math.NaN()) }, "RateLimit"},
+		{"negative rate", func(o *relect.Options) { o.RateLimit = -1 }, "RateLimit"},
+		{"rate too small to renew", func(o *relect.Options) { o.RateLimit = 0.5 }, "RateLimit"},
+		{"negative burst", func(o *relect.Options) { o.RateBurst = -1 }, "RateBurst"},
+		{"burst too small to renew", func(o *relect.Options) { o.RateBurst = 2 }, "RateBurst"},
+		{"negative event buffer", func(o *relect.Options) { o.EventBuffer = -1 }, "EventBuffer"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := validOptions()
+			tc.mod(&o)
+			e, err := relect.New(o)
+			require.Error(t, err)
+			assert.Nil(t, e)
+			assert.ErrorIs(t, err, relect.ErrInvalidOptions)
+			assert.Contains(t, err.Error(), "relect: Options."+tc.field+" ")
+		})
+	}
+}
+
+func TestNewReportsEveryInvalidField(t *testing.T) {
+	_, err := relect.New(relect.Options{RetryPeriod: -1, EventBuffer: -1})
+	require.Error(t, err)
+	for _, field := range []string{"Config", "OnStartedLeading", "RetryPeriod", "EventBuffer"} {
+		assert.Contains(t, err.Error(), "Options."+field)
+	}
+}
+
+func TestNewAcceptsValidOptions(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mod  func(*relect.Options)
+	}{
+		{"defaults", func(*relect.Options) {}},
+		{"one-second lease", func(o *relect.Options) {
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = time.Second, 800*time.Millisecond, 500*time.Millisecond
+		}},
+		{"exactly the minimum budget", func(o *relect.Options) { o.RateLimit, o.RateBurst = 1, 3 }},
+		{"no bucket", func(o *relect.Options) { o.RateLimit, o.RateBurst = rate.Inf, 0 }},
+		{"rest config", func(o *relect.Options) { o.Client, o.Config = nil, &rest.Config{Host: "https://127.0.0.1:1"} }},
+		{"lock", func(o *relect.Options) {
+			o.Client, o.Namespace, o.Name = nil, "", ""
+			o.Lock = &resourcelock.LeaseLock{LockConfig: resourcelock.ResourceLockConfig{Identity: "x"}}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := validOptions()
+			tc.mod(&o)
+			e, err := relect.New(o)
+			require.NoError(t, err)
+			assert.NotEmpty(t, e.Identity())
+			assert.False(t, e.IsLeader())
+		})
+	}
+}
+
+// The default identity is unique per Elector, even on one host.
+func TestDefaultIdentityUniquePerProcess(t *testing.T) {
+	a, err := relect.New(validOptions())
+	require.NoError(t, err)
+	b, err := relect.New(validOptions())
+	require.NoError(t, err)
+	assert.NotEqual(t, a.Identity(), b.Identity())
+}
