@@ -214,28 +214,32 @@ type leases struct {
 
 var _ coordinationv1client.LeaseInterface = (*leases)(nil)
 
-func (l *leases) Get(ctx context.Context, name string, _ metav1.GetOptions) (*coordinationv1.Lease, error) {
+func (l *leases) Get(ctx context.Context, name string, _ metav1.GetOptions) (_ *coordinationv1.Lease, err error) {
+	defer l.c.observe(VerbGet, time.Now(), &err)
 	if err := l.c.enter(ctx, VerbGet); err != nil {
 		return nil, err
 	}
 	return l.c.api.get(l.ns, name)
 }
 
-func (l *leases) Create(ctx context.Context, lease *coordinationv1.Lease, _ metav1.CreateOptions) (*coordinationv1.Lease, error) {
+func (l *leases) Create(ctx context.Context, lease *coordinationv1.Lease, _ metav1.CreateOptions) (_ *coordinationv1.Lease, err error) {
+	defer l.c.observe(VerbCreate, time.Now(), &err)
 	if err := l.c.enter(ctx, VerbCreate); err != nil {
 		return nil, err
 	}
 	return l.c.api.create(l.ns, lease)
 }
 
-func (l *leases) Update(ctx context.Context, lease *coordinationv1.Lease, _ metav1.UpdateOptions) (*coordinationv1.Lease, error) {
+func (l *leases) Update(ctx context.Context, lease *coordinationv1.Lease, _ metav1.UpdateOptions) (_ *coordinationv1.Lease, err error) {
+	defer l.c.observe(VerbUpdate, time.Now(), &err)
 	if err := l.c.enter(ctx, VerbUpdate); err != nil {
 		return nil, err
 	}
 	return l.c.api.update(l.ns, lease)
 }
 
-func (l *leases) Delete(ctx context.Context, name string, _ metav1.DeleteOptions) error {
+func (l *leases) Delete(ctx context.Context, name string, _ metav1.DeleteOptions) (err error) {
+	defer l.c.observe(VerbDelete, time.Now(), &err)
 	if err := l.c.enter(ctx, VerbDelete); err != nil {
 		return err
 	}
@@ -244,7 +248,8 @@ func (l *leases) Delete(ctx context.Context, name string, _ metav1.DeleteOptions
 	return l.c.api.deleteLocked(l.ns, name)
 }
 
-func (l *leases) List(ctx context.Context, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+func (l *leases) List(ctx context.Context, opts metav1.ListOptions) (_ *coordinationv1.LeaseList, err error) {
+	defer l.c.observe(VerbList, time.Now(), &err)
 	if err := l.c.enter(ctx, VerbList); err != nil {
 		return nil, err
 	}
@@ -254,7 +259,8 @@ func (l *leases) List(ctx context.Context, opts metav1.ListOptions) (*coordinati
 // Watch supports an empty field selector or metadata.name=NAME. Events
 // start with the next change (resourceVersion is not replayed). The watch
 // ends when Stop is called or ctx is done.
-func (l *leases) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+func (l *leases) Watch(ctx context.Context, opts metav1.ListOptions) (_ watch.Interface, err error) {
+	defer l.c.observe(VerbWatch, time.Now(), &err)
 	if err := l.c.enter(ctx, VerbWatch); err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ type LeaseAPI struct {
 	leases   map[types.NamespacedName]*coordinationv1.Lease
 	clients  map[string]*Client
 	watchers map[*watcher]struct{}
+	obs      observers // see Observe
 }
 
 // NewLeaseAPI returns an empty LeaseAPI.

@@ -1,0 +1,170 @@
+package relecttest_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+)
+
+func leases(api *relecttest.LeaseAPI, client string) coordinationv1client.LeaseInterface {
+	return api.Client(client).Clientset().CoordinationV1().Leases("ns")
+}
+
+func newLease(holder string, seconds int32) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Name: "l"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds},
+	}
+}
+
+// The optimistic concurrency the stock fake clientset lacks.
+func TestStrictResourceVersions(t *testing.T) {
+	ctx := context.Background()
+	api := relecttest.NewLeaseAPI()
+	a, b := leases(api, "a"), leases(api, "b")
+
+	created, err := a.Create(ctx, newLease("a", 15), metav1.CreateOptions{})
+	require.NoError(t, err)
+	require.NotEmpty(t, created.ResourceVersion)
+	assert.Equal(t, "ns", created.Namespace)
+
+	_, err = b.Create(ctx, newLease("b", 15), metav1.CreateOptions{})
+	assert.True(t, apierrors.IsAlreadyExists(err), "create of an existing Lease: %v", err)
+
+	mine, err := b.Get(ctx, "l", metav1.GetOptions{})
+	require.NoError(t, err)
+	*mine.Spec.HolderIdentity = "b"
+	updated, err := b.Update(ctx, mine, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	assert.NotEqual(t, created.ResourceVersion, updated.ResourceVersion)
+
+	*created.Spec.HolderIdentity = "a"
+	_, err = a.Update(ctx, created, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsConflict(err), "update with a stale resourceVersion: %v", err)
+
+	noRV := updated.DeepCopy()
+	noRV.ResourceVersion = ""
+	_, err = a.Update(ctx, noRV, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "update without a resourceVersion: %v", err)
+
+	bad := updated.DeepCopy()
+	zero := int32(0)
+	bad.Spec.LeaseDurationSeconds = &zero
+	_, err = a.Update(ctx, bad, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "validation: %v", err)
+
+	_, err = a.Get(ctx, "missing", metav1.GetOptions{})
+	assert.True(t, apierrors.IsNotFound(err))
+	_, err = a.Patch(ctx, "l", "application/merge-patch+json", []byte(`{}`), metav1.PatchOptions{})
+	assert.True(t, apierrors.IsMethodNotSupported(err), "verbs leader election never uses are refused: %v", err)
+
+	assert.Equal(t, "b", api.Holder("ns", "l"))
+	assert.Equal(t, 3, api.Client("a").Calls(relecttest.VerbUpdate))
+	assert.Equal(t, 1, api.Client("b").Calls(relecttest.VerbGet))
+}
+
+// Hand edits bypass validation, bump the resourceVersion and are watched.
+func TestHandEditsAndWatch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		api := relecttest.NewLeaseAPI()
+		c := leases(api, "a")
+		w, err := c.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=l"})
+		require.NoError(t, err)
+		defer w.Stop()
+
+		created, err := c.Create(ctx, newLease("a", 15), metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, api.SetHolder("ns", "l", "b"))
+		require.NoError(t, api.Edit("ns", "l", func(l *coordinationv1.Lease) {
+			neg := int32(-5)
+			l.Spec.LeaseDurationSeconds = &neg
+			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(time.Hour)}
+		}))
+		require.NoError(t, api.Delete("ns", "l"))
+
+		var got []watch.EventType
+		var holders []string
+		for range 4 {
+			ev := <-w.ResultChan()
+			got = append(got, ev.Type)
+			holders = append(holders, *ev.Object.(*coordinationv1.Lease).Spec.HolderIdentity)
+		}
+		assert.Equal(t, []watch.EventType{watch.Added, watch.Modified, watch.Modified, watch.Deleted}, got)
+		assert.Equal(t, []string{"a", "b", "b", "b"}, holders)
+		_, err = c.Update(ctx, created, metav1.UpdateOptions{})
+		assert.True(t, apierrors.IsNotFound(err))
+	})
+}
+
+// Faults are per client and heal.
+func TestFaultsPerClient(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx := context.Background()
+		api := relecttest.NewLeaseAPI()
+		a, b := leases(api, "a"), leases(api, "b")
+		_, err := a.Create(ctx, newLease("a", 15), metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		api.Client("a").FailNext(2, relecttest.Error(503))
+		for range 2 {
+			_, err = a.Get(ctx, "l", metav1.GetOptions{})
+			assert.True(t, apierrors.IsServiceUnavailable(err))
+		}
+		_, err = a.Get(ctx, "l", metav1.GetOptions{})
+		assert.NoError(t, err, "only the next 2")
+
+		api.Client("a").Fail(relecttest.Error(403))
+		_, err = a.Get(ctx, "l", metav1.GetOptions{})
+		assert.True(t, apierrors.IsForbidden(err))
+		_, err = b.Get(ctx, "l", metav1.GetOptions{})
+		assert.NoError(t, err, "b is unaffected")
+		api.Client("a").Heal()
+
+		api.Client("a").SetLatency(3 * time.Second)
+		start := time.Now()
+		_, err = a.Get(ctx, "l", metav1.GetOptions{})
+		assert.NoError(t, err)
+		assert.Equal(t, 3*time.Second, time.Since(start))
+		api.Client("a").Heal()
+
+		api.Client("a").Partition()
+		tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		start = time.Now()
+		_, err = a.Get(tctx, "l", metav1.GetOptions{})
+		cancel()
+		assert.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 10*time.Second, time.Since(start), "hangs until the context ends")
+		api.Client("a").Heal()
+
+		api.Client("a").Pause()
+		done := make(chan error)
+		tctx, cancel = context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		go func() {
+			_, err := a.Get(tctx, "l", metav1.GetOptions{})
+			done <- err
+		}()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		select {
+		case <-done:
+			t.Fatal("a paused call returned")
+		default:
+		}
+		api.Client("a").Resume()
+		assert.ErrorIs(t, <-done, context.DeadlineExceeded, "it sees its context ended only when resumed")
+		assert.Equal(t, []string{"a", "b"}, api.Clients())
+	})
+}

@@ -1,0 +1,81 @@
+package relecttest
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Call is one Lease call made through a Client, as reported to the
+// functions registered with LeaseAPI.Observe.
+type Call struct {
+	// Client is the name of the handle the call went through.
+	Client string
+	// Verb is VerbGet, VerbCreate, VerbUpdate, VerbDelete, VerbList or
+	// VerbWatch.
+	Verb string
+	// Start is when the call was made: the instant it was counted, before
+	// any fault (pause, partition, latency, error) was applied.
+	Start time.Time
+	// End is when it returned to the caller.
+	End time.Time
+	// Err is what it returned: an injected error, the context's error for
+	// a call that hung (partition, latency) until its context ended, the
+	// API's answer (NotFound, Conflict, ...), or nil.
+	Err error
+}
+
+// observers is the copy-on-write list of the functions Observe registered.
+type observers struct {
+	mu   sync.Mutex // serialises registrations
+	list atomic.Pointer[[]*func(Call)]
+}
+
+// Observe registers f to be called once for every Lease call made through
+// any Client of a, when the call returns: after its faults were applied and
+// the API answered, before the caller sees the answer. f runs in the
+// caller's goroutine, so calls made concurrently are reported concurrently
+// and f must be safe for that; f must not block, and must not make Lease
+// calls itself. Calls are counted (Client.Calls) whether or not anyone
+// observes them. The returned function unregisters f; after it returns, f
+// is not called for calls that start later.
+func (a *LeaseAPI) Observe(f func(Call)) (stop func()) {
+	o := &a.obs
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := &f
+	var next []*func(Call)
+	if cur := o.list.Load(); cur != nil {
+		next = append(next, *cur...)
+	}
+	next = append(next, p)
+	o.list.Store(&next)
+	return func() {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		cur := o.list.Load()
+		if cur == nil {
+			return
+		}
+		var kept []*func(Call)
+		for _, q := range *cur {
+			if q != p {
+				kept = append(kept, q)
+			}
+		}
+		o.list.Store(&kept)
+	}
+}
+
+// observe reports a call that started at start and is returning *err to
+// every registered observer. Deferred by each Lease verb.
+func (c *Client) observe(verb string, start time.Time, err *error) {
+	list := c.api.obs.list.Load()
+	if list == nil || len(*list) == 0 {
+		return
+	}
+	call := Call{Client: c.name, Verb: verb, Start: start, End: time.Now(), Err: *err}
+	for _, f := range *list {
+		(*f)(call)
+	}
+}
