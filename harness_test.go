@@ -33,7 +33,6 @@ type candidate struct {
 	newLeader []string
 	working   int // OnStartedLeading calls in progress
 	starts    int
-	workDone  chan struct{}
 }
 
 // newCandidate builds (but does not start) an Elector named name. mod may

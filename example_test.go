@@ -1,0 +1,97 @@
+package relect_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/relecttest"
+)
+
+// A candidate that leads once and then shuts down: Run returns the context's
+// error after the work returned and the lease was released.
+func Example() {
+	api := relecttest.NewLeaseAPI() // in production: Config: restConfig
+	ctx, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	e, err := relect.New(relect.Options{
+		Client:    api.Client("pod-a").Clientset(),
+		Namespace: "default",
+		Name:      "my-controller",
+		Identity:  "pod-a",
+		OnStartedLeading: func(ctx context.Context) {
+			term, _ := relect.TermFromContext(ctx)
+			fmt.Println("leading, term", term)
+			shutdown() // for the example; normally the process's signal handler
+			<-ctx.Done()
+			fmt.Println("work stopped")
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = e.Run(ctx)
+	fmt.Println("Run returned:", err)
+	fmt.Printf("holder after release: %q\n", api.Holder("default", "my-controller"))
+	// Output:
+	// leading, term 0
+	// work stopped
+	// Run returned: context canceled
+	// holder after release: ""
+}
+
+// Reading Events: they arrive in order, and the channel is closed when Run
+// returns.
+func ExampleElector_Events() {
+	api := relecttest.NewLeaseAPI()
+	ctx, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	e, err := relect.New(relect.Options{
+		Client:           api.Client("pod-a").Clientset(),
+		Namespace:        "default",
+		Name:             "my-controller",
+		Identity:         "pod-a",
+		OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range e.Events() {
+			if ev.Leader == "" {
+				fmt.Println(ev.Kind)
+			} else {
+				fmt.Println(ev.Kind, ev.Leader)
+			}
+			if ev.Kind == relect.EventStartedLeading {
+				shutdown()
+			}
+		}
+	}()
+	_ = e.Run(ctx)
+	<-done
+	// Output:
+	// campaigning
+	// new-leader pod-a
+	// started-leading pod-a
+	// stopped-leading pod-a
+	// released pod-a
+}
+
+// Invalid options fail in New, naming each field.
+func ExampleNew_invalid() {
+	_, err := relect.New(relect.Options{
+		Client:           relecttest.NewLeaseAPI().Client("x").Clientset(),
+		Namespace:        "default",
+		Name:             "my-controller",
+		LeaseDuration:    1500 * 1e6, // 1.5 s
+		OnStartedLeading: func(context.Context) {},
+	})
+	fmt.Println(err)
+	// Output:
+	// relect: Options.LeaseDuration 1.5s is not a whole number of seconds (the Lease stores whole seconds): invalid options
+}
