@@ -81,10 +81,11 @@ func New(opts Options) (*Elector, error) {
 		klogger: logr.FromSlogHandler(cfg.Logger.Handler()),
 	}
 	e.lock = &lock{
-		e:           e,
-		inner:       cfg.lock,
-		limiter:     newLimiter(cfg),
-		callTimeout: cfg.RenewDeadline / 2,
+		e:            e,
+		inner:        cfg.lock,
+		limiter:      newLimiter(cfg),
+		callTimeout:  cfg.RenewDeadline / 2,
+		leaseSeconds: int(cfg.LeaseDuration / time.Second),
 	}
 	return e, nil
 }

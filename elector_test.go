@@ -3,6 +3,7 @@ package relect_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -512,4 +513,31 @@ func TestSlowReaderDropsOldest(t *testing.T) {
 		require.Len(t, kept, 2)
 		assert.Equal(t, relect.EventBackoff, kept[1].Kind, "the newest event was kept")
 	})
+}
+
+// A held Lease whose duration was edited to zero, a negative or a short
+// value is not taken over sooner than our own LeaseDuration after it was
+// observed: client-go would take it at its next poll, possibly before the
+// holder's next renewal reveals the edit.
+func TestShortEditedDurationDoesNotShortenTakeover(t *testing.T) {
+	for _, seconds := range []int32{0, -5, 1} {
+		t.Run(fmt.Sprint(seconds), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := relecttest.NewLeaseAPI()
+				holder, now := "ghost", metav1.NewMicroTime(time.Now())
+				api.Put(&coordinationv1.Lease{
+					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lease},
+					Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds,
+						RenewTime: &now, AcquireTime: &now},
+				})
+				b := newCandidate(t, api, "b", nil)
+				started := time.Now()
+				b.start()
+				waitFor(t, 2*ld, "b leads", b.e.IsLeader)
+				assert.GreaterOrEqual(t, time.Since(started), ld)
+				b.stop()
+				b.checkEvents()
+			})
+		})
+	}
 }

@@ -23,10 +23,11 @@ import (
 //     and before the request) and its outcome, and every record read, which
 //     drive IsLeader, the term watchdog, new-leader events and loss detection.
 type lock struct {
-	e           *Elector
-	inner       resourcelock.Interface
-	limiter     *rate.Limiter
-	callTimeout time.Duration
+	e            *Elector
+	inner        resourcelock.Interface
+	limiter      *rate.Limiter
+	callTimeout  time.Duration
+	leaseSeconds int // LeaseDuration in the Lease's whole seconds
 }
 
 var _ resourcelock.Interface = (*lock)(nil)
@@ -55,8 +56,10 @@ func (l *lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 	rec, raw, err := l.inner.Get(cctx)
 	switch {
 	case err == nil:
-		if l.e.observed(rec) {
-			return l.disguise(rec)
+		stranger := l.e.observed(rec)
+		short := rec.HolderIdentity != "" && rec.LeaseDurationSeconds < l.leaseSeconds
+		if stranger || short {
+			return l.adjust(rec, stranger)
 		}
 	case apierrors.IsNotFound(err):
 		l.e.observedMissing()
@@ -94,15 +97,30 @@ func (l *lock) write(ctx context.Context, verb string, ler resourcelock.LeaderEl
 // record this Elector did not write.
 const strangerSuffix = " (not written by this elector)"
 
-// disguise shows client-go a record that names us but that we did not write
-// (an operator's hand edit, or a previous process with the same identity) as
-// held by a stranger. client-go would resume such a lease at once, while the
-// candidate that really held it may still act as leader until its next
-// renewal; as a stranger's, it is taken over only once it expires, with a
-// new term number. Leader() still reports the true holder.
-func (l *lock) disguise(rec *resourcelock.LeaderElectionRecord) (*resourcelock.LeaderElectionRecord, []byte, error) {
+// adjust changes what client-go sees of a record read from the API, never
+// what is stored, in two cases where client-go's rules would let this
+// candidate take over while the holder may still act as leader:
+//
+//   - stranger: the record names us, but this Elector did not write it (an
+//     operator's hand edit, or a previous process with the same identity).
+//     client-go would resume it at once, while the candidate that really
+//     held it may still act as leader until its next renewal. Shown as held
+//     by a stranger, it is taken over only once it expires, as a new term.
+//   - a held lease whose duration is shorter than ours (zero, negative, or
+//     just short: a hand edit or a client with other settings). client-go
+//     would take it over that soon after observing it, possibly before the
+//     holder's next renewal reveals the edit. It is shown with our own lease
+//     duration, so a takeover waits at least that long.
+//
+// Leader() and events still report the record as stored.
+func (l *lock) adjust(rec *resourcelock.LeaderElectionRecord, stranger bool) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	shown := *rec
-	shown.HolderIdentity += strangerSuffix
+	if stranger {
+		shown.HolderIdentity += strangerSuffix
+	}
+	if shown.HolderIdentity != "" && shown.LeaseDurationSeconds < l.leaseSeconds {
+		shown.LeaseDurationSeconds = l.leaseSeconds
+	}
 	raw, err := json.Marshal(shown)
 	return &shown, raw, err
 }
