@@ -36,6 +36,7 @@ type Elector struct {
 	written  *resourcelock.LeaderElectionRecord // our last successful write
 	current  *campaign                          // the campaign in progress, or nil
 	notifier *notifier                          // delivers OnNewLeader during Run, or nil
+	stats    Stats                              // counters; Stats() fills in the state
 }
 
 // campaign is one run of client-go's LeaderElector: acquire, then one term.
@@ -207,7 +208,11 @@ func (e *Elector) Run(ctx context.Context) error {
 			bo.reset()
 		}
 		d := bo.next()
-		e.emit(Event{Kind: EventBackoff, Delay: d})
+		e.mu.Lock()
+		e.stats.Backoffs++
+		e.stats.BackoffTime += d
+		e.emitLocked(Event{Kind: EventBackoff, Delay: d})
+		e.mu.Unlock()
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -266,6 +271,7 @@ func (e *Elector) campaign(ctx context.Context) (stable bool) {
 	isPanic := errors.As(t.cause, &panicked)
 	release := isPanic || errors.Is(t.cause, ErrWorkReturned) ||
 		(ctx.Err() != nil && !e.cfg.KeepLeaseOnCancel && !errors.Is(t.cause, ErrLeaseExpired) && !errors.Is(t.cause, ErrLeaseLost))
+	e.lock.record("stopped leading")
 	if release {
 		e.release(ctx, t)
 	}
@@ -290,6 +296,7 @@ func (e *Elector) release(ctx context.Context, t *term) {
 		e.emit(Event{Kind: EventError, Err: fmt.Errorf("relect: releasing the lease: %w", err)})
 	case ok:
 		e.emit(Event{Kind: EventReleased, Leader: e.Identity(), Term: t.number})
+		e.lock.record("released the lease")
 	}
 }
 
@@ -314,8 +321,11 @@ func (c *campaign) serve(cgCtx context.Context) {
 		return
 	}
 	t.started = true
+	e.stats.TermsStarted++
 	e.emitLocked(Event{Kind: EventStartedLeading, Leader: e.Identity(), Term: t.number})
 	e.mu.Unlock()
+
+	e.lock.record("became leader")
 
 	watchdogDone := make(chan struct{})
 	go func() {
@@ -458,6 +468,7 @@ func (e *Elector) wrote(sent time.Time, rec *resourcelock.LeaderElectionRecord) 
 		return
 	}
 	valid := sent.Add(e.cfg.RenewDeadline)
+	e.stats.LastRenewal = sent
 	t := c.term
 	if t == nil {
 		c.term = &term{
@@ -481,16 +492,6 @@ func (e *Elector) wrote(sent time.Time, rec *resourcelock.LeaderElectionRecord) 
 	case t.renewed <- struct{}{}:
 	default:
 	}
-}
-
-// callFailed reports a failed Lease API call, unless it failed only because
-// the campaign was being stopped.
-func (e *Elector) callFailed(ctx context.Context, verb string, err error) {
-	if ctx.Err() != nil {
-		return
-	}
-	e.cfg.Logger.Debug("relect: lease API call failed", "verb", verb, "lease", e.lock.Describe(), "err", err)
-	e.emit(Event{Kind: EventError, Err: fmt.Errorf("relect: lease %s: %w", verb, err)})
 }
 
 func (e *Elector) setLeaderLocked(holder string, transitions int) {

@@ -28,9 +28,16 @@ const (
 	EventReleased
 	// EventBackoff: waiting Delay before the next campaign.
 	EventBackoff
-	// EventError: a Lease API call failed, a release failed, or a callback
-	// panicked (Err). Election goes on.
+	// EventError: a Lease API call failed (Err is a *CallError), a release
+	// failed, or a callback panicked (Err is a *PanicError). Election goes
+	// on.
 	EventError
+	// EventDegraded: Options.DegradedAfter Lease API calls failed in a row
+	// (Err: the last failure). The election goes on; a process that stays
+	// degraded is cut off from the API.
+	EventDegraded
+	// EventRecovered: a Lease API call succeeded after EventDegraded.
+	EventRecovered
 )
 
 var eventKindNames = [...]string{
@@ -41,6 +48,8 @@ var eventKindNames = [...]string{
 	EventReleased:       "released",
 	EventBackoff:        "backoff",
 	EventError:          "error",
+	EventDegraded:       "degraded",
+	EventRecovered:      "recovered",
 }
 
 // String returns the kind's name in lower case, for logs.

@@ -35,25 +35,30 @@ var _ resourcelock.Interface = (*lock)(nil)
 // errBudget wraps a token-bucket wait that could not finish in time.
 var errBudget = errors.New("relect: Lease API budget exhausted")
 
-// wait takes one token, blocking until one is available or ctx ends.
-func (l *lock) wait(ctx context.Context) error {
+// wait takes one token, blocking until one is available or ctx ends. It
+// returns how long it waited.
+func (l *lock) wait(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
 	if err := l.limiter.Wait(ctx); err != nil {
 		if ctx.Err() != nil {
-			return ctx.Err()
+			return time.Since(start), ctx.Err()
 		}
 		// The wait would outlast ctx's deadline.
-		return fmt.Errorf("%w: %v", errBudget, err)
+		return time.Since(start), fmt.Errorf("%w: %v", errBudget, err)
 	}
-	return nil
+	return time.Since(start), nil
 }
 
 func (l *lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
-	if err := l.wait(ctx); err != nil {
+	waited, err := l.wait(ctx)
+	if err != nil {
+		l.e.called(ctx, "get", err, waited)
 		return nil, nil, err
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.callTimeout)
 	defer cancel()
 	rec, raw, err := l.inner.Get(cctx)
+	l.e.called(ctx, "get", err, waited)
 	switch {
 	case err == nil:
 		stranger := l.e.observed(rec)
@@ -63,8 +68,6 @@ func (l *lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 		}
 	case apierrors.IsNotFound(err):
 		l.e.observedMissing()
-	default:
-		l.e.callFailed(ctx, "get", err)
 	}
 	return rec, raw, err
 }
@@ -79,14 +82,17 @@ func (l *lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 
 func (l *lock) write(ctx context.Context, verb string, ler resourcelock.LeaderElectionRecord,
 	call func(context.Context, resourcelock.LeaderElectionRecord) error) error {
-	if err := l.wait(ctx); err != nil {
+	waited, err := l.wait(ctx)
+	if err != nil {
+		l.e.called(ctx, verb, err, waited)
 		return err
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.callTimeout)
 	defer cancel()
 	sent := time.Now()
-	if err := call(cctx, ler); err != nil {
-		l.e.callFailed(ctx, verb, err)
+	err = call(cctx, ler)
+	l.e.called(ctx, verb, err, waited)
+	if err != nil {
 		return err
 	}
 	l.e.wrote(sent, &ler)
@@ -125,9 +131,21 @@ func (l *lock) adjust(rec *resourcelock.LeaderElectionRecord, stranger bool) (*r
 	return &shown, raw, err
 }
 
-func (l *lock) RecordEvent(s string) { l.inner.RecordEvent(s) }
-func (l *lock) Identity() string     { return l.inner.Identity() }
-func (l *lock) Describe() string     { return l.inner.Describe() }
+// RecordEvent ignores client-go's calls: client-go records "became leader"
+// before the work starts and "stopped leading" on every exit, led or not.
+// relect records its own, through record, at the moments they happen.
+func (l *lock) RecordEvent(string) {}
+
+// record passes a Kubernetes Event to the inner lock, which sends it to its
+// EventRecorder, if any. resourcelock.LeaseLock dereferences the Lease it
+// last read or wrote, so a recorder's panic is recovered and reported.
+func (l *lock) record(msg string) {
+	if p := callSafely("EventRecorder", func() { l.inner.RecordEvent(msg) }); p != nil {
+		l.e.emit(Event{Kind: EventError, Err: p})
+	}
+}
+func (l *lock) Identity() string { return l.inner.Identity() }
+func (l *lock) Describe() string { return l.inner.Describe() }
 
 // release hands the lease back: it writes an empty holder (with a lease
 // duration of 1 s, as client-go does) conditionally on the object this lock

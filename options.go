@@ -31,6 +31,9 @@ const (
 	// DefaultEventBuffer is the capacity of the Events channel.
 	DefaultEventBuffer = 64
 
+	// DefaultDegradedAfter is the default of Options.DegradedAfter.
+	DefaultDegradedAfter = 5
+
 	// DefaultRateBurst is the token bucket's default burst: the calls one
 	// renewal try can make (a failed optimistic Update, a Get, an Update)
 	// plus one spare.
@@ -172,6 +175,18 @@ type Options struct {
 	// default (false) releases it, after OnStartedLeading has returned, so
 	// that followers can take over at once.
 	KeepLeaseOnCancel bool
+
+	// DegradedAfter is how many Lease API calls must fail in a row before
+	// the Elector reports itself degraded (EventDegraded, Stats.Degraded)
+	// until the next call succeeds. Zero means DefaultDegradedAfter (5).
+	DegradedAfter int
+
+	// EventRecorder, if not nil, receives Kubernetes Events on the Lease
+	// when this candidate becomes leader, stops leading and releases the
+	// lease (reason "LeaderElection", as client-go's). A
+	// k8s.io/client-go/tools/record.EventRecorder fits. With Lock, relect
+	// calls Lock.RecordEvent instead and this must be nil.
+	EventRecorder resourcelock.EventRecorder
 
 	// EventBuffer is the capacity of the Events channel. Zero means
 	// DefaultEventBuffer (64). When the buffer is full the oldest event is
@@ -325,6 +340,16 @@ func resolve(o Options) (*config, error) {
 	}
 
 	switch {
+	case o.DegradedAfter < 0:
+		bad("DegradedAfter", "is negative (%d)", o.DegradedAfter)
+	case o.DegradedAfter == 0:
+		o.DegradedAfter = DefaultDegradedAfter
+	}
+	if o.Lock != nil && o.EventRecorder != nil {
+		bad("EventRecorder", "is set with Lock: give the recorder to the lock instead")
+	}
+
+	switch {
 	case o.EventBuffer < 0:
 		bad("EventBuffer", "is negative (%d)", o.EventBuffer)
 	case o.EventBuffer == 0:
@@ -362,7 +387,7 @@ func resolve(o Options) (*config, error) {
 	c.lock = &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name},
 		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity},
+		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity, EventRecorder: o.EventRecorder},
 	}
 	return c, nil
 }
