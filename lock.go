@@ -5,10 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"golang.org/x/time/rate"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -136,14 +140,25 @@ func (l *lock) adjust(rec *resourcelock.LeaderElectionRecord, stranger bool) (*r
 // relect records its own, through record, at the moments they happen.
 func (l *lock) RecordEvent(string) {}
 
-// record passes a Kubernetes Event to the inner lock, which sends it to its
-// EventRecorder, if any. resourcelock.LeaseLock dereferences the Lease it
-// last read or wrote, so a recorder's panic is recovered and reported.
+// record sends a Kubernetes Event about the Lease to Options.EventRecorder,
+// if set. It does not go through the inner lock's RecordEvent: LeaseLock's
+// reads the Lease object its renew loop writes concurrently.
 func (l *lock) record(msg string) {
-	if p := callSafely("EventRecorder", func() { l.inner.RecordEvent(msg) }); p != nil {
+	r := l.e.cfg.EventRecorder
+	if r == nil {
+		return
+	}
+	ns, name, _ := strings.Cut(l.Describe(), "/")
+	subject := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
+	subject.Kind = "Lease"
+	subject.APIVersion = coordinationv1.SchemeGroupVersion.String()
+	if p := callSafely("EventRecorder", func() {
+		r.Eventf(subject, corev1.EventTypeNormal, "LeaderElection", "%s %s", l.Identity(), msg)
+	}); p != nil {
 		l.e.emit(Event{Kind: EventError, Err: p})
 	}
 }
+
 func (l *lock) Identity() string { return l.inner.Identity() }
 func (l *lock) Describe() string { return l.inner.Describe() }
 

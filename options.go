@@ -181,11 +181,13 @@ type Options struct {
 	// until the next call succeeds. Zero means DefaultDegradedAfter (5).
 	DegradedAfter int
 
-	// EventRecorder, if not nil, receives Kubernetes Events on the Lease
-	// when this candidate becomes leader, stops leading and releases the
-	// lease (reason "LeaderElection", as client-go's). A
-	// k8s.io/client-go/tools/record.EventRecorder fits. With Lock, relect
-	// calls Lock.RecordEvent instead and this must be nil.
+	// EventRecorder, if not nil, receives Kubernetes Events (type Normal,
+	// reason "LeaderElection", as client-go's) on the Lease when this
+	// candidate became leader, stopped leading and released the lease, once
+	// per term. A k8s.io/client-go/tools/record.EventRecorder fits. relect
+	// never calls a Lock's RecordEvent: client-go's LeaseLock reads state
+	// there that its renew loop writes concurrently. With Lock, the Lease
+	// is named after Lock.Describe() ("namespace/name").
 	EventRecorder resourcelock.EventRecorder
 
 	// EventBuffer is the capacity of the Events channel. Zero means
@@ -344,9 +346,6 @@ func resolve(o Options) (*config, error) {
 		bad("DegradedAfter", "is negative (%d)", o.DegradedAfter)
 	case o.DegradedAfter == 0:
 		o.DegradedAfter = DefaultDegradedAfter
-	}
-	if o.Lock != nil && o.EventRecorder != nil {
-		bad("EventRecorder", "is set with Lock: give the recorder to the lock instead")
 	}
 
 	switch {

@@ -35,6 +35,7 @@ func TestStatsAndDegradedSignal(t *testing.T) {
 
 		api.Client("a").Fail(relecttest.Error(403))
 		waitFor(t, time.Minute, "degraded", func() bool { return a.e.Stats().Degraded })
+		synctest.Wait() // let the event reader catch up
 		s = a.e.Stats()
 		assert.GreaterOrEqual(t, s.ConsecutiveFailures, 3)
 		assert.Equal(t, 1, a.count(relect.EventDegraded))
@@ -45,6 +46,7 @@ func TestStatsAndDegradedSignal(t *testing.T) {
 
 		api.Client("a").Heal()
 		waitFor(t, time.Minute, "recovered", func() bool { return !a.e.Stats().Degraded })
+		synctest.Wait()
 		assert.Equal(t, 1, a.count(relect.EventRecovered))
 		assert.Zero(t, a.e.Stats().ConsecutiveFailures)
 		a.stop()
