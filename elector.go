@@ -30,6 +30,9 @@ type Elector struct {
 	events  *eventQueue
 	klogger logr.Logger
 	running atomic.Bool
+	// pollOnly is set when the Lease may not be watched: followers then
+	// poll through client-go's acquire loop.
+	pollOnly atomic.Bool
 
 	mu       sync.Mutex
 	leader   string                             // last observed holder identity
@@ -49,6 +52,10 @@ type campaign struct {
 	// so that campaign() can join a goroutine it did not start.
 	started sync.WaitGroup
 	term    *term // set at acquisition; guarded by Elector.mu
+	// followed: this campaign acquired the lease by following (watch),
+	// and client-go only resumes it; if client-go then sees another
+	// holder, the campaign ends instead of polling.
+	followed bool
 }
 
 // term is one tenure of this candidate as leader. Fields are guarded by
@@ -230,6 +237,17 @@ func (e *Elector) campaign(ctx context.Context) (stable bool) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	c := &campaign{e: e, runCtx: ctx, cancel: cancel}
+	if e.cfg.leases != nil && !e.pollOnly.Load() {
+		switch err := e.follow(cctx); {
+		case errors.Is(err, errWatchForbidden):
+			e.pollOnly.Store(true)
+			e.emit(Event{Kind: EventError, Err: err})
+		case err != nil:
+			return false // ctx done
+		default:
+			c.followed = true
+		}
+	}
 	e.mu.Lock()
 	e.current = c
 	e.mu.Unlock()
@@ -423,6 +441,9 @@ func (e *Elector) observed(rec *resourcelock.LeaderElectionRecord) (stranger boo
 	mine := rec.HolderIdentity == e.Identity()
 	if inTerm && !mine {
 		e.endTermLocked(c, c.term, ErrLeaseLost)
+	}
+	if c != nil && c.followed && !inTerm && !mine {
+		c.cancel(ErrLeaseLost) // the lease we acquired moved on before client-go resumed it
 	}
 	return !inTerm && mine && !sameRecord(rec, e.written)
 }

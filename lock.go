@@ -53,6 +53,27 @@ func (l *lock) wait(ctx context.Context) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// call makes one Lease API call fn outside client-go's lock interface (the
+// follower's reads, watches and acquisitions): it waits on the bucket, gives
+// fn a context with the per-call timeout if timeout is set (not for a
+// watch, which lives until stopped), and records the outcome.
+func (l *lock) call(ctx context.Context, verb string, timeout bool, fn func(context.Context) error) error {
+	waited, err := l.wait(ctx)
+	if err != nil {
+		l.e.called(ctx, verb, err, waited)
+		return err
+	}
+	cctx := ctx
+	if timeout {
+		var cancel context.CancelFunc
+		cctx, cancel = context.WithTimeout(ctx, l.callTimeout)
+		defer cancel()
+	}
+	err = fn(cctx)
+	l.e.called(ctx, verb, err, waited)
+	return err
+}
+
 func (l *lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	waited, err := l.wait(ctx)
 	if err != nil {

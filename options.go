@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -203,7 +204,8 @@ type Options struct {
 // config is Options after defaults, validated; it is what an Elector runs on.
 type config struct {
 	Options
-	lock resourcelock.Interface // the caller's or one built from Config/Client
+	lock   resourcelock.Interface              // the caller's or one built from Config/Client
+	leases coordinationv1client.LeaseInterface // for followers' watch; nil with Lock
 }
 
 // fieldError reports an invalid Options field.
@@ -383,6 +385,7 @@ func resolve(o Options) (*config, error) {
 		}
 		client = cs
 	}
+	c.leases = client.CoordinationV1().Leases(c.Namespace)
 	c.lock = &resourcelock.LeaseLock{
 		LeaseMeta:  metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name},
 		Client:     client.CoordinationV1(),

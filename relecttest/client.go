@@ -42,6 +42,7 @@ type Client struct {
 	failNext    int
 	failNextErr error
 	failErr     error
+	failVerb    map[string]error
 	latency     time.Duration
 	partitioned chan struct{} // non-nil while partitioned; closed by Heal
 	resume      chan struct{} // closed unless paused
@@ -70,6 +71,17 @@ func (c *Client) Fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.failErr = err
+}
+
+// FailVerb makes every Lease call of verb (VerbWatch, say) through this
+// handle fail with err until Heal, as RBAC that lacks one verb would.
+func (c *Client) FailVerb(verb string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failVerb == nil {
+		c.failVerb = map[string]error{}
+	}
+	c.failVerb[verb] = err
 }
 
 // SetLatency delays every Lease call through this handle by d (zero: none).
@@ -115,12 +127,13 @@ func (c *Client) Resume() {
 	}
 }
 
-// Heal clears errors (FailNext, Fail), latency and a partition. It does not
+// Heal clears errors (FailNext, Fail, FailVerb), latency and a partition. It does not
 // end a Pause.
 func (c *Client) Heal() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.failNext, c.failNextErr, c.failErr, c.latency = 0, nil, nil, 0
+	c.failVerb = nil
 	if c.partitioned != nil {
 		close(c.partitioned)
 		c.partitioned = nil
@@ -184,6 +197,8 @@ func (c *Client) enter(ctx context.Context, verb string) error {
 		return c.failNextErr
 	case c.failErr != nil:
 		return c.failErr
+	case c.failVerb[verb] != nil:
+		return c.failVerb[verb]
 	}
 	return nil
 }
@@ -256,11 +271,13 @@ func (l *leases) List(ctx context.Context, opts metav1.ListOptions) (_ *coordina
 	return l.c.api.list(l.ns, opts)
 }
 
-// Watch supports an empty field selector or metadata.name=NAME. Events
-// start with the next change (resourceVersion is not replayed). The watch
-// ends when Stop is called or ctx is done.
-func (l *leases) Watch(ctx context.Context, opts metav1.ListOptions) (_ watch.Interface, err error) {
-	defer l.c.observe(VerbWatch, time.Now(), &err)
+// Watch supports an empty field selector or metadata.name=NAME. Without a
+// resourceVersion, events start with the next change; with one, the changes
+// after it are replayed first, or the watch fails with 410 Gone
+// (apierrors.IsResourceExpired) if they are too old. The watch ends when Stop
+// is called or ctx is done.
+func (l *leases) Watch(ctx context.Context, opts metav1.ListOptions) (wi watch.Interface, err error) {
+	defer l.c.observeWatch(time.Now(), &wi, &err)
 	if err := l.c.enter(ctx, VerbWatch); err != nil {
 		return nil, err
 	}
@@ -268,7 +285,7 @@ func (l *leases) Watch(ctx context.Context, opts metav1.ListOptions) (_ watch.In
 	if err != nil {
 		return nil, err
 	}
-	return l.c.api.watch(ctx, l.ns, name), nil
+	return l.c.api.watch(ctx, l.ns, name, opts.ResourceVersion)
 }
 
 func (l *leases) DeleteCollection(context.Context, metav1.DeleteOptions, metav1.ListOptions) error {

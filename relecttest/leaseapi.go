@@ -32,6 +32,7 @@ type LeaseAPI struct {
 	clients  map[string]*Client
 	watchers map[*watcher]struct{}
 	obs      observers // see Observe
+	history  []change  // the last historySize changes, for watches that resume
 }
 
 // NewLeaseAPI returns an empty LeaseAPI.

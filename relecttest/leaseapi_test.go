@@ -168,3 +168,34 @@ func TestFaultsPerClient(t *testing.T) {
 		assert.Equal(t, []string{"a", "b"}, api.Clients())
 	})
 }
+
+// A watch from a resourceVersion replays what came after it; one older than
+// the history gets 410 Gone, as from the apiserver's watch cache.
+func TestWatchResumesFromResourceVersion(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		api := relecttest.NewLeaseAPI()
+		c := leases(api, "a")
+		created, err := c.Create(ctx, newLease("a", 15), metav1.CreateOptions{})
+		require.NoError(t, err)
+		require.NoError(t, api.SetHolder("ns", "l", "b"))
+		require.NoError(t, api.SetHolder("ns", "l", "c"))
+		w, err := c.Watch(ctx, metav1.ListOptions{ResourceVersion: created.ResourceVersion})
+		require.NoError(t, err)
+		for _, want := range []string{"b", "c"} {
+			ev := <-w.ResultChan()
+			assert.Equal(t, want, *ev.Object.(*coordinationv1.Lease).Spec.HolderIdentity)
+		}
+		api.CloseWatches()
+		_, open := <-w.ResultChan()
+		assert.False(t, open, "CloseWatches closes the result channel")
+		w.Stop()
+
+		for range 300 {
+			require.NoError(t, api.SetHolder("ns", "l", "d"))
+		}
+		_, err = c.Watch(ctx, metav1.ListOptions{ResourceVersion: created.ResourceVersion})
+		assert.True(t, apierrors.IsResourceExpired(err), "too old: %v", err)
+	})
+}

@@ -2,9 +2,13 @@ package relecttest
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -25,7 +29,14 @@ type watcher struct {
 	done  chan struct{}
 }
 
-func (a *LeaseAPI) watch(ctx context.Context, namespace, name string) *watcher {
+// historySize is how many past changes a watch can resume from, like the
+// apiserver's watch cache window; older resourceVersions get 410 Gone.
+const historySize = 256
+
+// watch opens a watch. With a non-empty resourceVersion it first replays the
+// changes after it, as the apiserver does, or fails with 410 Gone when they
+// are no longer in the history.
+func (a *LeaseAPI) watch(ctx context.Context, namespace, name, resourceVersion string) (*watcher, error) {
 	w := &watcher{
 		api: a, namespace: namespace, name: name,
 		out:  make(chan watch.Event),
@@ -34,16 +45,47 @@ func (a *LeaseAPI) watch(ctx context.Context, namespace, name string) *watcher {
 		done: make(chan struct{}),
 	}
 	a.mu.Lock()
+	if resourceVersion != "" && resourceVersion != "0" {
+		from, err := strconv.ParseUint(resourceVersion, 10, 64)
+		if err != nil {
+			a.mu.Unlock()
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("relecttest: invalid resourceVersion %q", resourceVersion))
+		}
+		if len(a.history) > 0 && from+1 < a.history[0].rv && from < a.rv {
+			a.mu.Unlock()
+			return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, a.history[0].rv-1))
+		}
+		for _, h := range a.history {
+			if h.rv > from && w.matches(h.lease) {
+				w.queue = append(w.queue, watch.Event{Type: h.typ, Object: h.lease.DeepCopy()})
+			}
+		}
+	}
 	a.watchers[w] = struct{}{}
 	a.mu.Unlock()
 	go w.pump(ctx)
-	return w
+	return w, nil
+}
+
+func (w *watcher) matches(l *coordinationv1.Lease) bool {
+	return (w.namespace == "" || w.namespace == l.Namespace) && (w.name == "" || w.name == l.Name)
+}
+
+// change is one entry of the LeaseAPI's history.
+type change struct {
+	rv    uint64
+	typ   watch.EventType
+	lease *coordinationv1.Lease
 }
 
 // notifyLocked queues an event for every matching watcher. a.mu is held.
 func (a *LeaseAPI) notifyLocked(t watch.EventType, l *coordinationv1.Lease) {
+	a.history = append(a.history, change{rv: a.rv, typ: t, lease: l.DeepCopy()})
+	if len(a.history) > historySize {
+		a.history = slices.Delete(a.history, 0, len(a.history)-historySize)
+	}
 	for w := range a.watchers {
-		if (w.namespace == "" || w.namespace == l.Namespace) && (w.name == "" || w.name == l.Name) {
+		if w.matches(l) {
 			w.push(watch.Event{Type: t, Object: l.DeepCopy()})
 		}
 	}
@@ -105,4 +147,18 @@ func (w *watcher) unregister() {
 	w.api.mu.Lock()
 	delete(w.api.watchers, w)
 	w.api.mu.Unlock()
+}
+
+// CloseWatches ends every open watch, as an apiserver does when a watch
+// times out or the server restarts: each watcher's result channel is closed.
+func (a *LeaseAPI) CloseWatches() {
+	a.mu.Lock()
+	ws := make([]*watcher, 0, len(a.watchers))
+	for w := range a.watchers {
+		ws = append(ws, w)
+	}
+	a.mu.Unlock()
+	for _, w := range ws {
+		w.once.Do(func() { close(w.stop) })
+	}
 }

@@ -1,0 +1,277 @@
+package relect
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// errWatchForbidden ends following when the candidate may not watch the
+// Lease; the Elector then polls as client-go does.
+var errWatchForbidden = errors.New("relect: not allowed to watch the Lease; polling instead")
+
+// follower is the state of one follow phase: what this candidate knows of the
+// Lease and since when.
+type follower struct {
+	e          *Elector
+	lease      *coordinationv1.Lease // last observed; nil if missing or unknown
+	known      bool                  // lease reflects a read or a watch event
+	raw        []byte                // its record, to tell a change
+	observedAt time.Time             // local time the record last changed
+	rv         string                // where a new watch resumes
+	w          watch.Interface
+}
+
+// follow is a follower's campaign when relect has the Lease client (Config or
+// Client): instead of client-go's poll every RetryPeriod, it watches the one
+// Lease, and tries to acquire it the moment it is released or deleted, or
+// when (its observation of the last change + the lease duration) passes —
+// client-go's expiry rule on the local clock, with relect's floor of its own
+// LeaseDuration and its rule for records naming it that it did not write.
+// The acquisition is a write conditional on the resourceVersion observed, so
+// a renewal missed by the watch makes it fail with a conflict, never
+// succeed. follow returns nil once this candidate holds the lease; client-go
+// then resumes it (its acquire loop sees our record) and renews it. It
+// returns ctx's error when ctx is done, and errWatchForbidden on a 403 to
+// the watch. All calls go through the lock's bucket and counters.
+func (e *Elector) follow(ctx context.Context) error {
+	f := &follower{e: e}
+	defer f.stopWatch()
+	needRead := true
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if needRead {
+			if err := f.read(ctx); err != nil {
+				if err := e.pause(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+			needRead = false
+		}
+		if f.due() {
+			err := f.acquire(ctx)
+			if err == nil {
+				return nil
+			}
+			// Someone else won, the Lease moved on, or the API failed:
+			// read again, and after a failure also start a fresh watch
+			// (its connection may be dead).
+			needRead = true
+			if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
+				f.stopWatch()
+				if err := e.pause(ctx); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if f.w == nil {
+			if err := f.watch(ctx); err != nil {
+				if apierrors.IsForbidden(err) {
+					return errWatchForbidden
+				}
+				needRead = true
+				if err := e.pause(ctx); err != nil {
+					return err
+				}
+				continue
+			}
+		}
+		expiry := time.NewTimer(time.Until(f.expiry()))
+		select {
+		case <-ctx.Done():
+			expiry.Stop()
+			return ctx.Err()
+		case <-expiry.C:
+			// due() now holds: the loop tries to acquire.
+		case ev, ok := <-f.w.ResultChan():
+			expiry.Stop()
+			switch {
+			case !ok:
+				f.w = nil // closed by the server: resume from f.rv
+			case ev.Type == watch.Added || ev.Type == watch.Modified:
+				if l, ok := ev.Object.(*coordinationv1.Lease); ok {
+					f.observe(l)
+				}
+			case ev.Type == watch.Deleted:
+				f.observe(nil)
+			case ev.Type == watch.Bookmark:
+				if l, ok := ev.Object.(*coordinationv1.Lease); ok {
+					f.rv = l.ResourceVersion
+				}
+			default: // watch.Error, e.g. 410 Gone: start over with a read
+				f.stopWatch()
+				needRead = true
+			}
+		}
+	}
+}
+
+// pause waits one RetryPeriod after a failed call (the bucket bounds the
+// rate anyway; this keeps a follower's retries at client-go's cadence).
+func (e *Elector) pause(ctx context.Context) error {
+	t := time.NewTimer(e.cfg.RetryPeriod)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (f *follower) stopWatch() {
+	if f.w != nil {
+		f.w.Stop()
+		f.w = nil
+	}
+}
+
+// read gets the Lease. NotFound is an observation (no Lease), not an error.
+func (f *follower) read(ctx context.Context) error {
+	var l *coordinationv1.Lease
+	err := f.e.lock.call(ctx, "get", true, func(ctx context.Context) error {
+		var err error
+		l, err = f.e.cfg.leases.Get(ctx, f.e.cfg.Name, metav1.GetOptions{})
+		return err
+	})
+	switch {
+	case err == nil:
+		f.observe(l)
+	case apierrors.IsNotFound(err):
+		f.observe(nil)
+		f.rv = ""
+	default:
+		return err
+	}
+	return nil
+}
+
+// watch opens a watch on the one Lease, resuming after f.rv.
+func (f *follower) watch(ctx context.Context) error {
+	return f.e.lock.call(ctx, "watch", false, func(ctx context.Context) error {
+		w, err := f.e.cfg.leases.Watch(ctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", f.e.cfg.Name).String(),
+			ResourceVersion: f.rv,
+		})
+		f.w = w
+		return err
+	})
+}
+
+// observe records a read or watched Lease (nil: it does not exist). The
+// observation time moves only when the record changes, as in client-go.
+func (f *follower) observe(l *coordinationv1.Lease) {
+	f.known = true
+	if l == nil {
+		f.lease, f.raw, f.observedAt = nil, nil, time.Now()
+		f.e.observedMissing()
+		return
+	}
+	f.lease = l
+	f.rv = l.ResourceVersion
+	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&l.Spec)
+	raw, _ := json.Marshal(rec)
+	if !bytes.Equal(raw, f.raw) {
+		f.raw, f.observedAt = raw, time.Now()
+	}
+	f.e.observed(rec)
+}
+
+// record returns the observed record, or nil.
+func (f *follower) record() *resourcelock.LeaderElectionRecord {
+	if f.lease == nil {
+		return nil
+	}
+	return resourcelock.LeaseSpecToLeaderElectionRecord(&f.lease.Spec)
+}
+
+// ours reports whether the record is the one this Elector last wrote: then it
+// may be resumed at once.
+func (f *follower) ours(rec *resourcelock.LeaderElectionRecord) bool {
+	f.e.mu.Lock()
+	defer f.e.mu.Unlock()
+	return rec.HolderIdentity == f.e.Identity() && sameRecord(rec, f.e.written)
+}
+
+// expiry is when the observed lease may be taken over: at once if there is
+// none, it has no holder, or it is ours; else the observation time plus the
+// longer of the record's lease duration and ours.
+func (f *follower) expiry() time.Time {
+	rec := f.record()
+	if !f.known || rec == nil || rec.HolderIdentity == "" || f.ours(rec) {
+		return time.Time{}
+	}
+	secs := max(rec.LeaseDurationSeconds, f.e.lock.leaseSeconds)
+	return f.observedAt.Add(time.Duration(secs) * time.Second)
+}
+
+func (f *follower) due() bool { return f.known && !time.Now().Before(f.expiry()) }
+
+// acquire writes a record naming this candidate: a Create if there is no
+// Lease, else an Update conditional on the observed resourceVersion, with
+// leaseTransitions + 1 unless it resumes its own record. The write is not
+// the start of a term: client-go's elector, run next, resumes it with a
+// write of its own, and the term begins there.
+func (f *follower) acquire(ctx context.Context) error {
+	e := f.e
+	now := metav1.NewMicroTime(time.Now())
+	seconds := int32(e.lock.leaseSeconds)
+	id := e.Identity()
+	spec := coordinationv1.LeaseSpec{
+		HolderIdentity:       &id,
+		LeaseDurationSeconds: &seconds,
+		AcquireTime:          &now,
+		RenewTime:            &now,
+	}
+	var transitions int32
+	if rec := f.record(); rec != nil {
+		transitions = int32(rec.LeaderTransitions)
+		if !f.ours(rec) {
+			transitions++
+		}
+	}
+	spec.LeaseTransitions = &transitions
+
+	if f.lease == nil {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name}, Spec: spec}
+		return e.lock.call(ctx, "create", true, func(ctx context.Context) error {
+			created, err := e.cfg.leases.Create(ctx, l, metav1.CreateOptions{})
+			if err == nil {
+				e.acquiredByFollower(created)
+			}
+			return err
+		})
+	}
+	l := f.lease.DeepCopy()
+	l.Spec = spec
+	return e.lock.call(ctx, "update", true, func(ctx context.Context) error {
+		updated, err := e.cfg.leases.Update(ctx, l, metav1.UpdateOptions{})
+		if err == nil {
+			e.acquiredByFollower(updated)
+		}
+		return err
+	})
+}
+
+// acquiredByFollower records a follower's successful acquisition, so that
+// client-go's resume sees the record as ours.
+func (e *Elector) acquiredByFollower(l *coordinationv1.Lease) {
+	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&l.Spec)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.written = rec
+	e.setLeaderLocked(rec.HolderIdentity, rec.LeaderTransitions)
+}

@@ -1,0 +1,179 @@
+package relect_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Followers watch the one Lease: in steady state they send no requests at
+// all (client-go's followers GET every RetryPeriod to 2.2 × RetryPeriod).
+func TestFollowersSendNoRequestsInSteadyState(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		leader := newCandidate(t, api, "leader", nil)
+		leader.start()
+		synctest.Wait()
+		var followers []*candidate
+		for _, name := range []string{"f1", "f2", "f3", "f4", "f5"} {
+			f := newCandidate(t, api, name, nil)
+			f.start()
+			followers = append(followers, f)
+		}
+		synctest.Wait()
+		before := map[string]int{}
+		for _, f := range followers {
+			assert.Equal(t, 1, f.client.Calls(relecttest.VerbGet), "%s: one read", f.name)
+			assert.Equal(t, 1, f.client.Calls(relecttest.VerbWatch), "%s: one watch", f.name)
+			before[f.name] = f.client.TotalCalls()
+		}
+		leaderUpdates := leader.client.Calls(relecttest.VerbUpdate)
+		time.Sleep(10*time.Minute + rp/2)
+		for _, f := range followers {
+			assert.Equal(t, before[f.name], f.client.TotalCalls(), "%s: no request in 10 minutes", f.name)
+			assert.Equal(t, "leader", f.e.Leader(), "the watch keeps Leader current")
+		}
+		assert.InDelta(t, int(10*time.Minute/rp), leader.client.Calls(relecttest.VerbUpdate)-leaderUpdates, 1,
+			"the leader keeps client-go's renewal cadence")
+		for _, c := range append(followers, leader) {
+			c.stop()
+			c.checkEvents()
+		}
+	})
+}
+
+// A released lease is acquired the moment the release is seen, not at the
+// next poll.
+func TestReleasedLeaseAcquiredAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		a := newCandidate(t, api, "a", nil)
+		b := newCandidate(t, api, "b", nil)
+		a.start()
+		synctest.Wait()
+		b.start()
+		time.Sleep(ld + 300*time.Millisecond) // between a's renewals
+		a.stop()                               // releases
+		synctest.Wait()
+		assert.True(t, b.e.IsLeader(), "b leads in the same instant")
+		term, _ := b.e.Term()
+		assert.Equal(t, int64(1), term)
+		b.stop()
+		b.checkEvents()
+	})
+}
+
+// A leader that goes silent (crash: no release) is taken over exactly one
+// LeaseDuration after its last renewal was seen.
+func TestSilentLeaderTakenOverAtExpiry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		a := newCandidate(t, api, "a", func(o *relect.Options) { o.KeepLeaseOnCancel = true })
+		b := newCandidate(t, api, "b", nil)
+		a.start()
+		synctest.Wait()
+		b.start()
+		time.Sleep(ld + 300*time.Millisecond)
+		lastRenewal := api.Lease(ns, lease).Spec.RenewTime.Time
+		a.stop() // a crash, as far as the Lease can tell
+		waitFor(t, 2*ld, "b leads", b.e.IsLeader)
+		assert.Equal(t, lastRenewal.Add(ld), b.eventsOf(relect.EventStartedLeading)[0].Time)
+		b.stop()
+	})
+}
+
+// A watch the server closes is resumed from the last resourceVersion, with
+// no read; a 410 Gone starts over with one.
+func TestWatchResumedAfterServerCloses(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		a := newCandidate(t, api, "a", nil)
+		b := newCandidate(t, api, "b", nil)
+		a.start()
+		synctest.Wait()
+		b.start()
+		synctest.Wait()
+		for range 3 {
+			api.CloseWatches()
+			time.Sleep(rp)
+		}
+		assert.Equal(t, 1, b.client.Calls(relecttest.VerbGet))
+		assert.Equal(t, 4, b.client.Calls(relecttest.VerbWatch))
+		a.stop()
+		synctest.Wait()
+		assert.True(t, b.e.IsLeader(), "the resumed watch saw the release")
+		b.stop()
+	})
+}
+
+// A candidate whose RBAC lacks "watch" on leases falls back to client-go's
+// polling, with an error event saying so.
+func TestWatchForbiddenFallsBackToPolling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		a := newCandidate(t, api, "a", nil)
+		b := newCandidate(t, api, "b", nil)
+		b.client.FailVerb(relecttest.VerbWatch, relecttest.Error(403))
+		a.start()
+		synctest.Wait()
+		b.start()
+		time.Sleep(time.Minute)
+		gets := b.client.Calls(relecttest.VerbGet)
+		assert.GreaterOrEqual(t, gets, int(time.Minute/(rp*22/10)), "b polls")
+		assert.Equal(t, 1, b.client.Calls(relecttest.VerbWatch), "and does not try to watch again")
+		a.stop()
+		waitFor(t, 3*rp, "b takes over by polling", b.e.IsLeader)
+		b.stop()
+		var said bool
+		for _, ev := range b.eventsOf(relect.EventError) {
+			said = said || ev.Err.Error() == "relect: not allowed to watch the Lease; polling instead"
+		}
+		require.True(t, said)
+		b.checkEvents()
+	})
+}
+
+// Many followers race for a released lease: exactly one wins, the others
+// go back to watching, and none exceeds its bucket.
+func TestFollowersRaceForReleasedLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var cs []*candidate
+		for _, name := range []string{"a", "b", "c", "d", "e", "f", "g"} {
+			c := newCandidate(t, api, name, nil)
+			c.start()
+			synctest.Wait()
+			cs = append(cs, c)
+		}
+		stop := monitor(t, time.Millisecond, cs...)
+		for round := range 10 {
+			l := leaders(cs...)
+			require.Len(t, l, 1, "round %d", round)
+			var current *candidate
+			for _, c := range cs {
+				if c.name == l[0] {
+					current = c
+				}
+			}
+			current.stop()
+			synctest.Wait()
+			require.Len(t, leaders(cs...), 1, "round %d: a follower took over at once", round)
+			current.start()
+			time.Sleep(ld)
+		}
+		stop()
+		for _, c := range cs {
+			c.stop()
+			c.checkEvents()
+		}
+		_ = ctx
+	})
+}
