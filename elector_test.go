@@ -513,6 +513,7 @@ func TestSlowReaderDropsOldest(t *testing.T) {
 		assert.Equal(t, relect.EventReleased, kept[1].Kind)
 	})
 }
+
 // A held Lease whose duration was edited to zero, a negative or a short
 // value is not taken over sooner than our own LeaseDuration after it was
 // observed: client-go would take it at its next poll, possibly before the

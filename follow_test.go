@@ -59,7 +59,7 @@ func TestReleasedLeaseAcquiredAtOnce(t *testing.T) {
 		synctest.Wait()
 		b.start()
 		time.Sleep(ld + 300*time.Millisecond) // between a's renewals
-		a.stop()                               // releases
+		a.stop()                              // releases
 		synctest.Wait()
 		assert.True(t, b.e.IsLeader(), "b leads in the same instant")
 		term, _ := b.e.Term()
