@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -539,11 +540,24 @@ func (e *Elector) emit(ev Event) {
 // state changes they report.
 func (e *Elector) emitLocked(ev Event) {
 	ev.Time = time.Now()
-	if ev.Kind == EventError {
-		e.cfg.Logger.Debug("relect: "+ev.Kind.String(), "lease", e.lock.Describe(), "err", ev.Err)
-	} else {
-		e.cfg.Logger.Info("relect: "+ev.Kind.String(), "lease", e.lock.Describe(), "leader", ev.Leader, "term", ev.Term, "delay", ev.Delay)
+	attrs := []any{"lease", e.lock.Describe()}
+	if ev.Leader != "" {
+		attrs = append(attrs, "leader", ev.Leader)
 	}
+	switch ev.Kind {
+	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased:
+		attrs = append(attrs, "term", ev.Term)
+	case EventBackoff:
+		attrs = append(attrs, "delay", ev.Delay)
+	}
+	if ev.Err != nil {
+		attrs = append(attrs, "err", ev.Err)
+	}
+	level := slog.LevelInfo
+	if ev.Kind == EventError {
+		level = slog.LevelDebug // API errors can be many; they are Events too
+	}
+	e.cfg.Logger.Log(context.Background(), level, "relect: "+ev.Kind.String(), attrs...)
 	e.events.send(ev)
 }
 

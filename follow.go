@@ -183,11 +183,20 @@ func (f *follower) observe(l *coordinationv1.Lease) {
 	f.lease = l
 	f.rv = l.ResourceVersion
 	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&l.Spec)
-	raw, _ := json.Marshal(rec)
+	raw := recordKey(rec)
 	if !bytes.Equal(raw, f.raw) {
 		f.raw, f.observedAt = raw, time.Now()
 	}
 	f.e.observed(rec)
+}
+
+// recordKey identifies a record to tell whether it changed: its JSON plus the
+// renew and acquire times at full precision, because the JSON has whole
+// seconds and two renewals within one second would look the same.
+func recordKey(rec *resourcelock.LeaderElectionRecord) []byte {
+	raw, _ := json.Marshal(rec)
+	raw = append(raw, rec.RenewTime.UTC().Format(time.RFC3339Nano)...)
+	return append(raw, rec.AcquireTime.UTC().Format(time.RFC3339Nano)...)
 }
 
 // record returns the observed record, or nil.

@@ -2,7 +2,6 @@ package relect
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -91,6 +90,9 @@ func (l *lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 		if stranger || short {
 			return l.adjust(rec, stranger)
 		}
+		// client-go tells a new record by these bytes; make renewals
+		// within one second differ too (the JSON has whole seconds).
+		return rec, recordKey(rec), nil
 	case apierrors.IsNotFound(err):
 		l.e.observedMissing()
 	}
@@ -152,8 +154,7 @@ func (l *lock) adjust(rec *resourcelock.LeaderElectionRecord, stranger bool) (*r
 	if shown.HolderIdentity != "" && shown.LeaseDurationSeconds < l.leaseSeconds {
 		shown.LeaseDurationSeconds = l.leaseSeconds
 	}
-	raw, err := json.Marshal(shown)
-	return &shown, raw, err
+	return &shown, recordKey(&shown), nil
 }
 
 // RecordEvent ignores client-go's calls: client-go records "became leader"

@@ -62,11 +62,12 @@ type Options struct {
 	// Config is the REST configuration relect builds its own Lease client
 	// from. This is the recommended way: the Lease client then has no
 	// client-side rate limiter of its own (relect's token bucket paces it)
-	// and shares none with the caller's other API traffic, its requests
-	// time out after half the renew deadline (at least 1 s, as client-go's
-	// resourcelock.NewFromKubeconfig does) unless Config.Timeout is set, and
-	// it identifies itself with the user agent suffix "relect". Config is
-	// copied; the caller's value is not modified.
+	// and shares none with the caller's other API traffic, and it
+	// identifies itself with the user agent suffix "relect". Config.Timeout
+	// is ignored for it: it would also cut the followers' long-lived watch;
+	// relect gives every other call its own timeout of half the renew
+	// deadline instead. Config is copied; the caller's value is not
+	// modified.
 	Config *rest.Config
 
 	// Client is a clientset relect uses for the Lease API. Its client-side
@@ -94,10 +95,12 @@ type Options struct {
 	// It must differ between all candidates of one Lease. Empty selects the
 	// host name followed by "_" and 16 random hex digits, which is unique per
 	// process even for host-network pods that share the node's host name but
-	// changes at every restart. For a stable identity use the pod name, given
-	// to the container through the downward API (fieldRef metadata.name): a
-	// restarted container then resumes a lease it still holds instead of
-	// waiting for it to expire. At most 253 bytes.
+	// changes at every restart. For an identity that operators can read
+	// (kubectl get lease) use the pod name, given to the container through
+	// the downward API (fieldRef metadata.name). Either way a restarted
+	// process does not resume a lease its previous incarnation held: relect
+	// treats a record it did not write as a stranger's and takes it over
+	// only once it expires (see docs/design.md). At most 253 bytes.
 	Identity string
 
 	// LeaseDuration is how long, after they last saw the Lease change,
@@ -111,8 +114,11 @@ type Options struct {
 	// leader still considers itself leader: IsLeader turns false and the
 	// term context is cancelled at that instant at the latest. Zero means
 	// DefaultRenewDeadline (10 s). Must be greater than 1.2 × RetryPeriod
-	// (client-go's rule) and less than LeaseDuration; LeaseDuration −
-	// RenewDeadline is the margin left for clock-rate drift.
+	// (client-go's rule) and at least 1 s less than LeaseDuration: client-go
+	// followers tell renewals apart by the record's JSON, whose renew time
+	// has whole seconds, so they may date the last renewal up to 1 s early.
+	// The rest of LeaseDuration − RenewDeadline is the margin for clock-rate
+	// drift.
 	RenewDeadline time.Duration
 
 	// RetryPeriod is the pause between renewals of a leader, and between
@@ -290,8 +296,8 @@ func resolve(o Options) (*config, error) {
 		}
 	}
 	if durationsOK {
-		if o.RenewDeadline >= o.LeaseDuration {
-			bad("RenewDeadline", "%v must be less than LeaseDuration %v", o.RenewDeadline, o.LeaseDuration)
+		if o.RenewDeadline > o.LeaseDuration-time.Second {
+			bad("RenewDeadline", "%v must be at least 1s less than LeaseDuration %v (followers may date the last renewal up to 1s early: the Lease record's renew time has whole seconds)", o.RenewDeadline, o.LeaseDuration)
 			durationsOK = false
 		}
 		if float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) {
@@ -379,7 +385,7 @@ func resolve(o Options) (*config, error) {
 	}
 	client := o.Client
 	if o.Config != nil {
-		cs, err := kubernetes.NewForConfig(leaseRESTConfig(o.Config, o.RenewDeadline))
+		cs, err := kubernetes.NewForConfig(leaseRESTConfig(o.Config))
 		if err != nil {
 			return nil, fmt.Errorf("relect: Options.Config: building the Lease client: %w", err)
 		}
@@ -395,15 +401,15 @@ func resolve(o Options) (*config, error) {
 }
 
 // leaseRESTConfig returns a copy of cfg for the Lease client: no client-side
-// rate limiter (relect's bucket paces the calls), a request timeout below the
-// renew deadline and its own user agent.
-func leaseRESTConfig(cfg *rest.Config, renewDeadline time.Duration) *rest.Config {
+// rate limiter (relect's bucket paces the calls), no whole-request timeout,
+// and its own user agent.
+func leaseRESTConfig(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.RateLimiter = nil
 	c.QPS = -1 // negative: no client-side limiter (rest.RESTClientFor)
-	if c.Timeout == 0 {
-		c.Timeout = max(renewDeadline/2, time.Second)
-	}
+	// An http.Client timeout covers the whole request, a watch's stream
+	// included; the lock gives every other call a context timeout.
+	c.Timeout = 0
 	return rest.AddUserAgent(c, "relect")
 }
 

@@ -51,6 +51,9 @@ func TestNewRejectsInvalidOptionsNamingTheField(t *testing.T) {
 		{"lease duration overflows int32 seconds", func(o *relect.Options) { o.LeaseDuration = (math.MaxInt32 + 1) * time.Second }, "LeaseDuration"},
 		{"negative renew deadline", func(o *relect.Options) { o.RenewDeadline = -1 }, "RenewDeadline"},
 		{"renew deadline not below lease duration", func(o *relect.Options) { o.RenewDeadline = 15 * time.Second }, "RenewDeadline"},
+		{"renew deadline within 1s of lease duration", func(o *relect.Options) {
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 2*time.Second, 1500*time.Millisecond, 300*time.Millisecond
+		}, "RenewDeadline"},
 		{"renew deadline within jitter of retry period", func(o *relect.Options) { o.RetryPeriod = 9 * time.Second }, "RenewDeadline"},
 		{"negative retry period", func(o *relect.Options) { o.RetryPeriod = -time.Second }, "RetryPeriod"},
 		{"negative backoff initial", func(o *relect.Options) { o.BackoffInitial = -1 }, "BackoffInitial"},
@@ -89,8 +92,8 @@ func TestNewAcceptsValidOptions(t *testing.T) {
 		mod  func(*relect.Options)
 	}{
 		{"defaults", func(*relect.Options) {}},
-		{"one-second lease", func(o *relect.Options) {
-			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = time.Second, 800*time.Millisecond, 500*time.Millisecond
+		{"two-second lease", func(o *relect.Options) {
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 2*time.Second, time.Second, 500*time.Millisecond
 		}},
 		{"exactly the minimum budget", func(o *relect.Options) { o.RateLimit, o.RateBurst = 1, 3 }},
 		{"no bucket", func(o *relect.Options) { o.RateLimit, o.RateBurst = rate.Inf, 0 }},
