@@ -1,0 +1,349 @@
+package deploy_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes/scheme"
+	"sigs.k8s.io/yaml"
+)
+
+// leaseVerbs are exactly the verbs a leader-election Role grants on Leases.
+var leaseVerbs = []string{"create", "get", "list", "patch", "update", "watch"}
+
+// manifestSet describes one directory of manifests.
+type manifestSet struct {
+	dir      string
+	kinds    []string // exactly these, sorted
+	program  string   // the workload runs examples/<program>
+	replicas int32    // of the Deployment; 0 for a DaemonSet
+	// fieldEnv maps each env var the program reads to the downward API
+	// field it must come from.
+	fieldEnv map[string]string
+	// clusterRules are the ClusterRole's rules, if the set has one.
+	clusterRules []rbacv1.PolicyRule
+}
+
+var manifestSets = []manifestSet{
+	{
+		dir:      "controller",
+		kinds:    []string{"Deployment", "Role", "RoleBinding", "ServiceAccount"},
+		program:  "controller",
+		replicas: 3,
+		fieldEnv: map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"},
+	},
+	{
+		dir:     "daemonset-reporter",
+		kinds:   []string{"ClusterRole", "ClusterRoleBinding", "DaemonSet", "Role", "RoleBinding", "ServiceAccount"},
+		program: "daemonset-reporter",
+		fieldEnv: map[string]string{
+			"POD_NAME":      "metadata.name",
+			"POD_NAMESPACE": "metadata.namespace",
+			"NODE_NAME":     "spec.nodeName",
+		},
+		clusterRules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}},
+		},
+	},
+}
+
+// object is one decoded YAML document.
+type object struct {
+	where string // file#document
+	gvk   schema.GroupVersionKind
+	obj   runtime.Object
+}
+
+// strictDecoder decodes with client-go's scheme, failing on unknown and
+// duplicate fields, without converting between versions.
+func strictDecoder() runtime.Decoder {
+	return serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
+}
+
+// decodeAll decodes every YAML document of every .yaml or .yml file under
+// deploy/ and returns the objects by top-level directory. A document that
+// does not decode strictly fails the test.
+func decodeAll(t *testing.T) map[string][]object {
+	t.Helper()
+	decoder := strictDecoder()
+	byDir := map[string][]object{}
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
+			return nil
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		dir, _, _ := strings.Cut(filepath.ToSlash(path), "/")
+		reader := utilyaml.NewYAMLReader(bufio.NewReader(bytes.NewReader(data)))
+		for i := 1; ; i++ {
+			doc, err := reader.Read()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			where := fmt.Sprintf("%s#%d", path, i)
+			if err != nil {
+				t.Errorf("%s: %v", where, err)
+				break
+			}
+			if j, err := yaml.YAMLToJSON(doc); err == nil && string(bytes.TrimSpace(j)) == "null" {
+				continue // comments only
+			}
+			obj, gvk, err := decoder.Decode(doc, nil, nil)
+			if err != nil {
+				t.Errorf("%s: %v", where, err)
+				continue
+			}
+			byDir[dir] = append(byDir[dir], object{where: where, gvk: *gvk, obj: obj})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return byDir
+}
+
+func TestStrictDecoderRejectsUnknownFields(t *testing.T) {
+	doc := []byte("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: x\nspec:\n  replicaz: 3\n")
+	if _, _, err := strictDecoder().Decode(doc, nil, nil); err == nil {
+		t.Fatal("a Deployment with spec.replicaz decoded without error: the decoder is not strict")
+	}
+}
+
+func TestManifests(t *testing.T) {
+	byDir := decodeAll(t)
+	for dir := range byDir {
+		if !slices.ContainsFunc(manifestSets, func(m manifestSet) bool { return m.dir == dir }) {
+			t.Errorf("deploy/%s holds manifests this test does not check: add it to manifestSets", dir)
+		}
+	}
+	for _, m := range manifestSets {
+		t.Run(m.dir, func(t *testing.T) { checkSet(t, m, byDir[m.dir]) })
+	}
+}
+
+func checkSet(t *testing.T, m manifestSet, objs []object) {
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.gvk.Kind)
+	}
+	slices.Sort(kinds)
+	if !slices.Equal(kinds, m.kinds) {
+		t.Fatalf("kinds %v, want exactly %v", kinds, m.kinds)
+	}
+
+	sa := only[*corev1.ServiceAccount](t, objs)
+	ns := sa.Namespace
+	if ns == "" {
+		t.Errorf("ServiceAccount %s has no namespace: the bindings' subjects need one", sa.Name)
+	}
+	for _, o := range objs {
+		meta, ok := o.obj.(metav1.Object)
+		if !ok {
+			t.Fatalf("%s: %T has no object metadata", o.where, o.obj)
+		}
+		clusterScoped := o.gvk.Kind == "ClusterRole" || o.gvk.Kind == "ClusterRoleBinding"
+		switch {
+		case clusterScoped && meta.GetNamespace() != "":
+			t.Errorf("%s: cluster-scoped %s has namespace %q", o.where, o.gvk.Kind, meta.GetNamespace())
+		case !clusterScoped && meta.GetNamespace() != ns:
+			t.Errorf("%s: %s %s is in namespace %q, the ServiceAccount in %q", o.where, o.gvk.Kind, meta.GetName(), meta.GetNamespace(), ns)
+		}
+	}
+
+	role := only[*rbacv1.Role](t, objs)
+	checkLeaseRole(t, role)
+	binding := only[*rbacv1.RoleBinding](t, objs)
+	checkBinding(t, "RoleBinding "+binding.Name, binding.RoleRef, binding.Subjects, "Role", role.Name, sa)
+
+	if m.clusterRules != nil {
+		cr := only[*rbacv1.ClusterRole](t, objs)
+		if !equalRules(cr.Rules, m.clusterRules) {
+			t.Errorf("ClusterRole %s rules %+v, want exactly %+v", cr.Name, cr.Rules, m.clusterRules)
+		}
+		crb := only[*rbacv1.ClusterRoleBinding](t, objs)
+		checkBinding(t, "ClusterRoleBinding "+crb.Name, crb.RoleRef, crb.Subjects, "ClusterRole", cr.Name, sa)
+	}
+
+	var (
+		selector *metav1.LabelSelector
+		template corev1.PodTemplateSpec
+	)
+	if m.replicas > 0 {
+		dep := only[*appsv1.Deployment](t, objs)
+		if got := dep.Spec.Replicas; got == nil || *got != m.replicas {
+			t.Errorf("Deployment %s replicas %s, want %d", dep.Name, fmtPtr(got), m.replicas)
+		}
+		selector, template = dep.Spec.Selector, dep.Spec.Template
+	} else {
+		ds := only[*appsv1.DaemonSet](t, objs)
+		selector, template = ds.Spec.Selector, ds.Spec.Template
+	}
+	sel, err := metav1.LabelSelectorAsSelector(selector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(template.Labels)) {
+		t.Errorf("the workload's selector %v does not select its pod template's labels %v (err %v)", selector, template.Labels, err)
+	}
+	checkPod(t, m, template.Spec, sa)
+}
+
+func fmtPtr(p *int32) string {
+	if p == nil {
+		return "unset"
+	}
+	return fmt.Sprint(*p)
+}
+
+// only returns the one object of type T in objs, failing if there is not
+// exactly one.
+func only[T runtime.Object](t *testing.T, objs []object) T {
+	t.Helper()
+	var found []T
+	for _, o := range objs {
+		if v, ok := o.obj.(T); ok {
+			found = append(found, v)
+		}
+	}
+	if len(found) != 1 {
+		var zero T
+		t.Fatalf("%d objects of type %T, want 1", len(found), zero)
+	}
+	return found[0]
+}
+
+func checkLeaseRole(t *testing.T, role *rbacv1.Role) {
+	t.Helper()
+	want := []rbacv1.PolicyRule{{
+		APIGroups: []string{"coordination.k8s.io"},
+		Resources: []string{"leases"},
+		Verbs:     leaseVerbs,
+	}}
+	if !equalRules(role.Rules, want) {
+		t.Errorf("Role %s rules %+v, want exactly %+v", role.Name, role.Rules, want)
+	}
+}
+
+// equalRules compares rules, ignoring the order of the values within each
+// field but not the order of the rules.
+func equalRules(got, want []rbacv1.PolicyRule) bool {
+	sorted := func(s []string) []string { return slices.Sorted(slices.Values(s)) }
+	return slices.EqualFunc(got, want, func(a, b rbacv1.PolicyRule) bool {
+		return slices.Equal(sorted(a.APIGroups), sorted(b.APIGroups)) &&
+			slices.Equal(sorted(a.Resources), sorted(b.Resources)) &&
+			slices.Equal(sorted(a.Verbs), sorted(b.Verbs)) &&
+			slices.Equal(sorted(a.ResourceNames), sorted(b.ResourceNames)) &&
+			len(a.NonResourceURLs) == 0 && len(b.NonResourceURLs) == 0
+	})
+}
+
+func checkBinding(t *testing.T, what string, ref rbacv1.RoleRef, subjects []rbacv1.Subject, kind, name string, sa *corev1.ServiceAccount) {
+	t.Helper()
+	wantRef := rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: name}
+	if ref != wantRef {
+		t.Errorf("%s roleRef %+v, want %+v", what, ref, wantRef)
+	}
+	wantSubjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa.Name, Namespace: sa.Namespace}}
+	if !slices.Equal(subjects, wantSubjects) {
+		t.Errorf("%s subjects %+v, want exactly %+v", what, subjects, wantSubjects)
+	}
+}
+
+// checkPod checks the pod template against the program it runs.
+func checkPod(t *testing.T, m manifestSet, pod corev1.PodSpec, sa *corev1.ServiceAccount) {
+	t.Helper()
+	if pod.ServiceAccountName != sa.Name {
+		t.Errorf("pod serviceAccountName %q, want %q", pod.ServiceAccountName, sa.Name)
+	}
+	if len(pod.Containers) != 1 {
+		t.Fatalf("%d containers, want 1", len(pod.Containers))
+	}
+	c := pod.Containers[0]
+	if c.Image == "" {
+		t.Errorf("container %s has no image", c.Name)
+	}
+	source := programSource(t, m.program)
+
+	for name, path := range m.fieldEnv {
+		i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+		if i < 0 {
+			t.Errorf("container %s has no env var %s (downward API %s)", c.Name, name, path)
+			continue
+		}
+		ref := c.Env[i].ValueFrom
+		if ref == nil || ref.FieldRef == nil || ref.FieldRef.FieldPath != path ||
+			(ref.FieldRef.APIVersion != "" && ref.FieldRef.APIVersion != "v1") {
+			t.Errorf("env %s = %+v, want valueFrom.fieldRef.fieldPath %s", name, c.Env[i], path)
+		}
+		if !strings.Contains(source, `"`+name+`"`) {
+			t.Errorf("examples/%s never reads env var %s", m.program, name)
+		}
+	}
+
+	// Every flag passed must exist in the program, or it would exit at
+	// start with "flag provided but not defined".
+	for _, arg := range c.Args {
+		flagName, _, _ := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		if !strings.HasPrefix(arg, "-") || !strings.Contains(source, `"`+flagName+`"`) {
+			t.Errorf("arg %q: examples/%s defines no flag %q", arg, m.program, flagName)
+		}
+	}
+
+	for probeName, probe := range map[string]*corev1.Probe{"liveness": c.LivenessProbe, "readiness": c.ReadinessProbe} {
+		if probe == nil || probe.HTTPGet == nil {
+			t.Errorf("container %s has no HTTP %s probe", c.Name, probeName)
+			continue
+		}
+		if probe.HTTPGet.Path != "/healthz" {
+			t.Errorf("%s probe path %q, want /healthz", probeName, probe.HTTPGet.Path)
+		}
+		port := probe.HTTPGet.Port
+		if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
+			return (port.StrVal != "" && p.Name == port.StrVal) || (port.StrVal == "" && p.ContainerPort == port.IntVal)
+		}) {
+			t.Errorf("%s probe port %s is not a port of container %s", probeName, port.String(), c.Name)
+		}
+		if !strings.Contains(source, `"GET /healthz"`) {
+			t.Errorf("examples/%s serves no GET /healthz", m.program)
+		}
+	}
+}
+
+// programSource returns the Go source of examples/<program>, concatenated.
+func programSource(t *testing.T, program string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("..", "examples", program, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files for examples/%s (err %v)", program, err)
+	}
+	var b strings.Builder
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+	}
+	return b.String()
+}

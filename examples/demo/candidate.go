@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/relect/relect"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// proc is one candidate: a process that runs one Elector at a time and can
+// crash, stop and be restarted with the same identity, as a pod would.
+type proc struct {
+	d    *demo
+	name string // c1, c2, ...: for display
+	id   string // holder identity
+
+	mu     sync.Mutex
+	e      *relect.Elector // the current incarnation; nil before the first start
+	cancel context.CancelFunc
+	done   chan struct{} // closed when Run and the event printer have returned
+	keep   bool          // this incarnation keeps the lease when cancelled
+	down   string        // why it is not running ("crashed", "stopped"); "" while it runs
+	starts int
+}
+
+// start runs a new incarnation. keepLease sets KeepLeaseOnCancel, which makes
+// cancelling it look like a crash to everyone else.
+func (p *proc) start(keepLease bool) error {
+	opts := relect.Options{
+		Identity:          p.id,
+		LeaseDuration:     p.d.s.leaseDuration,
+		RenewDeadline:     p.d.s.renewDeadline,
+		RetryPeriod:       p.d.s.retryPeriod,
+		KeepLeaseOnCancel: keepLease,
+		OnStartedLeading:  p.work,
+		Logger:            p.d.logger.With("candidate", p.name),
+	}
+	p.d.b.locate(&opts, p.name)
+	e, err := relect.New(opts)
+	if err != nil {
+		return fmt.Errorf("%w: %v", errSetup, err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	events := e.Events() // the channel of the Run below; closed when it returns
+	p.mu.Lock()
+	p.e, p.cancel, p.done, p.keep, p.down = e, cancel, done, keepLease, ""
+	p.starts++
+	incarnation := p.starts
+	p.mu.Unlock()
+
+	how := "releases the lease when stopped"
+	if keepLease {
+		how = "KeepLeaseOnCancel: cancelling it will look like a crash"
+	}
+	if incarnation == 1 {
+		p.d.tl.printf(time.Now(), p.name, "starts (identity %q; %s)", p.id, how)
+	} else {
+		p.d.tl.printf(time.Now(), p.name, "restarts as a new Elector with the same identity (%s)", how)
+	}
+
+	var printer sync.WaitGroup
+	printer.Go(func() {
+		for ev := range events {
+			p.d.tl.printf(ev.Time, p.name, "%s", p.d.describe(ev))
+		}
+	})
+	go func() {
+		defer close(done)
+		err := e.Run(ctx)
+		printer.Wait()
+		if !errors.Is(err, context.Canceled) {
+			p.d.tl.printf(time.Now(), p.name, "Run returned unexpectedly: %v", err)
+		}
+	}()
+	return nil
+}
+
+// halt cancels the running incarnation and waits until its Run has
+// returned. why is "crashed" or "stopped".
+func (p *proc) halt(why string) {
+	p.mu.Lock()
+	cancel, done := p.cancel, p.done
+	p.mu.Unlock()
+	if cancel == nil {
+		return
+	}
+	cancel()
+	<-done
+	p.mu.Lock()
+	if p.down == "" {
+		p.down = why
+	}
+	p.mu.Unlock()
+}
+
+// term reports the current incarnation's Term (false if it is not running).
+func (p *proc) term() (int64, bool) {
+	p.mu.Lock()
+	e := p.e
+	p.mu.Unlock()
+	if e == nil {
+		return 0, false
+	}
+	return e.Term()
+}
+
+func (p *proc) elector() *relect.Elector {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.e
+}
+
+func (p *proc) keepsLease() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.keep
+}
+
+// state describes the candidate for the status block.
+func (p *proc) state() string {
+	p.mu.Lock()
+	e, down := p.e, p.down
+	p.mu.Unlock()
+	switch {
+	case e == nil:
+		return "not started"
+	case down != "":
+		return down
+	}
+	if n, ok := e.Term(); ok {
+		return fmt.Sprintf("LEADER, term %d", n)
+	}
+	switch l := e.Leader(); l {
+	case "":
+		return "follower"
+	case p.id:
+		return "follower (named, not trusted)"
+	default:
+		return "follower of " + p.d.display(l)
+	}
+}
+
+// work is the leader-only work of every candidate: it writes to the fenced
+// store, with the term number as fencing token, until its context ends.
+func (p *proc) work(ctx context.Context) {
+	term, _ := relect.TermFromContext(ctx)
+	tick := time.NewTicker(p.d.workEvery())
+	defer tick.Stop()
+	for {
+		p.d.store.write(p.name, term)
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// describe formats one of a candidate's events for the timeline.
+func (d *demo) describe(ev relect.Event) string {
+	switch ev.Kind {
+	case relect.EventNewLeader:
+		return fmt.Sprintf("sees a new holder: %s (leaseTransitions %d)", d.display(ev.Leader), ev.Term)
+	case relect.EventStartedLeading:
+		return fmt.Sprintf("STARTED LEADING, term %d", ev.Term)
+	case relect.EventStoppedLeading:
+		return fmt.Sprintf("stopped leading term %d: %s", ev.Term, cause(ev.Err))
+	case relect.EventReleased:
+		return fmt.Sprintf("released the lease (term %d)", ev.Term)
+	case relect.EventBackoff:
+		return fmt.Sprintf("waits %v before campaigning again", ev.Delay.Round(time.Millisecond))
+	case relect.EventError:
+		if apierrors.IsConflict(ev.Err) {
+			return "write refused with 409 Conflict: the Lease changed since it was read (another candidate wrote first)"
+		}
+		return "error: " + cause(ev.Err)
+	}
+	return ev.Kind.String()
+}
+
+func cause(err error) string {
+	switch {
+	case err == nil:
+		return "no cause"
+	case errors.Is(err, context.Canceled):
+		return "its Run was cancelled"
+	}
+	return strings.TrimPrefix(err.Error(), "relect: ")
+}
+
+// fencedStore stands for the storage the leader's work writes to. It
+// accepts a write only if its fencing token (the term number) is at least
+// the highest it has accepted, so a deposed leader that still writes is
+// refused. In a correct run it never refuses a write, and two candidates
+// never write with the same term.
+type fencedStore struct {
+	d  *demo
+	mu sync.Mutex
+
+	highest  int64
+	writer   string // who wrote with highest
+	accepted int
+	terms    []string // "term N by cX", in order
+	problems []string
+}
+
+func (s *fencedStore) write(who string, term int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.accepted > 0 && term < s.highest:
+		s.problems = append(s.problems, fmt.Sprintf("%s wrote with term %d after %s had written with term %d: refused", who, term, s.writer, s.highest))
+		s.d.tl.printf(time.Now(), "store", "!! REFUSED a write of %s with stale term %d (highest %d)", who, term, s.highest)
+		return
+	case s.accepted > 0 && term == s.highest && who != s.writer:
+		s.problems = append(s.problems, fmt.Sprintf("%s and %s both wrote with term %d", s.writer, who, term))
+		s.d.tl.printf(time.Now(), "store", "!! %s writes with term %d, which %s already used", who, term, s.writer)
+	case s.accepted == 0 || term > s.highest:
+		s.terms = append(s.terms, fmt.Sprintf("%d by %s", term, who))
+		s.d.tl.printf(time.Now(), "store", "first write with fencing token (term) %d, from %s", term, who)
+	}
+	s.highest, s.writer = term, who
+	s.accepted++
+}

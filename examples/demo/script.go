@@ -1,0 +1,478 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// errSetup marks errors of flags and setup (exit status 2), as opposed to a
+// failed check (exit status 1).
+var errSetup = errors.New("setup")
+
+// demo is one run of the script.
+type demo struct {
+	s      settings
+	b      backend
+	tl     *timeline
+	logger *slog.Logger
+	procs  []*proc
+	store  *fencedStore
+
+	lastStatus atomic.Int64 // UnixNano of the last status block
+
+	mu       sync.Mutex
+	samples  int
+	overlaps []string // "c1 (term 1) and c2 (term 2) at +3.456s"
+	results  []result
+}
+
+func newDemo(s settings, b backend, tl *timeline, logger *slog.Logger) *demo {
+	d := &demo{s: s, b: b, tl: tl, logger: logger}
+	d.store = &fencedStore{d: d}
+	d.lastStatus.Store(time.Now().UnixNano())
+	for i := 1; i <= s.candidates; i++ {
+		name := fmt.Sprintf("c%d", i)
+		d.procs = append(d.procs, &proc{d: d, name: name, id: b.identity(name)})
+	}
+	return d
+}
+
+// result is one measured failover and the range it must fall in.
+type result struct {
+	what     string
+	took     time.Duration
+	expected string // the typical range, in words and numbers
+	lo, hi   time.Duration
+	note     string // explains a value that surprises but is in range
+}
+
+func (r result) ok() bool { return r.took >= r.lo && r.took <= r.hi }
+
+func (r result) String() string {
+	verdict := "OK"
+	if !r.ok() {
+		verdict = "OUT OF RANGE"
+	}
+	return fmt.Sprintf("%-19s %s  expected %s (accepted %s…%s)  %s",
+		r.what+":", seconds(r.took), r.expected, seconds(r.lo), seconds(r.hi), verdict)
+}
+
+// Bounds. All times are measured by polling IsLeader every millisecond.
+//
+// relect's followers watch the Lease: each change reaches them at once, and
+// they note the local time at which they saw it. They take a released lease
+// (no holder) at once, and a held one LeaseDuration after they last saw it
+// change. A follower that may not watch (RBAC without "watch") polls as
+// client-go does, every RetryPeriod to 2.2 × RetryPeriod; the accepted
+// ranges leave room for that, the expected ones are those of watching.
+//
+//   - Crash: the leader renewed at most RetryPeriod before it died, and a
+//     follower takes over exactly LeaseDuration after that renewal:
+//     LeaseDuration − RetryPeriod ≤ t ≤ LeaseDuration after the crash
+//     (polling: up to 4.4 × RetryPeriod later).
+//   - Graceful stop: the release is written once the leader's work has
+//     returned; the watch reports it and the follower writes at once:
+//     a few milliseconds (polling: up to 2.2 × RetryPeriod).
+//   - Hand edit: the edit is the last change everyone saw, and a record
+//     naming a candidate that did not write it is taken only once it
+//     expires: LeaseDuration after the edit (polling: up to 4.4 ×
+//     RetryPeriod later).
+//
+// The backend's slack (scheduling, API latency) widens each range.
+func (d *demo) crashBound(took time.Duration) result {
+	ld, rp, slack := d.s.leaseDuration, d.s.retryPeriod, d.b.slack()
+	var note string
+	if took < ld {
+		note = "below LeaseDuration: the last renewal came up to RetryPeriod before the crash"
+	}
+	return result{
+		note:     note,
+		what:     "crash failover",
+		took:     took,
+		expected: fmt.Sprintf("last renewal + LeaseDuration = %s…%s after the crash", seconds(ld-rp), seconds(ld)),
+		lo:       max(ld-rp-slack, 0),
+		hi:       ld + rp*44/10 + slack,
+	}
+}
+
+func (d *demo) gracefulBound(took time.Duration) result {
+	rp, slack := d.s.retryPeriod, d.b.slack()
+	return result{
+		what:     "graceful handover",
+		took:     took,
+		expected: "one watch event + 3 calls: milliseconds",
+		lo:       0,
+		hi:       rp*22/10 + slack,
+	}
+}
+
+func (d *demo) handEditBound(took time.Duration) result {
+	ld, rp, slack := d.s.leaseDuration, d.s.retryPeriod, d.b.slack()
+	return result{
+		what:     "hand-edit recovery",
+		took:     took,
+		expected: fmt.Sprintf("LeaseDuration after the edit = %s", seconds(ld)),
+		lo:       ld,
+		hi:       ld + rp*44/10 + slack,
+	}
+}
+
+// waitLimit bounds every wait of the script, so that a broken run fails
+// instead of hanging: twice the longest accepted failover.
+func (d *demo) waitLimit() time.Duration {
+	return 2 * (d.s.leaseDuration + d.s.retryPeriod*44/10 + d.b.slack())
+}
+
+// settle is the pause between steps, long enough to see a few renewals.
+func (d *demo) settle() time.Duration { return max(d.s.leaseDuration, 3*d.s.retryPeriod) }
+
+// workEvery is how often the leader's work writes to the fenced store.
+func (d *demo) workEvery() time.Duration { return max(d.s.retryPeriod/5, 10*time.Millisecond) }
+
+func (d *demo) display(identity string) string {
+	for _, p := range d.procs {
+		if p.id == identity {
+			return p.name
+		}
+	}
+	if identity == "" {
+		return "(none)"
+	}
+	return fmt.Sprintf("%q (not a candidate of this demo)", identity)
+}
+
+// script runs the whole demo and returns an error if a check failed.
+func (d *demo) script(ctx context.Context) error {
+	s := d.s
+	d.tl.plain("relect demo: %d candidates on %s", s.candidates, d.b.where())
+	d.tl.plain("LeaseDuration %v, RenewDeadline %v, RetryPeriod %v; IsLeader of every candidate sampled every %v",
+		s.leaseDuration, s.renewDeadline, s.retryPeriod, s.sampleEvery)
+
+	bg, stopBackground := context.WithCancel(context.Background())
+	var background sync.WaitGroup
+	background.Go(func() { d.sample(bg) })
+	if s.statusEvery > 0 {
+		background.Go(func() { d.statusLoop(bg) })
+	}
+
+	err := d.steps(ctx)
+
+	d.tl.heading("shutdown: every candidate still running stops gracefully")
+	for _, p := range d.procs {
+		p.halt("stopped")
+	}
+	stopBackground()
+	background.Wait()
+	d.status(ctx)
+	return d.summary(err)
+}
+
+// steps is the script proper.
+func (d *demo) steps(ctx context.Context) error {
+	first := d.procs[0]
+
+	d.tl.heading("start: %s alone, then the others", first.name)
+	if err := first.start(true); err != nil {
+		return err
+	}
+	if _, err := d.waitFor(ctx, "a first leader", func() bool { _, ok := first.term(); return ok }); err != nil {
+		return err
+	}
+	for _, p := range d.procs[1:] {
+		if err := p.start(false); err != nil {
+			return err
+		}
+	}
+	if err := d.pause(ctx); err != nil {
+		return err
+	}
+
+	// 1. Crash.
+	leader, term := d.leader()
+	if leader != first || !leader.keepsLease() {
+		return fmt.Errorf("expected %s, started with KeepLeaseOnCancel, to lead; %v leads", first.name, leader)
+	}
+	d.tl.heading("crash: %s (term %d) dies without releasing the lease", leader.name, term)
+	d.tl.printf(time.Now(), "demo", "cancelling %s's Run with KeepLeaseOnCancel: no release, so the Lease looks as after kill -9", leader.name)
+	t0 := time.Now()
+	leader.halt("crashed")
+	if holder, _, err := d.b.holder(ctx); err == nil {
+		d.tl.printf(time.Now(), "demo", "the Lease still names %s: followers wait for it to expire", d.display(holder))
+	}
+	next, at, err := d.waitForLeader(ctx)
+	if err != nil {
+		return err
+	}
+	d.record(d.crashBound(at.Sub(t0)), next)
+	if err := first.start(false); err != nil {
+		return err
+	}
+	if err := d.pause(ctx); err != nil {
+		return err
+	}
+
+	// 2. Graceful stop.
+	leader, term = d.leader()
+	if leader == nil {
+		return errors.New("no leader before the graceful stop")
+	}
+	d.tl.heading("graceful stop: %s (term %d) stops and releases the lease", leader.name, term)
+	t0 = time.Now()
+	leader.halt("stopped")
+	next, at, err = d.waitForLeader(ctx)
+	if err != nil {
+		return err
+	}
+	d.record(d.gracefulBound(at.Sub(t0)), next)
+	if err := leader.start(false); err != nil {
+		return err
+	}
+	if err := d.pause(ctx); err != nil {
+		return err
+	}
+
+	// 3. Hand edit.
+	leader, term = d.leader()
+	if leader == nil {
+		return errors.New("no leader before the hand edit")
+	}
+	var target *proc
+	for _, p := range d.procs {
+		if p != leader {
+			target = p
+			break
+		}
+	}
+	d.tl.heading("hand edit: the Lease's holder is set to %s while %s (term %d) leads", target.name, leader.name, term)
+	d.tl.printf(time.Now(), "demo", "%s will not trust a record naming it that it did not write: no one leads until the edited lease expires", target.name)
+	t0 = time.Now()
+	if err := d.b.setHolder(ctx, target.id); err != nil {
+		return fmt.Errorf("editing the Lease: %w", err)
+	}
+	d.tl.printf(time.Now(), "demo", "edited: the Lease now names %s", target.name)
+	stepped, err := d.waitFor(ctx, leader.name+" to step down", func() bool {
+		n, ok := leader.term()
+		return !ok || n != term
+	})
+	if err != nil {
+		return err
+	}
+	d.tl.printf(stepped, "demo", "%s stepped down %s after the edit (at its next renewal: ≤ RetryPeriod + a round trip)", leader.name, seconds(stepped.Sub(t0)))
+	next, at, err = d.waitForLeader(ctx)
+	if err != nil {
+		return err
+	}
+	d.record(d.handEditBound(at.Sub(t0)), next)
+	return d.pause(ctx)
+}
+
+// leader returns the candidate that leads now, if any, and its term.
+func (d *demo) leader() (*proc, int64) {
+	for _, p := range d.procs {
+		if n, ok := p.term(); ok {
+			return p, n
+		}
+	}
+	return nil, 0
+}
+
+// waitForLeader waits until some candidate leads, and returns it and when
+// it was first seen leading.
+func (d *demo) waitForLeader(ctx context.Context) (*proc, time.Time, error) {
+	var next *proc
+	at, err := d.waitFor(ctx, "a new leader", func() bool {
+		next, _ = d.leader()
+		return next != nil
+	})
+	return next, at, err
+}
+
+// waitFor polls cond every millisecond and returns when it first held. It
+// gives up after waitLimit or when ctx is done.
+func (d *demo) waitFor(ctx context.Context, what string, cond func() bool) (time.Time, error) {
+	limit := d.waitLimit()
+	deadline := time.Now().Add(limit)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for {
+		now := time.Now()
+		if cond() {
+			return now, nil
+		}
+		if now.After(deadline) {
+			return now, fmt.Errorf("waited %v for %s", limit, what)
+		}
+		select {
+		case <-ctx.Done():
+			return now, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// pause lets the election run undisturbed for settle, then prints the
+// status unless one was printed less than a RetryPeriod ago (nothing much
+// can have changed since).
+func (d *demo) pause(ctx context.Context) error {
+	t := time.NewTimer(d.settle())
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	if time.Since(time.Unix(0, d.lastStatus.Load())) >= d.s.retryPeriod {
+		d.status(ctx)
+	}
+	return nil
+}
+
+// record prints a measurement as it is made.
+func (d *demo) record(r result, leader *proc) {
+	n, _ := leader.term()
+	d.mu.Lock()
+	d.results = append(d.results, r)
+	d.mu.Unlock()
+	d.tl.printf(time.Now(), "RESULT", "%s leads, term %d", leader.name, n)
+	d.tl.printf(time.Now(), "RESULT", "%s", r)
+	if r.note != "" {
+		d.tl.printf(time.Now(), "RESULT", "(%s)", r.note)
+	}
+}
+
+// statusLoop prints the status block whenever none was printed for
+// statusEvery.
+func (d *demo) statusLoop(ctx context.Context) {
+	tick := time.NewTicker(max(d.s.statusEvery/10, 10*time.Millisecond))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if time.Since(time.Unix(0, d.lastStatus.Load())) >= d.s.statusEvery {
+			d.status(ctx)
+		}
+	}
+}
+
+// status prints who leads, the Lease, and every candidate's state and calls.
+func (d *demo) status(ctx context.Context) {
+	now := time.Now()
+	d.lastStatus.Store(now.UnixNano())
+	lease := "Lease: "
+	if holder, transitions, err := d.b.holder(ctx); err != nil {
+		lease += "error reading it: " + err.Error()
+	} else {
+		lease += fmt.Sprintf("holder %s, leaseTransitions %d", d.display(holder), transitions)
+	}
+	lines := []string{lease}
+	var total callCounts
+	for _, p := range d.procs {
+		c := d.b.calls(p.name)
+		total = total.add(c)
+		lines = append(lines, fmt.Sprintf("%-4s %-30s calls: %s", p.name, p.state(), c))
+	}
+	lines = append(lines, fmt.Sprintf("%-4s %-30s calls: %s", "all", "", total))
+	d.tl.block(now, "status", lines)
+}
+
+// sample checks, every sampleEvery until ctx is done, that at most one
+// candidate leads.
+//
+// The candidates are read one after the other, not at one instant, so a
+// handover between two reads could look like an overlap. A suspected overlap
+// is therefore confirmed by reading the earlier candidate again: if it still
+// leads in the same term after the later one was seen leading, both led at
+// the instant of the later read.
+func (d *demo) sample(ctx context.Context) {
+	tick := time.NewTicker(d.s.sampleEvery)
+	defer tick.Stop()
+	type seen struct {
+		p    *proc
+		term int64
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		var leading []seen
+		for _, p := range d.procs {
+			if n, ok := p.term(); ok {
+				leading = append(leading, seen{p, n})
+			}
+		}
+		d.mu.Lock()
+		d.samples++
+		d.mu.Unlock()
+		if len(leading) < 2 {
+			continue
+		}
+		last := leading[len(leading)-1]
+		for _, s := range leading[:len(leading)-1] {
+			if n, ok := s.p.term(); ok && n == s.term {
+				msg := fmt.Sprintf("%s (term %d) and %s (term %d) at %+.3fs", s.p.name, s.term, last.p.name, last.term, d.tl.since(time.Now()).Seconds())
+				d.mu.Lock()
+				d.overlaps = append(d.overlaps, msg)
+				d.mu.Unlock()
+				d.tl.printf(time.Now(), "!!", "TWO LEADERS AT ONCE: %s", msg)
+			}
+		}
+	}
+}
+
+// summary prints the results and returns an error naming every failed check
+// (or err, the script's own error, with them).
+func (d *demo) summary(err error) error {
+	d.mu.Lock()
+	results, overlaps, samples := d.results, d.overlaps, d.samples
+	d.mu.Unlock()
+	d.store.mu.Lock()
+	terms, accepted, problems := d.store.terms, d.store.accepted, d.store.problems
+	d.store.mu.Unlock()
+
+	var failed []string
+	if err != nil {
+		if errors.Is(err, errSetup) {
+			return err
+		}
+		failed = append(failed, err.Error())
+	}
+
+	d.tl.heading("summary")
+	for _, r := range results {
+		d.tl.plain("%s", r)
+		if r.note != "" {
+			d.tl.plain("  (%s)", r.note)
+		}
+		if !r.ok() {
+			failed = append(failed, fmt.Sprintf("%s took %s, outside %s…%s", r.what, seconds(r.took), seconds(r.lo), seconds(r.hi)))
+		}
+	}
+	if len(overlaps) == 0 {
+		d.tl.plain("two leaders at once: never, in %d samples of every candidate's IsLeader", samples)
+	} else {
+		d.tl.plain("two leaders at once: %d times, first %s", len(overlaps), overlaps[0])
+		failed = append(failed, fmt.Sprintf("two candidates led at once %d times", len(overlaps)))
+	}
+	d.tl.plain("fenced store: %d writes accepted; terms in order: %s", accepted, strings.Join(terms, ", "))
+	for _, p := range problems {
+		d.tl.plain("fenced store: %s", p)
+		failed = append(failed, "fenced store: "+p)
+	}
+	if len(failed) > 0 {
+		d.tl.plain("result: FAIL")
+		return errors.New(strings.Join(failed, "; "))
+	}
+	d.tl.plain("result: PASS")
+	return nil
+}
