@@ -40,6 +40,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error returns "relect: <Callback> panicked: <Value>".
 func (p *PanicError) Error() string {
 	return fmt.Sprintf("relect: %s panicked: %v", p.Callback, p.Value)
 }

@@ -153,6 +153,7 @@ type CallError struct {
 	Err error
 }
 
+// Error returns "relect: lease <verb>: <the client's error>".
 func (c *CallError) Error() string { return "relect: lease " + c.Verb + ": " + c.Err.Error() }
 
 // Unwrap returns the client's error, so apierrors.IsForbidden and the like
