@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,6 +70,7 @@ type term struct {
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
 	started    bool  // OnStartedLeading was called
+	workDone   bool  // and has returned
 	ended      bool  // IsLeader is false for good
 	cause      error // why it ended
 	endedAt    time.Time
@@ -102,6 +104,17 @@ func New(opts Options) (*Elector, error) {
 // Identity returns the holder identity this Elector writes into the Lease:
 // Options.Identity, the generated default, or the Lock's.
 func (e *Elector) Identity() string { return e.lock.Identity() }
+
+// Lease returns the namespace and name of the Lease: Options.Namespace and
+// Name, or those of Options.Lock as its Describe method gives them
+// ("namespace/name"; name is empty if it has no slash).
+func (e *Elector) Lease() (namespace, name string) {
+	if e.cfg.Lock == nil {
+		return e.cfg.Namespace, e.cfg.Name
+	}
+	namespace, name, _ = strings.Cut(e.lock.Describe(), "/")
+	return namespace, name
+}
 
 // IsLeader reports whether this candidate leads now: a term has started and
 // has not ended, and less than RenewDeadline has passed, on the local
@@ -353,7 +366,11 @@ func (c *campaign) serve(cgCtx context.Context) {
 	}()
 
 	var cause error = ErrWorkReturned
-	if p := callSafely("OnStartedLeading", func() { e.cfg.OnStartedLeading(ctx) }); p != nil {
+	p := callSafely("OnStartedLeading", func() { e.cfg.OnStartedLeading(ctx) })
+	e.mu.Lock()
+	t.workDone = true
+	e.mu.Unlock()
+	if p != nil {
 		e.emit(Event{Kind: EventError, Err: p})
 		cause = p
 	} else if ctx.Err() != nil {

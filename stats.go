@@ -32,8 +32,8 @@ type Stats struct {
 	// LastSuccess is when the Lease API last answered a call of this
 	// candidate, NotFound included; zero if never.
 	LastSuccess time.Time
-	// Calls counts Lease API calls by verb ("get", "create", "update") and
-	// result (see CallKey).
+	// Calls counts Lease API calls by verb ("get", "create", "update",
+	// "watch") and result (see CallKey).
 	Calls map[CallKey]uint64
 	// BucketWait is the total time calls waited on the token bucket.
 	BucketWait time.Duration
@@ -43,6 +43,9 @@ type Stats struct {
 	BackoffTime time.Duration
 	// DroppedEvents is what Elector.DroppedEvents returns.
 	DroppedEvents uint64
+	// FailingSince is when the current run of failed Lease API calls
+	// began; zero when the last call succeeded (or none failed yet).
+	FailingSince time.Time
 	// ConsecutiveFailures counts Lease API calls that failed in a row
 	// (NotFound and calls abandoned because a campaign stopped do not
 	// count); a call that succeeds resets it.
@@ -55,7 +58,8 @@ type Stats struct {
 
 // CallKey names a class of Lease API calls in Stats.Calls.
 type CallKey struct {
-	// Verb is "get", "create" or "update".
+	// Verb is "get", "create", "update" or "watch" (a follower opening its
+	// watch).
 	Verb string
 	// Result is one of "ok", "not_found", "conflict", "forbidden",
 	// "throttled" (429), "server_error" (5xx), "timeout" (the request's
@@ -129,6 +133,7 @@ func (e *Elector) called(ctx context.Context, verb string, err error, waited tim
 	case "ok", "not_found":
 		e.stats.LastSuccess = time.Now()
 		e.stats.ConsecutiveFailures = 0
+		e.stats.FailingSince = time.Time{}
 		if e.stats.Degraded {
 			e.stats.Degraded = false
 			e.emitLocked(Event{Kind: EventRecovered})
@@ -137,6 +142,9 @@ func (e *Elector) called(ctx context.Context, verb string, err error, waited tim
 	}
 	e.cfg.Logger.Debug("relect: lease API call failed", "verb", verb, "lease", e.lock.Describe(), "err", err)
 	e.emitLocked(Event{Kind: EventError, Err: &CallError{Verb: verb, Err: err}})
+	if e.stats.ConsecutiveFailures == 0 {
+		e.stats.FailingSince = time.Now()
+	}
 	e.stats.ConsecutiveFailures++
 	if !e.stats.Degraded && e.stats.ConsecutiveFailures >= e.cfg.DegradedAfter {
 		e.stats.Degraded = true
@@ -146,7 +154,7 @@ func (e *Elector) called(ctx context.Context, verb string, err error, waited tim
 
 // CallError is the Err of an EventError for a failed Lease API call.
 type CallError struct {
-	// Verb is "get", "create" or "update".
+	// Verb is "get", "create", "update" or "watch".
 	Verb string
 	// Err is the client's error: an apierrors.APIStatus for an answer of
 	// the apiserver, a context or network error otherwise.

@@ -111,12 +111,6 @@ func (p *proc) term() (int64, bool) {
 	return e.Term()
 }
 
-func (p *proc) elector() *relect.Elector {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.e
-}
-
 func (p *proc) keepsLease() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()

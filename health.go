@@ -1,0 +1,165 @@
+package relect
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// Errors of the health check (Elector.HealthCheck). They are wrapped with
+// the details; use errors.Is.
+var (
+	// ErrWorkOverrun: a term ended more than HealthOptions.WorkStopTimeout
+	// ago and its OnStartedLeading has still not returned. The work may be
+	// acting as leader without the lease, and Run cannot campaign again
+	// until it returns. Restarting the process is the remedy.
+	ErrWorkOverrun = errors.New("relect: leader work still running after its term ended")
+
+	// ErrCutOff: Lease API calls have kept failing, none succeeding, for
+	// more than HealthOptions.CutOffAfter.
+	ErrCutOff = errors.New("relect: cut off from the Lease API")
+)
+
+// HealthOptions configure Elector.HealthCheck and Elector.HealthHandler.
+// The zero value selects the defaults given in each field's comment;
+// negative durations are invalid.
+type HealthOptions struct {
+	// WorkStopTimeout is how long OnStartedLeading may keep running after
+	// its term ended (its context was cancelled, or its validity passed)
+	// before the check fails with ErrWorkOverrun. Zero means the Elector's
+	// RenewDeadline (10 s by default). Make it longer than the work's
+	// slowest orderly shutdown.
+	WorkStopTimeout time.Duration
+
+	// CutOffAfter is how long Lease API calls may keep failing, with none
+	// succeeding, before the check fails with ErrCutOff. Zero means twice
+	// the Elector's LeaseDuration (30 s by default): by then a leader has
+	// long stepped down and followers have missed every chance to take
+	// over.
+	CutOffAfter time.Duration
+}
+
+// HealthCheck returns a health check in the shape of controller-runtime's
+// healthz.Checker: it returns nil when healthy and an error saying why
+// otherwise. It fails
+//
+//   - with ErrWorkOverrun when a term ended more than
+//     HealthOptions.WorkStopTimeout ago and its OnStartedLeading has not
+//     returned: the work ignores its context. (The term's end is when it
+//     was ended, or when its validity passed if the watchdog has not ended
+//     it yet.) IsLeader is already false then, so nothing in Stats shows
+//     this; the check reads the Elector's term itself.
+//   - with ErrCutOff when Lease API calls have failed in a row, none
+//     succeeding, for more than HealthOptions.CutOffAfter while Run is
+//     active.
+//
+// It passes otherwise: for a leader or a follower whose calls succeed,
+// before Run and before the first call, while degraded (Stats.Degraded)
+// for less than CutOffAfter, and while Run is not active.
+//
+// The cut-off is timed from Stats.FailingSince, the first failure of the
+// current run of failures. (The age of Stats.LastSuccess alone would not
+// do: a watching follower makes no call for as long as the leader renews,
+// so its last success ages while all is well.)
+//
+// The returned function is safe for concurrent use and ignores the
+// request. It never waits on the API, only on the Elector's mutex, briefly;
+// an Elector wedged holding it would make the check hang, which a probe's
+// timeout reports as a failure. If a duration in opts is negative, the
+// returned check always fails with an error that wraps ErrInvalidOptions
+// and names the field.
+//
+// Wire it to the liveness probe (controller-runtime: AddHealthzCheck): a
+// restart is the remedy for both failures. Do not make readiness follow
+// leadership: followers would never be Ready, a rolling update would wait
+// forever for new pods (standbys) to become Ready, and the Service would
+// lose every endpoint but the leader's. Readiness should say whether the
+// pod can serve its own traffic; add this check to readiness only if a pod
+// cut off from the API server cannot, and mind that an API server outage
+// then takes every pod out of its Services at once.
+func (e *Elector) HealthCheck(opts HealthOptions) func(*http.Request) error {
+	var invalid error
+	switch {
+	case opts.WorkStopTimeout < 0:
+		invalid = fmt.Errorf("relect: HealthOptions.WorkStopTimeout is negative (%v): %w", opts.WorkStopTimeout, ErrInvalidOptions)
+	case opts.CutOffAfter < 0:
+		invalid = fmt.Errorf("relect: HealthOptions.CutOffAfter is negative (%v): %w", opts.CutOffAfter, ErrInvalidOptions)
+	}
+	if invalid != nil {
+		return func(*http.Request) error { return invalid }
+	}
+	if opts.WorkStopTimeout == 0 {
+		opts.WorkStopTimeout = e.cfg.RenewDeadline
+	}
+	if opts.CutOffAfter == 0 {
+		opts.CutOffAfter = 2 * e.cfg.LeaseDuration
+	}
+	h := &healthCheck{e: e, opts: opts}
+	return h.check
+}
+
+// HealthHandler serves a health check made by HealthCheck(opts): status
+// 200 with body "ok" when it passes, 503 with the error's message when it
+// fails. It suits a liveness probe's httpGet.
+func (e *Elector) HealthHandler(opts HealthOptions) http.Handler {
+	check := e.HealthCheck(opts)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		if err := check(r); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, err)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+}
+
+// healthCheck is one HealthCheck with its options resolved.
+type healthCheck struct {
+	e    *Elector
+	opts HealthOptions
+}
+
+func (h *healthCheck) check(*http.Request) error {
+	now := time.Now()
+	if number, ended, ok := h.e.overrun(now, h.opts.WorkStopTimeout); ok {
+		return fmt.Errorf("%w: term %d ended %v ago, OnStartedLeading has not returned (WorkStopTimeout %v)",
+			ErrWorkOverrun, number, now.Sub(ended).Round(time.Millisecond), h.opts.WorkStopTimeout)
+	}
+	s := h.e.Stats()
+	if s.FailingSince.IsZero() || !h.e.running.Load() {
+		return nil
+	}
+	failing := now.Sub(s.FailingSince)
+	if failing <= h.opts.CutOffAfter {
+		return nil
+	}
+	last := "never"
+	if !s.LastSuccess.IsZero() {
+		last = s.LastSuccess.Format(time.RFC3339) + ", " + now.Sub(s.LastSuccess).Round(time.Millisecond).String() + " ago"
+	}
+	return fmt.Errorf("%w: calls failing for %v (CutOffAfter %v): %d failures in a row, degraded %t, last success %s",
+		ErrCutOff, failing.Round(time.Millisecond), h.opts.CutOffAfter, s.ConsecutiveFailures, s.Degraded, last)
+}
+
+// overrun reports the current term if it ended more than grace before now
+// and its OnStartedLeading has not returned. A campaign stays current, with
+// its term, until serve (the work and the watchdog) has returned.
+func (e *Elector) overrun(now time.Time, grace time.Duration) (number int64, ended time.Time, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.current == nil || e.current.term == nil || !e.current.term.started || e.current.term.workDone {
+		return 0, time.Time{}, false
+	}
+	t := e.current.term
+	ended = t.validUntil
+	if t.ended && t.endedAt.Before(ended) {
+		ended = t.endedAt
+	}
+	if now.Sub(ended) <= grace {
+		return 0, time.Time{}, false
+	}
+	return t.number, ended, true
+}

@@ -1,0 +1,226 @@
+package relect_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// probe calls check as a kubelet probe would.
+func probe(check func(*http.Request) error) error {
+	return check(httptest.NewRequest(http.MethodGet, "/healthz", nil))
+}
+
+// probeUntilFailing probes every second, as a liveness probe would, until
+// check fails or limit passes, and returns when it failed and the error.
+func probeUntilFailing(t *testing.T, check func(*http.Request) error, limit time.Duration) (time.Time, error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for time.Now().Before(deadline) {
+		synctest.Wait()
+		if err := probe(check); err != nil {
+			return time.Now(), err
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("the check still passed after %v", limit)
+	return time.Time{}, nil
+}
+
+// probeHealthy probes every second for d and fails the test on any error.
+func probeHealthy(t *testing.T, d time.Duration, checks ...func(*http.Request) error) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
+		synctest.Wait()
+		for i, check := range checks {
+			require.NoErrorf(t, probe(check), "check %d at %v", i, time.Now())
+		}
+	}
+}
+
+func TestHealthCheck(t *testing.T) {
+	cutOff := 2 * ld // the default
+
+	t.Run("before the first call", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := relecttest.NewLeaseAPI()
+			a := newCandidate(t, api, "a", nil)
+			check := a.e.HealthCheck(relect.HealthOptions{})
+			require.NoError(t, probe(check))
+			// A check made long before Run times nothing until a call
+			// fails, and the first call succeeds.
+			time.Sleep(10 * ld)
+			require.NoError(t, probe(check))
+			a.start()
+			probeHealthy(t, ld, check)
+			a.stop()
+		})
+	})
+
+	t.Run("healthy leader and follower", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := relecttest.NewLeaseAPI()
+			a := newCandidate(t, api, "a", nil)
+			b := newCandidate(t, api, "b", nil)
+			a.start()
+			synctest.Wait()
+			b.start()
+			// Long past CutOffAfter: a watching follower makes no call while
+			// the leader renews, and is healthy all the same.
+			probeHealthy(t, 3*cutOff, a.e.HealthCheck(relect.HealthOptions{}), b.e.HealthCheck(relect.HealthOptions{}))
+			assert.True(t, a.e.IsLeader())
+			assert.False(t, b.e.IsLeader())
+			b.stop()
+			a.stop()
+		})
+	})
+
+	t.Run("cut off", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := relecttest.NewLeaseAPI()
+			a := newCandidate(t, api, "a", nil)
+			check := a.e.HealthCheck(relect.HealthOptions{})
+			a.start()
+			probeHealthy(t, ld, check)
+			a.client.Partition() // calls hang until their timeout, then fail
+			cut := time.Now()
+			at, err := probeUntilFailing(t, check, 3*cutOff)
+			require.ErrorIs(t, err, relect.ErrCutOff)
+			t.Log(err)
+			// Timed from the first probe that saw a failure: the next
+			// renewal, at most RetryPeriod later, times out after
+			// RenewDeadline/2, and the probe comes at most a second later.
+			assert.Greater(t, at.Sub(cut), cutOff)
+			assert.LessOrEqual(t, at.Sub(cut), cutOff+rp+rd/2+2*time.Second)
+			assert.False(t, a.e.IsLeader())
+
+			a.client.Heal()
+			waitFor(t, ld+rd, "a leads again", a.e.IsLeader)
+			require.NoError(t, probe(check))
+			a.stop()
+			require.NoError(t, probe(check), "Run is not active")
+		})
+	})
+
+	t.Run("cut off from the start", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := relecttest.NewLeaseAPI()
+			a := newCandidate(t, api, "a", nil)
+			a.client.Fail(relecttest.Error(500))
+			check := a.e.HealthCheck(relect.HealthOptions{CutOffAfter: 20 * time.Second})
+			start := time.Now()
+			a.start()
+			at, err := probeUntilFailing(t, check, time.Minute)
+			require.ErrorIs(t, err, relect.ErrCutOff)
+			assert.ErrorContains(t, err, "last success never")
+			assert.Greater(t, at.Sub(start), 20*time.Second)
+			assert.LessOrEqual(t, at.Sub(start), 22*time.Second)
+			a.stop()
+		})
+	})
+
+	t.Run("degraded", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := relecttest.NewLeaseAPI()
+			a := newCandidate(t, api, "a", func(o *relect.Options) { o.DegradedAfter = 2 })
+			check := a.e.HealthCheck(relect.HealthOptions{})
+			a.start()
+			probeHealthy(t, ld, check)
+			a.client.Fail(relecttest.Error(503))
+			failed := time.Now() // the first failure is the next renewal, within RetryPeriod
+			waitFor(t, ld, "degraded", func() bool { return a.e.Stats().Degraded })
+			// Degraded is not cut off: the election goes on, and so may
+			// the API server's trouble pass.
+			require.NoError(t, probe(check))
+			at, err := probeUntilFailing(t, check, 2*cutOff)
+			require.ErrorIs(t, err, relect.ErrCutOff)
+			assert.ErrorContains(t, err, "degraded true")
+			assert.Greater(t, at.Sub(failed), cutOff)
+			assert.LessOrEqual(t, at.Sub(failed), cutOff+rp+2*time.Second)
+
+			a.client.Heal()
+			waitFor(t, ld, "recovered", func() bool { return !a.e.Stats().Degraded })
+			require.NoError(t, probe(check))
+			a.stop()
+		})
+	})
+
+	t.Run("work overrun", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := relecttest.NewLeaseAPI()
+			release := make(chan struct{})
+			a := newCandidate(t, api, "a", func(o *relect.Options) {
+				// Work that ignores its context: it keeps acting as
+				// leader after the term ended.
+				o.OnStartedLeading = func(context.Context) { <-release }
+			})
+			check := a.e.HealthCheck(relect.HealthOptions{CutOffAfter: time.Hour})
+			a.start()
+			probeHealthy(t, ld, check)
+			a.client.Partition()
+			waitFor(t, rd+time.Second, "the term ends", func() bool { return !a.e.IsLeader() })
+			ended := time.Now()
+			require.True(t, a.isWorking())
+			at, err := probeUntilFailing(t, check, 2*rd)
+			require.ErrorIs(t, err, relect.ErrWorkOverrun)
+			t.Log(err)
+			// The default WorkStopTimeout is RenewDeadline.
+			assert.Greater(t, at.Sub(ended), rd)
+			assert.LessOrEqual(t, at.Sub(ended), rd+time.Second)
+
+			close(release)
+			synctest.Wait()
+			require.NoError(t, probe(check))
+			a.client.Heal()
+			a.stop()
+		})
+	})
+
+	t.Run("handler", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := relecttest.NewLeaseAPI()
+			a := newCandidate(t, api, "a", nil)
+			h := a.e.HealthHandler(relect.HealthOptions{CutOffAfter: 5 * time.Second})
+			get := func() *httptest.ResponseRecorder {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+				return w
+			}
+			a.start()
+			synctest.Wait()
+			w := get()
+			assert.Equal(t, http.StatusOK, w.Code)
+			assert.Equal(t, "ok\n", w.Body.String())
+
+			a.client.Fail(relecttest.Error(500))
+			for end := time.Now().Add(time.Minute); w.Code == http.StatusOK && time.Now().Before(end); {
+				time.Sleep(time.Second)
+				w = get()
+			}
+			assert.Equal(t, http.StatusServiceUnavailable, w.Code)
+			assert.True(t, strings.HasPrefix(w.Body.String(), "relect: cut off from the Lease API: "), w.Body.String())
+			assert.Equal(t, "text/plain; charset=utf-8", w.Header().Get("Content-Type"))
+			a.client.Heal()
+			a.stop()
+		})
+	})
+
+	t.Run("negative durations fail every check, naming the field", func(t *testing.T) {
+		a := newCandidate(t, relecttest.NewLeaseAPI(), "a", nil)
+		err := a.e.HealthCheck(relect.HealthOptions{WorkStopTimeout: -time.Second})(nil)
+		assert.ErrorIs(t, err, relect.ErrInvalidOptions)
+		assert.ErrorContains(t, err, "HealthOptions.WorkStopTimeout is negative (-1s)")
+		err = a.e.HealthCheck(relect.HealthOptions{CutOffAfter: -time.Second})(nil)
+		assert.ErrorIs(t, err, relect.ErrInvalidOptions)
+		assert.ErrorContains(t, err, "HealthOptions.CutOffAfter is negative (-1s)")
+	})
+}

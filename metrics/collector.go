@@ -1,0 +1,190 @@
+package metrics
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/relect/relect"
+)
+
+// Label names. The Lease's namespace is "lease_namespace", not "namespace":
+// Prometheus' Kubernetes service discovery commonly attaches a "namespace"
+// target label (the pod's), which would rename a metric's own "namespace"
+// label to "exported_namespace" at scrape time.
+const (
+	LabelLeaseNamespace = "lease_namespace"
+	LabelLease          = "lease"
+	LabelIdentity       = "identity"
+	LabelVerb           = "verb"
+	LabelResult         = "result"
+)
+
+// Options configure a Collector.
+type Options struct {
+	// Namespace and Name are the values of the lease_namespace and lease
+	// labels on every metric. Empty means those of the Elector's Lease
+	// (relect.Elector.Lease).
+	Namespace string
+	Name      string
+
+	// IdentityLabel, when true, adds the Elector's holder identity as an
+	// "identity" label to every metric, not only to relect_info. Leave it
+	// false with relect's default identity (host name plus random digits):
+	// that identity changes at every restart of the process, and with it
+	// every series, so each restart would start a new set of time series.
+	// The target labels Prometheus adds (pod, instance) already tell the
+	// processes of a fleet apart. Set it when one process runs several
+	// candidates for the same Lease (tests, simulations), or when the
+	// identity is stable (the pod name). All Collectors registered on one
+	// registry must agree on it: Prometheus requires one set of label names
+	// per metric name, and the registry refuses a Collector that differs.
+	IdentityLabel bool
+}
+
+// Collector is a prometheus.Collector for one Elector. It reads
+// Elector.Stats at scrape time. A Collector is safe for concurrent use;
+// each Collect takes a single Stats snapshot, so the values of one scrape
+// are consistent with each other.
+type Collector struct {
+	e *relect.Elector
+
+	info, isLeader, term, termsStarted, calls, bucketWait,
+	backoffs, backoffSeconds, droppedEvents, lastRenewal, lastSuccess,
+	termRemaining, consecutiveFailures, degraded *prometheus.Desc
+}
+
+var _ prometheus.Collector = (*Collector)(nil)
+
+// NewCollector returns a Collector for e. It fails if e is nil, or if the
+// Lease's namespace or name is empty after defaults (a Lock whose Describe
+// is not "namespace/name", with no Options to say). It registers nothing:
+// pass the Collector to the registry of your choice.
+func NewCollector(e *relect.Elector, opts Options) (*Collector, error) {
+	if e == nil {
+		return nil, errors.New("relect/metrics: NewCollector: nil Elector")
+	}
+	ns, name := e.Lease()
+	if opts.Namespace == "" {
+		opts.Namespace = ns
+	}
+	if opts.Name == "" {
+		opts.Name = name
+	}
+	var errs []error
+	if opts.Namespace == "" {
+		errs = append(errs, errors.New("relect/metrics: Options.Namespace is empty and the Elector's Lease has none"))
+	}
+	if opts.Name == "" {
+		errs = append(errs, errors.New("relect/metrics: Options.Name is empty and the Elector's Lease has none"))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+
+	labels := prometheus.Labels{LabelLeaseNamespace: opts.Namespace, LabelLease: opts.Name}
+	infoLabels := prometheus.Labels{LabelLeaseNamespace: opts.Namespace, LabelLease: opts.Name, LabelIdentity: e.Identity()}
+	if opts.IdentityLabel {
+		labels = infoLabels
+	}
+	desc := func(name, help string, variable ...string) *prometheus.Desc {
+		return prometheus.NewDesc("relect_"+name, help, variable, labels)
+	}
+	return &Collector{
+		e: e,
+		info: prometheus.NewDesc("relect_info",
+			"Always 1; its identity label is the holder identity the candidate writes into the Lease.",
+			nil, infoLabels),
+		isLeader: desc("is_leader",
+			"1 while this candidate leads (Elector.IsLeader), else 0."),
+		term: desc("term",
+			"Number of the current term, the Lease's leaseTransitions at acquisition (the fencing token); 0 when not leading."),
+		termsStarted: desc("terms_started_total",
+			"Terms this candidate has led (OnStartedLeading calls)."),
+		calls: desc("api_calls_total",
+			"Lease API calls by verb and result (relect.CallKey), whether they succeeded or not.",
+			LabelVerb, LabelResult),
+		bucketWait: desc("token_bucket_wait_seconds_total",
+			"Seconds Lease API calls waited on the token bucket (Options.RateLimit, RateBurst)."),
+		backoffs: desc("backoffs_total",
+			"Backoff waits before a campaign."),
+		backoffSeconds: desc("backoff_seconds_total",
+			"Seconds of backoff waits before a campaign, counted when each wait begins."),
+		droppedEvents: desc("dropped_events_total",
+			"Events dropped because the Events channel's buffer was full."),
+		lastRenewal: desc("last_renewal_timestamp_seconds",
+			"Unix time at which the last successful write naming this candidate (acquisition or renewal) was sent; absent until the first."),
+		lastSuccess: desc("last_success_timestamp_seconds",
+			"Unix time at which the Lease API last answered a call of this candidate (NotFound included); absent until the first."),
+		termRemaining: desc("term_remaining_seconds",
+			"Seconds until the current term's validity ends unless renewed (on the process's monotonic clock); 0 when not leading."),
+		consecutiveFailures: desc("consecutive_failures",
+			"Lease API calls that failed in a row; a successful call resets it."),
+		degraded: desc("degraded",
+			"1 from Options.DegradedAfter failed Lease API calls in a row until the next success, else 0."),
+	}, nil
+}
+
+// Describe sends the descriptors of every metric the Collector can send.
+func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs() {
+		ch <- d
+	}
+}
+
+func (c *Collector) descs() []*prometheus.Desc {
+	return []*prometheus.Desc{
+		c.info, c.isLeader, c.term, c.termsStarted, c.calls, c.bucketWait,
+		c.backoffs, c.backoffSeconds, c.droppedEvents, c.lastRenewal, c.lastSuccess,
+		c.termRemaining, c.consecutiveFailures, c.degraded,
+	}
+}
+
+// Collect sends the metrics of one Stats snapshot. The timestamps are
+// absent until their first event; api_calls_total has a series for each
+// verb and result seen so far.
+func (c *Collector) Collect(ch chan<- prometheus.Metric) {
+	s := c.e.Stats()
+	now := time.Now()
+	gauge := func(d *prometheus.Desc, v float64) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v)
+	}
+	counter := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, v, labels...)
+	}
+	gauge(c.info, 1)
+	gauge(c.isLeader, boolValue(s.Leading))
+	gauge(c.term, float64(s.Term))
+	counter(c.termsStarted, float64(s.TermsStarted))
+	for k, n := range s.Calls {
+		counter(c.calls, float64(n), k.Verb, k.Result)
+	}
+	counter(c.bucketWait, s.BucketWait.Seconds())
+	counter(c.backoffs, float64(s.Backoffs))
+	counter(c.backoffSeconds, s.BackoffTime.Seconds())
+	counter(c.droppedEvents, float64(s.DroppedEvents))
+	if !s.LastRenewal.IsZero() {
+		gauge(c.lastRenewal, unixSeconds(s.LastRenewal))
+	}
+	if !s.LastSuccess.IsZero() {
+		gauge(c.lastSuccess, unixSeconds(s.LastSuccess))
+	}
+	var remaining time.Duration
+	if s.Leading {
+		// ValidUntil carries a monotonic reading, so this difference is
+		// immune to wall-clock steps, as IsLeader is.
+		remaining = max(s.ValidUntil.Sub(now), 0)
+	}
+	gauge(c.termRemaining, remaining.Seconds())
+	gauge(c.consecutiveFailures, float64(s.ConsecutiveFailures))
+	gauge(c.degraded, boolValue(s.Degraded))
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func unixSeconds(t time.Time) float64 { return float64(t.UnixNano()) / 1e9 }
