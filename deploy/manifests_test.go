@@ -315,8 +315,9 @@ func checkPod(t *testing.T, m manifestSet, pod corev1.PodSpec, sa *corev1.Servic
 			t.Errorf("container %s has no HTTP %s probe", c.Name, probeName)
 			continue
 		}
-		if probe.HTTPGet.Path != "/healthz" {
-			t.Errorf("%s probe path %q, want /healthz", probeName, probe.HTTPGet.Path)
+		path := probe.HTTPGet.Path
+		if path != "/healthz" && (probeName == "liveness" || path != "/readyz") {
+			t.Errorf("%s probe path %q, want /healthz (or /readyz for readiness)", probeName, path)
 		}
 		port := probe.HTTPGet.Port
 		if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
@@ -324,8 +325,8 @@ func checkPod(t *testing.T, m manifestSet, pod corev1.PodSpec, sa *corev1.Servic
 		}) {
 			t.Errorf("%s probe port %s is not a port of container %s", probeName, port.String(), c.Name)
 		}
-		if !strings.Contains(source, `"GET /healthz"`) {
-			t.Errorf("examples/%s serves no GET /healthz", m.program)
+		if !strings.Contains(source, `"GET `+path+`"`) {
+			t.Errorf("examples/%s serves no GET %s", m.program, path)
 		}
 	}
 }

@@ -6,8 +6,8 @@
 // POD_NAME, both given to the container by the downward API. The leader
 // logs a line every -work-every with its term number, the fencing token a
 // real controller would hand to the storage it writes, so that a deposed
-// leader's late writes are refused. Every replica serves /healthz on
-// -health-addr for the kubelet's probes.
+// leader's late writes are refused. Every replica serves /healthz (liveness:
+// relect's health check), /readyz and /metrics on -health-addr.
 //
 // On SIGTERM (a rollout, a node drain, kubectl delete) the leader stops its
 // work, releases the lease so that another replica takes over within about
@@ -29,7 +29,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/relect/relect"
+	"github.com/relect/relect/metrics"
 	"k8s.io/client-go/rest"
 )
 
@@ -44,7 +47,7 @@ func main() {
 func run(logger *slog.Logger) error {
 	namespace := flag.String("lease-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Lease (default: $POD_NAMESPACE)")
 	name := flag.String("lease-name", "relect-controller", "name of the Lease")
-	healthAddr := flag.String("health-addr", ":8080", "address of the /healthz endpoint")
+	healthAddr := flag.String("health-addr", ":8080", "address of the /healthz, /readyz and /metrics endpoints")
 	workEvery := flag.Duration("work-every", 5*time.Second, "how often the leader does its work")
 	flag.Parse()
 	if *namespace == "" {
@@ -85,24 +88,30 @@ func run(logger *slog.Logger) error {
 		return err
 	}
 
-	// /healthz answers as long as the process serves HTTP: it is the
-	// liveness probe and also the readiness probe, and it does not depend on
-	// leadership. A follower is a healthy standby, not a broken pod:
-	//   - As liveness, "not leader" would make the kubelet restart every
-	//     follower over and over.
-	//   - As readiness, only one pod of the Deployment would ever be Ready:
-	//     the Deployment would report the others unavailable for good, a
-	//     rolling update would wait forever for a new pod (which cannot lead
-	//     while an old one holds the lease) to become Ready, and a
-	//     PodDisruptionBudget would count the followers as disrupted and
-	//     block node drains.
-	// A leader that cannot renew needs no probe either: relect ends its
-	// term, and IsLeader turns false, at most RenewDeadline after its last
-	// successful renewal, and it keeps campaigning.
+	// /healthz is the liveness probe: relect's HealthCheck fails when the
+	// process is cut off from the API server for longer than twice the lease
+	// duration, or when leader work ignores its cancelled context — both
+	// fixed by a restart. /readyz answers as long as the process serves
+	// HTTP and does not depend on leadership: a follower is a healthy
+	// standby, not a broken pod. Were readiness to follow leadership, only
+	// one pod of the Deployment would ever be Ready: the Deployment would
+	// report the others unavailable for good, a rolling update would wait
+	// forever for a new pod (which cannot lead while an old one holds the
+	// lease) to become Ready, and a PodDisruptionBudget would count the
+	// followers as disrupted and block node drains.
+	// /metrics serves relect's metrics from a registry of our own.
+	collector, err := metrics.NewCollector(e, metrics.Options{})
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collector)
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.Handle("GET /healthz", e.HealthHandler(relect.HealthOptions{}))
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{
 		Addr:              *healthAddr,
 		Handler:           mux,
