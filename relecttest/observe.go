@@ -4,6 +4,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
 )
 
 // Call is one Lease call made through a Client, as reported to the
@@ -23,6 +25,10 @@ type Call struct {
 	// a call that hung (partition, latency) until its context ended, the
 	// API's answer (NotFound, Conflict, ...), or nil.
 	Err error
+	// Closed is, for a Watch that succeeded, closed when that watch ends:
+	// when it is stopped or the context given to Watch is done. It is nil
+	// for every other call.
+	Closed <-chan struct{}
 }
 
 // observers is the copy-on-write list of the functions Observe registered.
@@ -68,13 +74,28 @@ func (a *LeaseAPI) Observe(f func(Call)) (stop func()) {
 }
 
 // observe reports a call that started at start and is returning *err to
-// every registered observer. Deferred by each Lease verb.
+// every registered observer. Deferred by each Lease verb but Watch.
 func (c *Client) observe(verb string, start time.Time, err *error) {
+	c.report(Call{Client: c.name, Verb: verb, Start: start, Err: *err})
+}
+
+// observeWatch is observe for Watch, which also reports when the watch it
+// returns (*wi) ends.
+func (c *Client) observeWatch(start time.Time, wi *watch.Interface, err *error) {
+	call := Call{Client: c.name, Verb: VerbWatch, Start: start, Err: *err}
+	if w, ok := (*wi).(*watcher); ok && w != nil && *err == nil {
+		call.Closed = w.done
+	}
+	c.report(call)
+}
+
+// report stamps call's end and hands it to every registered observer.
+func (c *Client) report(call Call) {
 	list := c.api.obs.list.Load()
 	if list == nil || len(*list) == 0 {
 		return
 	}
-	call := Call{Client: c.name, Verb: verb, Start: start, End: time.Now(), Err: *err}
+	call.End = time.Now()
 	for _, f := range *list {
 		(*f)(call)
 	}
