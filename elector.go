@@ -1,7 +1,9 @@
 package relect
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
@@ -36,12 +39,17 @@ type Elector struct {
 	// poll through client-go's acquire loop.
 	pollOnly atomic.Bool
 
-	mu       sync.Mutex
-	leader   string                             // last observed holder identity
-	written  *resourcelock.LeaderElectionRecord // our last successful write
-	current  *campaign                          // the campaign in progress, or nil
-	notifier *notifier                          // delivers OnNewLeader during Run, or nil
-	stats    Stats                              // counters; Stats() fills in the state
+	mu      sync.Mutex
+	leader  string                             // last observed holder identity
+	written *resourcelock.LeaderElectionRecord // our last successful write
+	seen    bool                               // a Lease was ever read or watched
+	// published is the JSON of our last write as client-go followers see
+	// it, and publishedAt when the first write with that JSON was sent.
+	published   []byte
+	publishedAt time.Time
+	current     *campaign // the campaign in progress, or nil
+	notifier    *notifier // delivers OnNewLeader during Run, or nil
+	stats       Stats     // counters; Stats() fills in the state
 }
 
 // campaign is one run of client-go's LeaderElector: acquire, then one term.
@@ -251,8 +259,10 @@ func (e *Elector) campaign(ctx context.Context) (stable bool) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	c := &campaign{e: e, runCtx: ctx, cancel: cancel}
+	var termWatch watch.Interface
 	if e.cfg.leases != nil && !e.pollOnly.Load() {
-		switch err := e.follow(cctx); {
+		w, err := e.follow(cctx)
+		switch {
 		case errors.Is(err, errWatchForbidden):
 			e.pollOnly.Store(true)
 			e.emit(Event{Kind: EventError, Err: err})
@@ -260,11 +270,21 @@ func (e *Elector) campaign(ctx context.Context) (stable bool) {
 			return false // ctx done
 		default:
 			c.followed = true
+			termWatch = w
 		}
 	}
 	e.mu.Lock()
 	e.current = c
 	e.mu.Unlock()
+	if c.followed {
+		watched := make(chan struct{})
+		go func() {
+			defer close(watched)
+			e.watchTerm(cctx, termWatch)
+		}()
+		defer func() { <-watched }()
+		defer cancel(nil) // runs first: ends the watch when the campaign ends
+	}
 
 	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:          e.lock,
@@ -453,6 +473,7 @@ func (e *Elector) endTermLocked(c *campaign, t *term, cause error) {
 func (e *Elector) observed(rec *resourcelock.LeaderElectionRecord) (stranger bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.seen = true
 	e.setLeaderLocked(rec.HolderIdentity, rec.LeaderTransitions)
 	c := e.current
 	inTerm := c != nil && c.term != nil
@@ -464,6 +485,13 @@ func (e *Elector) observed(rec *resourcelock.LeaderElectionRecord) (stranger boo
 		c.cancel(ErrLeaseLost) // the lease we acquired moved on before client-go resumed it
 	}
 	return !inTerm && mine && !sameRecord(rec, e.written)
+}
+
+// leaseSeen reports whether this Elector ever read or watched the Lease.
+func (e *Elector) leaseSeen() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.seen
 }
 
 // sameRecord reports whether a record read back is the one written, at the
@@ -499,14 +527,14 @@ func (e *Elector) observedMissing() {
 func (e *Elector) wrote(sent time.Time, rec *resourcelock.LeaderElectionRecord) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	w := *rec
-	e.written = &w
-	e.setLeaderLocked(rec.HolderIdentity, rec.LeaderTransitions)
+	e.noteWriteLocked(sent, rec)
 	c := e.current
 	if rec.HolderIdentity != e.Identity() || c == nil {
 		return
 	}
-	valid := sent.Add(e.cfg.RenewDeadline)
+	// Validity counts from the first write that client-go followers could
+	// tell from the one before (see noteWriteLocked), not from this one.
+	valid := e.publishedAt.Add(e.cfg.RenewDeadline)
 	e.stats.LastRenewal = sent
 	t := c.term
 	if t == nil {
@@ -531,6 +559,22 @@ func (e *Elector) wrote(sent time.Time, rec *resourcelock.LeaderElectionRecord) 
 	case t.renewed <- struct{}{}:
 	default:
 	}
+}
+
+// noteWriteLocked records a successful write of ours, sent at sent. A
+// client-go follower restarts its expiry clock only when the record's JSON
+// changes, and that JSON has the renew time in whole seconds: a renewal in
+// the same second as the one before is invisible to it. So the instant that
+// bounds every follower's takeover is when the first write with the current
+// JSON was sent (publishedAt); a leader's validity counts from there.
+func (e *Elector) noteWriteLocked(sent time.Time, rec *resourcelock.LeaderElectionRecord) {
+	w := *rec
+	e.written = &w
+	published, _ := json.Marshal(rec)
+	if !bytes.Equal(published, e.published) {
+		e.published, e.publishedAt = published, sent
+	}
+	e.setLeaderLocked(rec.HolderIdentity, rec.LeaderTransitions)
 }
 
 func (e *Elector) setLeaderLocked(holder string, transitions int) {

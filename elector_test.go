@@ -125,7 +125,7 @@ func TestRenewalFailuresLoseThenCampaignResumes(t *testing.T) {
 		synctest.Wait()
 		b.start()
 		stopMonitor := monitor(t, 10*time.Millisecond, a, b)
-		time.Sleep(ld + rp/2)
+		time.Sleep(ld + rp/4) // between renewals, which come at whole multiples of rp
 		require.True(t, a.e.IsLeader())
 
 		api.Client("a").Fail(relecttest.Error(500))
@@ -319,7 +319,7 @@ func TestHealthyLeaderRenewalNotDelayedByBucket(t *testing.T) {
 		a := newCandidate(t, api, "a", func(o *relect.Options) {
 			o.Client, o.Namespace, o.Name, o.Identity = nil, "", "", ""
 			o.Lock = rec
-			o.RateLimit, o.RateBurst = 1, 3 // 2 calls per RetryPeriod of 2 s
+			o.RateLimit, o.RateBurst = 1, 4 // 2 calls per RetryPeriod of 2 s
 		})
 		a.start()
 		time.Sleep(10 * time.Minute)

@@ -28,7 +28,9 @@ type follower struct {
 	raw        []byte                // its record, to tell a change
 	observedAt time.Time             // local time the record last changed
 	rv         string                // where a new watch resumes
-	w          watch.Interface
+	// deletedUntil: the Lease was deleted while held; not before then.
+	deletedUntil time.Time
+	w            watch.Interface
 }
 
 // follow is a follower's campaign when relect has the Lease client (Config or
@@ -39,22 +41,29 @@ type follower struct {
 // LeaseDuration and its rule for records naming it that it did not write.
 // The acquisition is a write conditional on the resourceVersion observed, so
 // a renewal missed by the watch makes it fail with a conflict, never
-// succeed. follow returns nil once this candidate holds the lease; client-go
-// then resumes it (its acquire loop sees our record) and renews it. It
-// returns ctx's error when ctx is done, and errWatchForbidden on a 403 to
-// the watch. All calls go through the lock's bucket and counters.
-func (e *Elector) follow(ctx context.Context) error {
+// succeed. follow returns once this candidate holds the lease, with its
+// watch still open (or nil if it had none): client-go then resumes the lease
+// (its acquire loop sees our record) and renews it, and the leader keeps
+// reading the watch (watchTerm). It returns ctx's error when ctx is done,
+// and errWatchForbidden on a 403 to the watch. All calls go through the
+// lock's bucket and counters.
+func (e *Elector) follow(ctx context.Context) (watch.Interface, error) {
 	f := &follower{e: e}
-	defer f.stopWatch()
+	acquired := false
+	defer func() {
+		if !acquired {
+			f.stopWatch()
+		}
+	}()
 	needRead := true
 	for {
 		if err := ctx.Err(); err != nil {
-			return err
+			return nil, err
 		}
 		if needRead {
 			if err := f.read(ctx); err != nil {
 				if err := e.pause(ctx); err != nil {
-					return err
+					return nil, err
 				}
 				continue
 			}
@@ -63,7 +72,8 @@ func (e *Elector) follow(ctx context.Context) error {
 		if f.due() {
 			err := f.acquire(ctx)
 			if err == nil {
-				return nil
+				acquired = true
+				return f.w, nil // the leader keeps watching; may be nil
 			}
 			// Someone else won, the Lease moved on, or the API failed:
 			// read again, and after a failure also start a fresh watch
@@ -72,7 +82,7 @@ func (e *Elector) follow(ctx context.Context) error {
 			if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 				f.stopWatch()
 				if err := e.pause(ctx); err != nil {
-					return err
+					return nil, err
 				}
 			}
 			continue
@@ -80,11 +90,11 @@ func (e *Elector) follow(ctx context.Context) error {
 		if f.w == nil {
 			if err := f.watch(ctx); err != nil {
 				if apierrors.IsForbidden(err) {
-					return errWatchForbidden
+					return nil, errWatchForbidden
 				}
 				needRead = true
 				if err := e.pause(ctx); err != nil {
-					return err
+					return nil, err
 				}
 				continue
 			}
@@ -93,7 +103,7 @@ func (e *Elector) follow(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			expiry.Stop()
-			return ctx.Err()
+			return nil, ctx.Err()
 		case <-expiry.C:
 			// due() now holds: the loop tries to acquire.
 		case ev, ok := <-f.w.ResultChan():
@@ -174,12 +184,26 @@ func (f *follower) watch(ctx context.Context) error {
 // observe records a read or watched Lease (nil: it does not exist). The
 // observation time moves only when the record changes, as in client-go.
 func (f *follower) observe(l *coordinationv1.Lease) {
-	f.known = true
 	if l == nil {
+		// A Lease deleted while held may still be acted on by its holder
+		// until its next renewal: wait it out like a silent holder. A
+		// Lease never seen (or seen released) may be created at once.
+		// A follower that has not seen the Lease yet in this campaign
+		// goes by whether this Elector ever saw it: its holder may have
+		// changed during the backoff wait, unseen.
+		// The wait is our own lease duration, not the deleted record's:
+		// that may be absurd, and no record is left to repair.
+		rec := f.record()
+		if (rec != nil && !released(rec)) || (!f.known && f.e.leaseSeen()) {
+			f.deletedUntil = time.Now().Add(time.Duration(f.e.lock.leaseSeconds) * time.Second)
+		}
+		f.known = true
 		f.lease, f.raw, f.observedAt = nil, nil, time.Now()
 		f.e.observedMissing()
 		return
 	}
+	f.known = true
+	f.deletedUntil = time.Time{}
 	f.lease = l
 	f.rv = l.ResourceVersion
 	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&l.Spec)
@@ -216,15 +240,29 @@ func (f *follower) ours(rec *resourcelock.LeaderElectionRecord) bool {
 }
 
 // expiry is when the observed lease may be taken over: at once if there is
-// none, it has no holder, or it is ours; else the observation time plus the
-// longer of the record's lease duration and ours.
+// none (unless it was deleted while held), it was released, or it is ours;
+// else the observation time plus the longer of the record's lease duration
+// and ours.
 func (f *follower) expiry() time.Time {
 	rec := f.record()
-	if !f.known || rec == nil || rec.HolderIdentity == "" || f.ours(rec) {
+	switch {
+	case !f.known:
+		return time.Time{}
+	case rec == nil:
+		return f.deletedUntil // zero unless deleted while held
+	case released(rec) || f.ours(rec):
 		return time.Time{}
 	}
 	secs := max(rec.LeaseDurationSeconds, f.e.lock.leaseSeconds)
 	return f.observedAt.Add(time.Duration(secs) * time.Second)
+}
+
+// released reports whether a record is a release: no holder, and the lease
+// duration of 1 s that relect and client-go write when they release. A
+// holder emptied any other way (by hand) may still be acted on by whoever
+// held it, until its next renewal: it is waited out like a held lease.
+func released(rec *resourcelock.LeaderElectionRecord) bool {
+	return rec.HolderIdentity == "" && rec.LeaseDurationSeconds == 1
 }
 
 func (f *follower) due() bool { return f.known && !time.Now().Before(f.expiry()) }
@@ -236,15 +274,6 @@ func (f *follower) due() bool { return f.known && !time.Now().Before(f.expiry())
 // write of its own, and the term begins there.
 func (f *follower) acquire(ctx context.Context) error {
 	e := f.e
-	now := metav1.NewMicroTime(time.Now())
-	seconds := int32(e.lock.leaseSeconds)
-	id := e.Identity()
-	spec := coordinationv1.LeaseSpec{
-		HolderIdentity:       &id,
-		LeaseDurationSeconds: &seconds,
-		AcquireTime:          &now,
-		RenewTime:            &now,
-	}
 	var transitions int32
 	if rec := f.record(); rec != nil {
 		transitions = int32(rec.LeaderTransitions)
@@ -252,35 +281,99 @@ func (f *follower) acquire(ctx context.Context) error {
 			transitions++
 		}
 	}
-	spec.LeaseTransitions = &transitions
+	// spec is stamped when the request is sent, after the bucket wait.
+	spec := func(sent time.Time) coordinationv1.LeaseSpec {
+		now := metav1.NewMicroTime(sent)
+		seconds := int32(e.lock.leaseSeconds)
+		id := e.Identity()
+		return coordinationv1.LeaseSpec{
+			HolderIdentity:       &id,
+			LeaseDurationSeconds: &seconds,
+			AcquireTime:          &now,
+			RenewTime:            &now,
+			LeaseTransitions:     &transitions,
+		}
+	}
 
 	if f.lease == nil {
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name}, Spec: spec}
 		return e.lock.call(ctx, "create", true, func(ctx context.Context) error {
+			sent := time.Now()
+			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name}, Spec: spec(sent)}
 			created, err := e.cfg.leases.Create(ctx, l, metav1.CreateOptions{})
 			if err == nil {
-				e.acquiredByFollower(created)
+				e.acquiredByFollower(sent, created)
 			}
 			return err
 		})
 	}
-	l := f.lease.DeepCopy()
-	l.Spec = spec
 	return e.lock.call(ctx, "update", true, func(ctx context.Context) error {
+		sent := time.Now()
+		l := f.lease.DeepCopy()
+		l.Spec = spec(sent)
 		updated, err := e.cfg.leases.Update(ctx, l, metav1.UpdateOptions{})
 		if err == nil {
-			e.acquiredByFollower(updated)
+			e.acquiredByFollower(sent, updated)
 		}
 		return err
 	})
 }
 
-// acquiredByFollower records a follower's successful acquisition, so that
-// client-go's resume sees the record as ours.
-func (e *Elector) acquiredByFollower(l *coordinationv1.Lease) {
+// acquiredByFollower records a follower's successful acquisition, sent at
+// sent, so that client-go's resume sees the record as ours and the term's
+// validity counts from this write if the resume's JSON is the same.
+func (e *Elector) acquiredByFollower(sent time.Time, l *coordinationv1.Lease) {
 	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&l.Spec)
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.written = rec
-	e.setLeaderLocked(rec.HolderIdentity, rec.LeaderTransitions)
+	e.noteWriteLocked(sent, rec)
+}
+
+// watchTerm reads the watch the follower had open for as long as the
+// campaign lasts: a record naming another holder, an emptied holder or a
+// deletion — an operator's hand edit, say — ends the term the moment it is
+// seen, instead of at the next renewal (up to RetryPeriod later). Our own
+// renewals come back as events naming us and change nothing. If the watch
+// ends, renewals alone detect a loss, as with client-go. It costs no call,
+// unless the follower had no watch open (it found no Lease and created it).
+func (e *Elector) watchTerm(ctx context.Context, w watch.Interface) {
+	if w == nil {
+		// The follower acquired before it watched (no Lease yet, say):
+		// open one — at once if the bucket has a token to spare beyond
+		// the next renewal's, else after a RetryPeriod, so as not to
+		// delay a renewal. A failure leaves the renewals to detect a loss.
+		if e.lock.limiter.Tokens() < 2 && e.pause(ctx) != nil {
+			return
+		}
+		err := e.lock.call(ctx, "watch", false, func(ctx context.Context) error {
+			var err error
+			w, err = e.cfg.leases.Watch(ctx, metav1.ListOptions{
+				FieldSelector: fields.OneTermEqualSelector("metadata.name", e.cfg.Name).String(),
+			})
+			return err
+		})
+		if err != nil {
+			return
+		}
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return
+			}
+			switch ev.Type {
+			case watch.Added, watch.Modified:
+				if l, ok := ev.Object.(*coordinationv1.Lease); ok {
+					e.observed(resourcelock.LeaseSpecToLeaderElectionRecord(&l.Spec))
+				}
+			case watch.Deleted:
+				e.observedMissing()
+			case watch.Error:
+				return
+			}
+		}
+	}
 }

@@ -83,6 +83,8 @@ func TestSilentLeaderTakenOverAtExpiry(t *testing.T) {
 		lastRenewal := api.Lease(ns, lease).Spec.RenewTime.Time
 		a.stop() // a crash, as far as the Lease can tell
 		waitFor(t, 2*ld, "b leads", b.e.IsLeader)
+		synctest.Wait() // let the event reader catch up
+		require.NotEmpty(t, b.eventsOf(relect.EventStartedLeading))
 		assert.Equal(t, lastRenewal.Add(ld), b.eventsOf(relect.EventStartedLeading)[0].Time)
 		b.stop()
 	})
@@ -176,4 +178,46 @@ func TestFollowersRaceForReleasedLease(t *testing.T) {
 		}
 		_ = ctx
 	})
+}
+
+// A Lease deleted, or its holder emptied, by hand while held is a
+// revocation the holder learns of only at its next renewal: followers wait
+// it out like a silent holder's instead of taking it at once (a release
+// writes a lease duration of 1 s; these edits do not). Never do two lead at
+// once.
+func TestRevokedByHandIsWaitedOut(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(api *relecttest.LeaseAPI) error
+	}{
+		{"deleted", func(api *relecttest.LeaseAPI) error { return api.Delete(ns, lease) }},
+		{"holder emptied", func(api *relecttest.LeaseAPI) error { return api.SetHolder(ns, lease, "") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := relecttest.NewLeaseAPI()
+				a := newCandidate(t, api, "a", nil)
+				b := newCandidate(t, api, "b", nil)
+				a.start()
+				synctest.Wait()
+				b.start()
+				stop := monitor(t, time.Millisecond, a, b)
+				time.Sleep(ld + 300*time.Millisecond)
+				edited := time.Now()
+				require.NoError(t, tc.edit(api))
+				waitFor(t, rp, "a notices at its next renewal", func() bool { return !a.e.IsLeader() })
+				waitFor(t, 3*ld, "a leader again", func() bool { return len(leaders(a, b)) == 1 })
+				time.Sleep(2 * ld)
+				stop()
+				synctest.Wait()
+				for _, ev := range b.eventsOf(relect.EventStartedLeading) {
+					assert.False(t, ev.Time.Before(edited.Add(ld)), "b took the revoked lease before it could have expired")
+				}
+				a.stop()
+				b.stop()
+				a.checkEvents()
+				b.checkEvents()
+			})
+		})
+	}
 }

@@ -87,7 +87,7 @@ func (l *lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 	case err == nil:
 		stranger := l.e.observed(rec)
 		short := rec.HolderIdentity != "" && rec.LeaseDurationSeconds < l.leaseSeconds
-		if stranger || short {
+		if stranger || short || (rec.HolderIdentity == "" && !released(rec)) {
 			return l.adjust(rec, stranger)
 		}
 		// client-go tells a new record by these bytes; make renewals
@@ -117,6 +117,14 @@ func (l *lock) write(ctx context.Context, verb string, ler resourcelock.LeaderEl
 	cctx, cancel := context.WithTimeout(ctx, l.callTimeout)
 	defer cancel()
 	sent := time.Now()
+	if ler.HolderIdentity == l.Identity() {
+		// client-go stamped the renew time before the bucket wait (and
+		// before a slow-path Get); stamp it again now, so that a delayed
+		// renewal still looks new to followers that compare whole
+		// seconds. It is informational: no one compares it across
+		// machines.
+		ler.RenewTime = metav1.NewTime(sent)
+	}
 	err = call(cctx, ler)
 	l.e.called(ctx, verb, err, waited)
 	if err != nil {
@@ -130,6 +138,10 @@ func (l *lock) write(ctx context.Context, verb string, ler resourcelock.LeaderEl
 // record this Elector did not write.
 const strangerSuffix = " (not written by this elector)"
 
+// emptiedHolder stands, for client-go only, for a holder emptied otherwise
+// than by a release (see released).
+const emptiedHolder = "(holder emptied without a release)"
+
 // adjust changes what client-go sees of a record read from the API, never
 // what is stored, in two cases where client-go's rules would let this
 // candidate take over while the holder may still act as leader:
@@ -139,17 +151,25 @@ const strangerSuffix = " (not written by this elector)"
 //     client-go would resume it at once, while the candidate that really
 //     held it may still act as leader until its next renewal. Shown as held
 //     by a stranger, it is taken over only once it expires, as a new term.
+//
 //   - a held lease whose duration is shorter than ours (zero, negative, or
 //     just short: a hand edit or a client with other settings). client-go
 //     would take it over that soon after observing it, possibly before the
 //     holder's next renewal reveals the edit. It is shown with our own lease
 //     duration, so a takeover waits at least that long.
 //
+//   - a holder emptied otherwise than by a release (a release writes a lease
+//     duration of 1 s): whoever held it may still act as leader until its
+//     next renewal, so it is shown as held, by a placeholder.
+//
 // Leader() and events still report the record as stored.
 func (l *lock) adjust(rec *resourcelock.LeaderElectionRecord, stranger bool) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	shown := *rec
 	if stranger {
 		shown.HolderIdentity += strangerSuffix
+	}
+	if rec.HolderIdentity == "" && !released(rec) {
+		shown.HolderIdentity = emptiedHolder
 	}
 	if shown.HolderIdentity != "" && shown.LeaseDurationSeconds < l.leaseSeconds {
 		shown.LeaseDurationSeconds = l.leaseSeconds

@@ -35,15 +35,21 @@ const (
 	// DefaultDegradedAfter is the default of Options.DegradedAfter.
 	DefaultDegradedAfter = 5
 
-	// DefaultRateBurst is the token bucket's default burst: the calls one
-	// renewal try can make (a failed optimistic Update, a Get, an Update)
-	// plus one spare.
-	DefaultRateBurst = 4
+	// DefaultRateBurst is the token bucket's default burst: the calls of
+	// the first acquisition of a Lease that does not exist yet (a Get, a
+	// Create, then client-go's Get, resuming Update and first renewal) and
+	// the leader's watch on its Lease.
+	DefaultRateBurst = 6
 
-	// minRateBurst is the smallest burst that lets one renewal try run
-	// without waiting on the bucket: Update, then Get and Update again when
-	// the optimistic Update failed (client-go's slow path).
-	minRateBurst = 3
+	// minRateBurst is the smallest burst that lets an acquisition and a
+	// renewal run without waiting on the bucket: a follower's conditional
+	// Update, then client-go's Get, its resuming Update and its renew loop's
+	// immediate first Update, all within milliseconds. (One renewal try on
+	// client-go's slow path — Update, Get, Update — needs 3.) A write
+	// delayed by the bucket carries a renew time stamped before the wait,
+	// which followers may not see as new, so a healthy leader must never
+	// wait.
+	minRateBurst = 4
 
 	// callsPerRetryPeriod is the sustained rate a leader needs: at most two
 	// calls per retry period in the worst steady case (a Get and an Update),
@@ -114,11 +120,13 @@ type Options struct {
 	// leader still considers itself leader: IsLeader turns false and the
 	// term context is cancelled at that instant at the latest. Zero means
 	// DefaultRenewDeadline (10 s). Must be greater than 1.2 × RetryPeriod
-	// (client-go's rule) and at least 1 s less than LeaseDuration: client-go
-	// followers tell renewals apart by the record's JSON, whose renew time
-	// has whole seconds, so they may date the last renewal up to 1 s early.
-	// The rest of LeaseDuration − RenewDeadline is the margin for clock-rate
-	// drift.
+	// and less than LeaseDuration (client-go's rules); LeaseDuration −
+	// RenewDeadline is the margin for clock-rate drift. It must also be
+	// greater than RetryPeriod + 1 s: validity counts from the first renewal
+	// that client-go followers can tell from the one before, and they
+	// compare the record's JSON, whose renew time has whole seconds, so
+	// renewals extend a term about once a second at most; with a shorter
+	// RenewDeadline a healthy leader's term would lapse between them.
 	RenewDeadline time.Duration
 
 	// RetryPeriod is the pause between renewals of a leader, and between
@@ -173,8 +181,8 @@ type Options struct {
 	RateLimit rate.Limit
 
 	// RateBurst is the token bucket's size in calls. Zero means
-	// DefaultRateBurst (4). Must be at least 3, the calls of one renewal try.
-	// Ignored when RateLimit is rate.Inf.
+	// DefaultRateBurst (6). Must be at least 4, the calls of an acquisition
+	// and the first renewal. Ignored when RateLimit is rate.Inf.
 	RateBurst int
 
 	// KeepLeaseOnCancel, when true, leaves the Lease held when Run's context
@@ -296,12 +304,15 @@ func resolve(o Options) (*config, error) {
 		}
 	}
 	if durationsOK {
-		if o.RenewDeadline > o.LeaseDuration-time.Second {
-			bad("RenewDeadline", "%v must be at least 1s less than LeaseDuration %v (followers may date the last renewal up to 1s early: the Lease record's renew time has whole seconds)", o.RenewDeadline, o.LeaseDuration)
+		if o.RenewDeadline >= o.LeaseDuration {
+			bad("RenewDeadline", "%v must be less than LeaseDuration %v", o.RenewDeadline, o.LeaseDuration)
 			durationsOK = false
 		}
 		if float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) {
 			bad("RenewDeadline", "%v must be greater than 1.2 × RetryPeriod (%v)", o.RenewDeadline, o.RetryPeriod)
+			durationsOK = false
+		} else if o.RenewDeadline <= o.RetryPeriod+time.Second {
+			bad("RenewDeadline", "%v must be greater than RetryPeriod + 1s (%v): a renewal extends the term only when followers can see it, and the Lease's renew time has whole seconds", o.RenewDeadline, o.RetryPeriod+time.Second)
 			durationsOK = false
 		}
 	}
@@ -345,7 +356,7 @@ func resolve(o Options) (*config, error) {
 			bad("RateLimit", "%.4g calls/s is below the %.4g calls/s (2 per RetryPeriod %v) a leader needs to renew", float64(o.RateLimit), float64(need), o.RetryPeriod)
 		}
 		if o.RateBurst < minRateBurst {
-			bad("RateBurst", "%d is below %d, the calls of one renewal try", o.RateBurst, minRateBurst)
+			bad("RateBurst", "%d is below %d, the calls of an acquisition and its first renewal", o.RateBurst, minRateBurst)
 		}
 	}
 

@@ -62,7 +62,7 @@ func FuzzNew(f *testing.F) {
 		}); err != nil {
 			t.Fatalf("New accepted options client-go rejects: %v", err)
 		}
-		if c.LeaseDuration%time.Second != 0 || c.LeaseDuration-c.RenewDeadline < time.Second || c.BackoffInitial <= 0 || c.BackoffMax < c.BackoffInitial || c.EventBuffer <= 0 {
+		if c.LeaseDuration%time.Second != 0 || c.RenewDeadline <= c.RetryPeriod+time.Second || c.BackoffInitial <= 0 || c.BackoffMax < c.BackoffInitial || c.EventBuffer <= 0 {
 			t.Fatalf("resolved options break an invariant: %+v", c.Options)
 		}
 		if c.RateLimit != rate.Inf && (c.RateBurst < minRateBurst || float64(c.RateLimit)*c.RetryPeriod.Seconds() < callsPerRetryPeriod*(1-1e-9)) {

@@ -51,10 +51,10 @@ func TestNewRejectsInvalidOptionsNamingTheField(t *testing.T) {
 		{"lease duration overflows int32 seconds", func(o *relect.Options) { o.LeaseDuration = (math.MaxInt32 + 1) * time.Second }, "LeaseDuration"},
 		{"negative renew deadline", func(o *relect.Options) { o.RenewDeadline = -1 }, "RenewDeadline"},
 		{"renew deadline not below lease duration", func(o *relect.Options) { o.RenewDeadline = 15 * time.Second }, "RenewDeadline"},
-		{"renew deadline within 1s of lease duration", func(o *relect.Options) {
-			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 2*time.Second, 1500*time.Millisecond, 300*time.Millisecond
-		}, "RenewDeadline"},
 		{"renew deadline within jitter of retry period", func(o *relect.Options) { o.RetryPeriod = 9 * time.Second }, "RenewDeadline"},
+		{"renew deadline within a second of retry period", func(o *relect.Options) {
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 2*time.Second, 1500*time.Millisecond, 500*time.Millisecond
+		}, "RenewDeadline"},
 		{"negative retry period", func(o *relect.Options) { o.RetryPeriod = -time.Second }, "RetryPeriod"},
 		{"negative backoff initial", func(o *relect.Options) { o.BackoffInitial = -1 }, "BackoffInitial"},
 		{"negative backoff max", func(o *relect.Options) { o.BackoffMax = -1 }, "BackoffMax"},
@@ -63,7 +63,7 @@ func TestNewRejectsInvalidOptionsNamingTheField(t *testing.T) {
 		{"negative rate", func(o *relect.Options) { o.RateLimit = -1 }, "RateLimit"},
 		{"rate too small to renew", func(o *relect.Options) { o.RateLimit = 0.5 }, "RateLimit"},
 		{"negative burst", func(o *relect.Options) { o.RateBurst = -1 }, "RateBurst"},
-		{"burst too small to renew", func(o *relect.Options) { o.RateBurst = 2 }, "RateBurst"},
+		{"burst too small to acquire and renew", func(o *relect.Options) { o.RateBurst = 3 }, "RateBurst"},
 		{"negative event buffer", func(o *relect.Options) { o.EventBuffer = -1 }, "EventBuffer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -93,9 +93,9 @@ func TestNewAcceptsValidOptions(t *testing.T) {
 	}{
 		{"defaults", func(*relect.Options) {}},
 		{"two-second lease", func(o *relect.Options) {
-			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 2*time.Second, time.Second, 500*time.Millisecond
+			o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = 2*time.Second, 1500*time.Millisecond, 400*time.Millisecond
 		}},
-		{"exactly the minimum budget", func(o *relect.Options) { o.RateLimit, o.RateBurst = 1, 3 }},
+		{"exactly the minimum budget", func(o *relect.Options) { o.RateLimit, o.RateBurst = 1, 4 }},
 		{"no bucket", func(o *relect.Options) { o.RateLimit, o.RateBurst = rate.Inf, 0 }},
 		{"rest config", func(o *relect.Options) { o.Client, o.Config = nil, &rest.Config{Host: "https://127.0.0.1:1"} }},
 		{"lock", func(o *relect.Options) {

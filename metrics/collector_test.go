@@ -349,7 +349,7 @@ func TestCollectorBucketWaitAndDroppedEvents(t *testing.T) {
 		reg := prometheus.NewPedanticRegistry()
 		a := newCandidate(t, api, reg, "a", nil)
 		b := newCandidate(t, api, reg, "b", func(o *relect.Options) {
-			o.RateBurst = 3 // at the default 1 call/s
+			o.RateBurst = 4 // the least New accepts, at the default 1 call/s
 			o.EventBuffer = 1
 		})
 		a.start()

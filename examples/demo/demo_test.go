@@ -21,8 +21,8 @@ func TestScript(t *testing.T) {
 				s := settings{
 					candidates:    n,
 					leaseDuration: 2 * time.Second,
-					renewDeadline: time.Second,
-					retryPeriod:   500 * time.Millisecond,
+					renewDeadline: 1500 * time.Millisecond,
+					retryPeriod:   400 * time.Millisecond,
 					statusEvery:   2 * time.Second,
 					sampleEvery:   2 * time.Millisecond,
 				}

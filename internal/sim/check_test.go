@@ -1,0 +1,230 @@
+package sim
+
+import (
+	"slices"
+	"testing"
+	"time"
+)
+
+const s = time.Second
+
+// history returns a history of two candidates with the default timing
+// (15 s, 10 s, 2 s) and budget, quiet at 100 s and ending at 200 s.
+func history() *History {
+	h := &History{Candidates: 2, Quiet: 100 * s, End: 200 * s,
+		Timing: Timing{LeaseDuration: 15 * s, RenewDeadline: 10 * s, RetryPeriod: 2 * s}.withDefaults()}
+	h.Budget.Rate, h.Budget.Burst = 1, 4
+	h.BackoffCap = 15 * s
+	return h
+}
+
+func rules(vs []Violation) []string {
+	var out []string
+	for _, v := range vs {
+		out = append(out, string(v.Class)+"/"+v.Rule)
+	}
+	return out
+}
+
+func TestCheckSafety(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		leading []Span
+		terms   []Term
+		want    []string
+	}{
+		{"handover at one instant", []Span{{0, 0, 0, 10 * s}, {1, 1, 10 * s, 20 * s}},
+			[]Term{{0, 0, 0, 0, 10 * s}, {1, 1, 1, 10 * s, 20 * s}}, nil},
+		{"one candidate, two runs", []Span{{0, 0, 0, 10 * s}, {0, 1, 5 * s, 20 * s}}, nil, nil},
+		{"overlap", []Span{{0, 0, 0, 10 * s}, {1, 1, 10*s - 1, 20 * s}}, nil, []string{"safety/two-leaders"}},
+		{"term never cancelled", nil, []Term{{0, 0, 0, 0, -1}, {1, 1, 1, 150 * s, 160 * s}},
+			[]string{"safety/two-term-contexts"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := history()
+			h.Leading, h.Terms = tc.leading, tc.terms
+			if got := rules(CheckSafety(h)); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckLivenessLeader(t *testing.T) {
+	// bound: 15 s + 4.4 s + 15 s = 34.4 s after Quiet (100 s).
+	for _, tc := range []struct {
+		name    string
+		leading []Span
+		want    []string
+	}{
+		{"leads through the quiet time", []Span{{0, 0, 50 * s, 200 * s}}, nil},
+		{"handover without a gap", []Span{{0, 0, 50 * s, 120 * s}, {1, 1, 120 * s, 200 * s}}, nil},
+		{"established just in time", []Span{{1, 1, 134 * s, 200 * s}}, nil},
+		{"established late", []Span{{1, 1, 135 * s, 200 * s}}, []string{"liveness/late-leader"}},
+		{"lapse after the bound", []Span{{0, 0, 50 * s, 150 * s}, {1, 1, 151 * s, 200 * s}},
+			[]string{"liveness/late-leader"}},
+		{"nobody at the end", []Span{{0, 0, 50 * s, 199 * s}}, []string{"liveness/no-leader"}},
+		{"nobody ever", nil, []string{"liveness/no-leader"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := history()
+			h.Leading = tc.leading
+			if got := rules(CheckLiveness(h)); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckLivenessCampaigning(t *testing.T) {
+	// gap: 15 s cap + 4.4 s poll + 1 s bucket + 1 ms.
+	gap := CampaignGap(history())
+	if want := 20*s + 400*time.Millisecond + time.Millisecond; gap != want {
+		t.Fatalf("CampaignGap = %v, want %v", gap, want)
+	}
+	run := Run{Candidate: 1, ID: 1, Start: 10 * s, Cancelled: 60 * s}
+	for _, tc := range []struct {
+		name  string
+		calls []Call
+		lead  []Span
+		want  []string
+	}{
+		{"polls", []Call{{1, 1, 1, "get", 10 * s, 10 * s, ""}, {1, 1, 1, "get", 30 * s, 30 * s, ""},
+			{1, 1, 1, "get", 50 * s, 50 * s, ""}}, nil, nil},
+		{"a long watch is in flight", []Call{{1, 1, 1, "watch", 11 * s, 59 * s, ""}}, nil, nil},
+		{"leads in between", []Call{{1, 1, 1, "get", 10 * s, 10 * s, ""}}, []Span{{1, 1, 12 * s, 58 * s}}, nil},
+		{"stops", []Call{{1, 1, 1, "get", 10 * s, 10 * s, ""}, {1, 1, 1, "get", 31 * s, 31 * s, ""}}, nil,
+			[]string{"liveness/stopped-campaigning", "liveness/stopped-campaigning"}},
+		{"another run's calls do not count", []Call{{1, 2, 2, "get", 20 * s, 55 * s, ""}}, nil,
+			[]string{"liveness/stopped-campaigning"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := history()
+			h.Runs = []Run{run}
+			h.Calls, h.Leading = tc.calls, tc.lead
+			h.Leading = append(h.Leading, Span{0, 0, 0, 200 * s}) // a leader all along
+			if got := rules(CheckLiveness(h)); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckBudget(t *testing.T) {
+	calls := func(at ...time.Duration) []Call {
+		var out []Call
+		for _, a := range at {
+			out = append(out, Call{Candidate: 0, Run: 0, Elector: 1, Verb: "get", Start: a, End: a})
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		calls []Call
+		want  int
+	}{
+		{"burst", calls(0, 0, 0, 0), 0},
+		{"burst + 1", calls(0, 0, 0, 0, 0), 1},
+		{"burst, then the rate", calls(0, 0, 0, 0, 1*s, 2*s, 3*s), 0},
+		{"a token early", calls(0, 0, 0, 0, 1*s, 2*s, 3*s-time.Millisecond), 1},
+		{"refilled", calls(0, 0, 0, 0, 4*s, 4*s, 4*s, 4*s), 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := history()
+			h.Calls = tc.calls
+			if got := CheckBudget(h); len(got) != tc.want {
+				t.Errorf("got %v, want %d violations", got, tc.want)
+			}
+		})
+	}
+	// Two electors have two buckets.
+	h := history()
+	h.Calls = append(calls(0, 0, 0, 0), calls(0, 0, 0, 0)...)
+	for i := range 4 {
+		h.Calls[i].Elector = 2
+	}
+	if got := CheckBudget(h); len(got) != 0 {
+		t.Errorf("two electors: %v", got)
+	}
+}
+
+func TestCheckEvents(t *testing.T) {
+	ev := func(c, run int, at time.Duration, k EventKind, term int64) Event {
+		return Event{Candidate: c, Run: run, At: at, Kind: k, Term: term}
+	}
+	for _, tc := range []struct {
+		name   string
+		events []Event
+		resets []time.Duration
+		want   []string
+	}{
+		{"terms", []Event{ev(0, 0, 1*s, Started, 1), ev(0, 0, 2*s, Stopped, 1), ev(0, 0, 3*s, Started, 1),
+			ev(0, 0, 4*s, Stopped, 1), ev(0, 1, 5*s, Started, 3)}, nil, nil},
+		{"stopped without started", []Event{ev(0, 0, 1*s, Stopped, -1)}, nil,
+			[]string{"events/stopped-without-started"}},
+		{"started twice", []Event{ev(0, 0, 1*s, Started, 1), ev(0, 0, 2*s, Started, 2)}, nil,
+			[]string{"events/started-twice"}},
+		{"stopped another term", []Event{ev(0, 0, 1*s, Started, 1), ev(0, 0, 2*s, Stopped, 2)}, nil,
+			[]string{"events/stopped-other-term"}},
+		{"term went down", []Event{ev(0, 0, 1*s, Started, 5), ev(0, 0, 2*s, Stopped, 5), ev(0, 1, 3*s, Started, 4)},
+			nil, []string{"events/term-decreased"}},
+		{"term went down across a deletion", []Event{ev(0, 0, 1*s, Started, 5), ev(0, 0, 2*s, Stopped, 5),
+			ev(0, 1, 3*s, Started, 0)}, []time.Duration{2500 * time.Millisecond}, nil},
+		{"unknown terms", []Event{ev(0, 0, 1*s, Started, -1), ev(0, 0, 2*s, Stopped, -1)}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := history()
+			h.Events, h.Resets = tc.events, tc.resets
+			if got := rules(CheckEvents(h)); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+	h := history()
+	h.Runs = []Run{{ID: 0, Dropped: 2}}
+	if got := rules(CheckEvents(h)); !slices.Equal(got, []string{"events/dropped"}) {
+		t.Errorf("dropped: got %v", got)
+	}
+}
+
+func TestExplain(t *testing.T) {
+	const rec0, rec1 = `{"holderIdentity":"c0","renewTime":"…:00Z"}`, `{"holderIdentity":"c0","renewTime":"…:01Z"}`
+	base := func() *History {
+		h := history()
+		h.Runs = []Run{{Candidate: 0, ID: 0, Identity: "c0"}, {Candidate: 1, ID: 1, Identity: "c1"}}
+		h.Leading = []Span{{0, 0, 1 * s, 20 * s}, {1, 1, 10 * s, 30 * s}}
+		return h
+	}
+	v := Violation{Class: Safety, Rule: "two-leaders", At: 10 * s, Candidates: []int{0, 1}}
+	for _, tc := range []struct {
+		name    string
+		changes []Change
+		actions []Applied
+		want    Finding
+	}{
+		{"visible renewal", []Change{{At: 1 * s, Holder: "c0", Visible: rec0}, {At: 2 * s, Holder: "c0", Visible: rec1}}, nil, ""},
+		{"invisible renewal", []Change{{At: 1 * s, Holder: "c0", Visible: rec0}, {At: 2 * s, Holder: "c0", Visible: rec0}}, nil,
+			InvisibleRenewal},
+		{"revoked after the last write", []Change{{At: 1 * s, Holder: "c0", Visible: rec0}, {At: 5 * s, Deleted: true}},
+			[]Applied{{Action: Action{Kind: DeleteLease, Target: -1}, At: 5 * s}}, RevokingEdit},
+		{"revoked before the last write", []Change{{At: 1 * s, Deleted: true}, {At: 2 * s, Holder: "c0", Visible: rec1}},
+			[]Applied{{Action: Action{Kind: DeleteLease, Target: -1}, At: 1 * s}}, ""},
+		{"a defended edit", []Change{{At: 1 * s, Holder: "c0", Visible: rec0}, {At: 5 * s, Holder: "c0", Duration: "0", Visible: rec1}},
+			[]Applied{{Action: Action{Kind: ZeroDuration, Target: -1}, At: 5 * s}}, ""},
+		{"a skipped edit", []Change{{At: 1 * s, Holder: "c0", Visible: rec0}},
+			[]Applied{{Action: Action{Kind: EmptyHolder, Target: -1}, At: 5 * s, Skipped: "no Lease"}}, ""},
+		{"a harmless edit", []Change{{At: 1 * s, Holder: "c0", Visible: rec0}, {At: 5 * s, Holder: "x", Visible: rec1}},
+			[]Applied{{Action: Action{Kind: SetStranger, Target: -1}, At: 5 * s}}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := base()
+			h.Changes, h.Actions = tc.changes, tc.actions
+			if got := Explain(h, v); got != tc.want {
+				t.Errorf("got %q, want %q", got, tc.want)
+			}
+		})
+	}
+	if got := Explain(base(), Violation{Class: Liveness, Rule: "no-leader"}); got != "" {
+		t.Errorf("liveness explained as %q", got)
+	}
+}

@@ -1,0 +1,52 @@
+// Package sim is a deterministic fault simulator for leader election on a
+// Kubernetes Lease: it plays generated schedules of faults against relect
+// and, side by side, against a plain client-go LeaderElector run in a loop
+// by hand, records what happened, and checks the record for safety,
+// liveness, API budget and event order.
+//
+// # Pieces
+//
+//   - Generate(seed) draws a Schedule from math/rand/v2's PCG seeded by the
+//     seed: 2–7 candidates on one Lease, durations relect.New accepts, and
+//     faults on each candidate's API handle (errors, per-verb errors,
+//     latency, partition, pause), kills and graceful stops with restarts,
+//     and hand edits of the Lease, all undone by Schedule.Quiet.
+//   - Play(schedule, impl) runs it on a relecttest.LeaseAPI inside a
+//     testing/synctest bubble and returns a History.
+//   - Check(history) returns the Violations; Explain attributes one to a
+//     known Finding; Totals aggregates many runs; Minimize shrinks a
+//     failing schedule.
+//
+// History, Check and Explain depend on the standard library only, so that
+// a driver on a real control plane can fill in a History and reuse them.
+//
+// # What is modelled, and how
+//
+// Time is synctest's fake clock: a schedule spanning minutes runs in
+// milliseconds, and every candidate shares one clock (clock-rate drift is
+// not modelled). Every Lease call takes at least RoundTrip.
+//
+// A Kill cancels Run's context with the lease kept (relect's
+// KeepLeaseOnCancel; client-go's ReleaseOnCancel false), and the candidate
+// comes back as a new process (a new Elector). A true crash cannot be
+// modelled in-process: here the dying process still cancels its term
+// context and returns from its callbacks, which a crashed one would not,
+// but it makes no further API call, which is what the other candidates
+// see. A Stop cancels gracefully (the lease is released) and the same
+// Elector is Run again. A Pause stalls the candidate's API calls, even past
+// their deadlines, as a process stopped between sending a request and
+// reading the answer; its timers keep running.
+//
+// IsLeader is sampled for every candidate at the end of every simulated
+// instant at which something observable happened (see Play), so every
+// overlap of positive length is seen; term contexts are timed exactly from
+// inside OnStartedLeading.
+//
+// # Replays
+//
+// A seed always yields the same schedule. The interleavings do not repeat
+// exactly: client-go's jitter (wait.Jitter) and cenkalti/backoff draw from
+// the global math/rand, and goroutines that run at one simulated instant
+// are scheduled in varying order. A replay therefore runs a schedule many
+// times; a violation usually recurs in most of them.
+package sim

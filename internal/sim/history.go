@@ -1,0 +1,212 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// History is what one simulated run recorded, in simulated time since the
+// run began. It depends on nothing but the standard library, so that other
+// drivers (a real control plane, say) can fill one in and reuse the
+// checkers.
+type History struct {
+	Impl       string // which implementation ran
+	Candidates int    // candidates are numbered 0 … Candidates−1
+	Timing     Timing // with defaults applied
+	// Budget is the token bucket every process is held to: Burst calls at
+	// once, Rate calls per second sustained.
+	Budget struct {
+		Rate  float64
+		Burst int
+	}
+	// BackoffCap is the longest wait of the implementation between
+	// campaigns (zero if it has none).
+	BackoffCap time.Duration
+	// Quiet is when the last fault was undone; End is when the run
+	// stopped the candidates. Liveness is judged in [Quiet, End].
+	Quiet, End time.Duration
+
+	Runs    []Run     // one per call of Run (per loop, for client-go)
+	Leading []Span    // when each candidate's IsLeader was true
+	Terms   []Term    // the term contexts
+	Calls   []Call    // every Lease API call
+	Events  []Event   // term started/stopped notifications
+	Actions []Applied // the schedule's actions, as applied
+	// Resets are the instants the Lease was deleted by hand: the lease's
+	// transition count, hence term numbers, start over.
+	Resets []time.Duration
+	// Changes are the Lease's successive states, as a watch saw them.
+	Changes []Change
+}
+
+// Change is one write to the Lease, by a candidate or by hand.
+type Change struct {
+	At          time.Duration
+	Deleted     bool
+	Holder      string
+	Transitions int32
+	Duration    string // leaseDurationSeconds: "15", or "nil"
+	// Visible is the record as client-go's followers compare it (the JSON
+	// of its LeaderElectionRecord, whose times have one-second
+	// resolution): a follower restarts its expiry clock only when it
+	// changes.
+	Visible string
+}
+
+// Run is one campaigning process of a candidate: from the call of Run to
+// its context's cancellation, and its return.
+type Run struct {
+	Candidate int
+	ID        int    // unique in the history
+	Elector   int    // the budget scope: runs of one elector share a bucket
+	Identity  string // the holder identity it writes
+	Start     time.Duration
+	Cancelled time.Duration // when its context was cancelled; End if never
+	Returned  time.Duration // when Run returned; -1 if it did not
+	KeepLease bool          // cancelled as a crash (no release)
+	Dropped   uint64        // notifications lost (relect's Events buffer full)
+}
+
+// Span is an interval [From, To) during which Candidate's IsLeader was true.
+type Span struct {
+	Candidate int
+	Run       int // Run.ID
+	From, To  time.Duration
+}
+
+// Term is one call of the OnStartedLeading callback: its context is alive
+// and not cancelled in [Start, Cancelled).
+type Term struct {
+	Candidate int
+	Run       int
+	Number    int64 // the fencing token, -1 if unknown
+	Start     time.Duration
+	Cancelled time.Duration // -1 if never
+}
+
+// Call is one Lease API call: counted at Start, answered at End; a watch
+// is in flight from Start until it closes at End.
+type Call struct {
+	Candidate  int
+	Run        int // -1 if made outside any run (should not happen)
+	Elector    int
+	Verb       string
+	Start, End time.Duration
+	Err        string // "" on success
+}
+
+// EventKind is the kind of a recorded notification.
+type EventKind string
+
+// Notifications the events checker reads. Others are recorded for the
+// timeline only.
+const (
+	Started EventKind = "started-leading"
+	Stopped EventKind = "stopped-leading"
+)
+
+// Event is a notification an implementation gave its user.
+type Event struct {
+	Candidate int
+	Run       int
+	At        time.Duration
+	Kind      EventKind
+	Term      int64 // -1 if the notification carries none
+	Detail    string
+}
+
+// Applied is an action of the schedule as the driver applied it.
+type Applied struct {
+	Action
+	At      time.Duration // when it was applied
+	Skipped string        // why it had no effect (no Lease to edit), or ""
+}
+
+// Timeline returns the history as one chronological log, for reports and
+// replays. Calls are included only if withCalls.
+func (h *History) Timeline(withCalls bool) string {
+	type line struct {
+		at  time.Duration
+		seq int
+		s   string
+	}
+	var lines []line
+	add := func(at time.Duration, format string, args ...any) {
+		lines = append(lines, line{at, len(lines), fmt.Sprintf("%9s ", fmtDur(at)) + fmt.Sprintf(format, args...)})
+	}
+	for _, a := range h.Actions {
+		s := "ACTION " + a.Action.describe()
+		if a.Skipped != "" {
+			s += " (skipped: " + a.Skipped + ")"
+		}
+		add(a.At, "%s", s)
+	}
+	for i, c := range h.Changes {
+		switch {
+		case c.Deleted:
+			add(c.At, "LEASE deleted")
+		default:
+			vis := ""
+			if i > 0 && c.Visible == h.Changes[i-1].Visible {
+				vis = " (invisible to followers: record JSON unchanged)"
+			}
+			add(c.At, "LEASE holder=%q transitions=%d duration=%s%s", c.Holder, c.Transitions, c.Duration, vis)
+		}
+	}
+	for _, r := range h.Runs {
+		add(r.Start, "%s run %d starts (elector %d, identity %s, keep lease %v)", CandidateName(r.Candidate), r.ID, r.Elector, r.Identity, r.KeepLease)
+		if r.Cancelled < h.End || r.Returned >= 0 {
+			add(r.Cancelled, "%s run %d cancelled", CandidateName(r.Candidate), r.ID)
+		}
+		if r.Returned >= 0 {
+			add(r.Returned, "%s run %d returned", CandidateName(r.Candidate), r.ID)
+		}
+	}
+	for _, s := range h.Leading {
+		add(s.From, "%s IsLeader=true", CandidateName(s.Candidate))
+		add(s.To, "%s IsLeader=false", CandidateName(s.Candidate))
+	}
+	for _, t := range h.Terms {
+		add(t.Start, "%s term %d context alive", CandidateName(t.Candidate), t.Number)
+		if t.Cancelled >= 0 {
+			add(t.Cancelled, "%s term %d context cancelled", CandidateName(t.Candidate), t.Number)
+		}
+	}
+	for _, e := range h.Events {
+		s := fmt.Sprintf("%s event %s", CandidateName(e.Candidate), e.Kind)
+		if e.Term >= 0 {
+			s += fmt.Sprintf(" term=%d", e.Term)
+		}
+		if e.Detail != "" {
+			s += " " + e.Detail
+		}
+		add(e.At, "%s", s)
+	}
+	if withCalls {
+		for _, c := range h.Calls {
+			res := "ok"
+			if c.Err != "" {
+				res = c.Err
+			}
+			if c.Verb == "watch" && c.Err == "" {
+				add(c.Start, "%s watch opened (closed %s)", CandidateName(c.Candidate), fmtDur(c.End))
+				continue
+			}
+			add(c.End, "%s %s (sent %s): %s", CandidateName(c.Candidate), c.Verb, fmtDur(c.Start), res)
+		}
+	}
+	slices.SortStableFunc(lines, func(a, b line) int {
+		if c := cmpDur(a.at, b.at); c != 0 {
+			return c
+		}
+		return a.seq - b.seq
+	})
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString(l.s)
+		b.WriteByte('\n')
+	}
+	return b.String()
+}

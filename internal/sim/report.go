@@ -1,0 +1,266 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Totals aggregates the checks of many histories of one implementation. It
+// is safe for concurrent use.
+type Totals struct {
+	mu        sync.Mutex
+	schedules int
+	// per class: violations, and schedules with at least one
+	violations map[Class]int
+	affected   map[Class]int
+	byRule     map[string]int // keyed "class/rule"
+	// per known finding: violations, schedules, and a few example seeds
+	explained map[Finding]int
+	explSched map[Finding]int
+	examples  map[Finding][]uint64
+	calls     int
+	candTime  time.Duration
+	coverage  map[string]int // applied faults by coverage key
+}
+
+// Result is what Add learnt from one history.
+type Result struct {
+	Violations []Violation
+	// Unexplained are the violations no open finding accounts for (see
+	// Finding.Open): a test should fail on them.
+	Unexplained []Violation
+}
+
+// Add checks h (played from the schedule of seed) and adds it to the
+// totals.
+func (t *Totals) Add(seed uint64, h *History) Result {
+	vs := Check(h)
+	var res Result
+	res.Violations = vs
+	calls, candTime := Usage(h)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.violations == nil {
+		t.violations, t.affected, t.byRule = map[Class]int{}, map[Class]int{}, map[string]int{}
+		t.explained, t.explSched, t.examples = map[Finding]int{}, map[Finding]int{}, map[Finding][]uint64{}
+		t.coverage = map[string]int{}
+	}
+	t.schedules++
+	t.calls += calls
+	t.candTime += candTime
+	seenClass := map[Class]bool{}
+	seenFinding := map[Finding]bool{}
+	for _, v := range vs {
+		t.violations[v.Class]++
+		t.byRule[string(v.Class)+"/"+v.Rule]++
+		if !seenClass[v.Class] {
+			seenClass[v.Class] = true
+			t.affected[v.Class]++
+		}
+		f := Explain(h, v)
+		if !f.Open() {
+			res.Unexplained = append(res.Unexplained, v)
+		}
+		if f == "" {
+			continue
+		}
+		t.explained[f]++
+		if !seenFinding[f] {
+			seenFinding[f] = true
+			t.explSched[f]++
+			if len(t.examples[f]) < 3 {
+				t.examples[f] = append(t.examples[f], seed)
+			}
+		}
+	}
+	for _, a := range h.Actions {
+		if k := a.CoverageKey(); k != "" && a.Skipped == "" {
+			t.coverage[k]++
+		}
+	}
+	return res
+}
+
+// Usage returns the Lease calls h's candidates started before End and the
+// total time their runs were campaigning (from Run to cancellation) before
+// End.
+func Usage(h *History) (calls int, candidateTime time.Duration) {
+	for _, c := range h.Calls {
+		if c.Start < h.End {
+			calls++
+		}
+	}
+	for _, r := range h.Runs {
+		candidateTime += max(0, min(r.Cancelled, h.End)-r.Start)
+	}
+	return calls, candidateTime
+}
+
+// Schedules returns how many histories were added.
+func (t *Totals) Schedules() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.schedules
+}
+
+// Violations returns the violations of class c, and the histories with at
+// least one.
+func (t *Totals) Violations(c Class) (violations, schedules int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.violations[c], t.affected[c]
+}
+
+// ByRule returns the violations per rule, keyed "class/rule".
+func (t *Totals) ByRule() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range t.byRule {
+		out[k] = v
+	}
+	return out
+}
+
+// Explained returns the violations attributed to finding f, the histories
+// with at least one, and up to three of their seeds.
+func (t *Totals) Explained(f Finding) (violations, schedules int, seeds []uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.explained[f], t.explSched[f], slices.Clone(t.examples[f])
+}
+
+// Coverage returns how many times each fault was applied (an edit of a
+// missing Lease does not count).
+func (t *Totals) Coverage() map[string]int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range t.coverage {
+		out[k] = v
+	}
+	return out
+}
+
+// CallsPerCandidateMinute is the mean Lease API load of one candidate.
+func (t *Totals) CallsPerCandidateMinute() float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.candTime == 0 {
+		return 0
+	}
+	return float64(t.calls) / t.candTime.Minutes()
+}
+
+// Table formats totals per implementation as a markdown table: schedules,
+// violations per class (and in how many schedules), and API calls per
+// candidate-minute.
+func Table(impls []Impl, totals map[Impl]*Totals) string {
+	var b strings.Builder
+	b.WriteString("| implementation | schedules | safety violations | liveness violations | budget violations | event violations | API calls per candidate-minute |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
+	for _, impl := range impls {
+		t := totals[impl]
+		fmt.Fprintf(&b, "| %s | %d |", impl, t.Schedules())
+		for _, c := range Classes {
+			v, s := t.Violations(c)
+			if v == 0 {
+				b.WriteString(" 0 |")
+			} else {
+				fmt.Fprintf(&b, " %d (in %d) |", v, s)
+			}
+		}
+		fmt.Fprintf(&b, " %.1f |\n", t.CallsPerCandidateMinute())
+	}
+	return b.String()
+}
+
+// header writes a markdown table header: first, then one column per
+// implementation.
+func header(b *strings.Builder, first string, impls []Impl) {
+	fmt.Fprintf(b, "| %s |", first)
+	for _, impl := range impls {
+		fmt.Fprintf(b, " %s |", impl)
+	}
+	b.WriteString("\n|---|")
+	for range impls {
+		b.WriteString("---:|")
+	}
+	b.WriteString("\n")
+}
+
+// RuleTable formats the violations per rule, per implementation, as a
+// markdown table.
+func RuleTable(impls []Impl, totals map[Impl]*Totals) string {
+	rules := map[string]bool{}
+	per := map[Impl]map[string]int{}
+	for _, impl := range impls {
+		per[impl] = totals[impl].ByRule()
+		for k := range per[impl] {
+			rules[k] = true
+		}
+	}
+	var b strings.Builder
+	header(&b, "rule", impls)
+	for _, k := range slices.Sorted(mapsKeys(rules)) {
+		fmt.Fprintf(&b, "| %s |", k)
+		for _, impl := range impls {
+			fmt.Fprintf(&b, " %d |", per[impl][k])
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// FindingTable formats how many safety violations each known finding
+// explains, per implementation, as a markdown table; the last row counts
+// the rest.
+func FindingTable(impls []Impl, totals map[Impl]*Totals) string {
+	var b strings.Builder
+	header(&b, "finding", impls)
+	rest := map[Impl]int{}
+	for _, impl := range impls {
+		rest[impl], _ = totals[impl].Violations(Safety)
+	}
+	for _, f := range Findings {
+		status := "fixed"
+		if f.Open() {
+			status = "open"
+		}
+		fmt.Fprintf(&b, "| %s (%s in relect) |", f, status)
+		for _, impl := range impls {
+			v, s, seeds := totals[impl].Explained(f)
+			rest[impl] -= v
+			fmt.Fprintf(&b, " %d in %d schedules %v |", v, s, seeds)
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| none of them |")
+	for _, impl := range impls {
+		fmt.Fprintf(&b, " %d |", rest[impl])
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// CoverageTable formats how often each fault was applied, per
+// implementation, as a markdown table.
+func CoverageTable(impls []Impl, totals map[Impl]*Totals) string {
+	var b strings.Builder
+	header(&b, "fault", impls)
+	covs := map[Impl]map[string]int{}
+	for _, impl := range impls {
+		covs[impl] = totals[impl].Coverage()
+	}
+	for _, k := range AllCoverageKeys() {
+		fmt.Fprintf(&b, "| %s |", k)
+		for _, impl := range impls {
+			fmt.Fprintf(&b, " %d |", covs[impl][k])
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}

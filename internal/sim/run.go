@@ -1,0 +1,529 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/relect/relect/relecttest"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// The Lease every candidate campaigns for.
+const (
+	Namespace = "default"
+	LeaseName = "sim"
+)
+
+// strangerIdentity is the holder SetStranger writes: no candidate's.
+const strangerIdentity = "intruder"
+
+// RoundTrip is the least time every Lease call takes (a LAN round trip).
+// Without it, a client that retries without pausing would spin forever in
+// zero simulated time: client-go's release does, recursively, on a
+// persistent 409 Conflict, until the process runs out of stack.
+const RoundTrip = time.Millisecond
+
+// Impl is an implementation a schedule is played against.
+type Impl int
+
+// The implementations.
+const (
+	// Relect is relect.Elector, one per process, Run until cancelled.
+	Relect Impl = iota + 1
+	// ClientGoLoop is the hand-written fix of elastic-agent PR #4542: a
+	// plain client-go LeaderElector, re-created and Run in a loop until
+	// the context is done.
+	ClientGoLoop
+)
+
+// Impls lists the implementations, in report order.
+var Impls = []Impl{Relect, ClientGoLoop}
+
+func (i Impl) String() string {
+	switch i {
+	case Relect:
+		return "relect"
+	case ClientGoLoop:
+		return "client-go loop"
+	}
+	return "Impl(" + strconv.Itoa(int(i)) + ")"
+}
+
+// process is one running incarnation of a candidate.
+type process interface {
+	// run campaigns until ctx is done and everything it started that can
+	// touch the API has returned.
+	run(ctx context.Context)
+	// isLeader is what the implementation's user would consult.
+	isLeader() bool
+}
+
+// Play plays s against impl and returns what happened. It must be called
+// inside a testing/synctest bubble, so that time is
+// simulated: a schedule spanning minutes runs in milliseconds. It returns
+// once every goroutine it started has returned.
+//
+// IsLeader is sampled, for every candidate, at the end of every simulated
+// instant at which anything observable happened: a Lease call returned, an
+// event or callback fired, an action was applied. After each such instant a
+// sampler sleeps one simulated nanosecond, which under synctest returns
+// only once every goroutine of the bubble is blocked, that is once that
+// instant has settled. A candidate's IsLeader can become true only as the
+// result of one of those happenings, so no overlap of positive length is
+// missed; one that begins and ends within one instant is.
+func Play(s *Schedule, impl Impl) *History {
+	r := newRunner(s, impl)
+	return r.play()
+}
+
+type runner struct {
+	s    *Schedule
+	t    Timing
+	impl Impl
+	api  *relecttest.LeaseAPI
+	t0   time.Time
+	kick chan struct{}
+
+	watches  sync.WaitGroup // goroutines waiting for watches to close
+	mu       sync.Mutex     // guards h and the slots' run fields
+	h        *History
+	electors int
+	slots    []*slot
+}
+
+type slot struct {
+	r      *runner
+	idx    int
+	client *relecttest.Client
+	cs     kubernetes.Interface
+	cmds   chan command
+	done   chan struct{} // closed when the supervisor returns
+	proc   atomic.Pointer[processBox]
+
+	// Guarded by runner.mu.
+	identity string
+	gen      int // identities issued
+	runID    int // current or last run, -1 before the first
+	elector  int // its budget scope
+	reuse    any // implementation state kept across a graceful stop
+}
+
+type processBox struct{ p process }
+
+type command struct {
+	start *Action // start an incarnation (wait for the previous to return)
+	stop  bool    // cancel the current incarnation
+	quit  bool    // wait for the current incarnation, then return
+}
+
+func newRunner(s *Schedule, impl Impl) *runner {
+	t := s.Timing.withDefaults()
+	h := &History{Impl: impl.String(), Candidates: s.Candidates, Timing: t, Quiet: s.Quiet}
+	h.Budget.Rate, h.Budget.Burst = t.RateLimit, t.RateBurst
+	if impl == Relect {
+		h.BackoffCap = t.BackoffMax
+	} else {
+		// The hand-written loop re-creates the elector at once; its
+		// budget is relect's default for the same RetryPeriod.
+		h.Budget.Rate, h.Budget.Burst = DefaultRate(t.RetryPeriod), DefaultBurst
+	}
+	r := &runner{s: s, t: t, impl: impl, api: relecttest.NewLeaseAPI(), t0: time.Now(),
+		kick: make(chan struct{}, 1), h: h}
+	for i := range s.Candidates {
+		c := r.api.Client(CandidateName(i))
+		c.SetLatency(RoundTrip)
+		r.slots = append(r.slots, &slot{r: r, idx: i, client: c, cs: c.Clientset(),
+			cmds: make(chan command, 64), done: make(chan struct{}), identity: CandidateName(i), runID: -1})
+	}
+	return r
+}
+
+// now is the simulated time since the run began.
+func (r *runner) now() time.Duration { return time.Since(r.t0) }
+
+// poke asks the sampler to sample at the end of this instant.
+func (r *runner) poke() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (r *runner) play() *History {
+	stopObs := r.api.Observe(r.observeCall)
+	stopLease := r.watchLease()
+	for _, sl := range r.slots {
+		go sl.supervise()
+	}
+	sampled := make(chan struct{})
+	quit := make(chan struct{})
+	go r.sample(quit, sampled)
+
+	for _, a := range r.s.Actions {
+		time.Sleep(a.At - r.now())
+		r.apply(a)
+		r.poke()
+	}
+	time.Sleep(r.s.Span - r.now())
+
+	r.mu.Lock()
+	r.h.End = r.now()
+	r.mu.Unlock()
+	// Let stalled calls finish, then stop everyone gracefully.
+	for _, sl := range r.slots {
+		sl.client.Resume()
+		sl.client.Heal()
+		sl.client.SetLatency(RoundTrip)
+		sl.cmds <- command{stop: true}
+		sl.cmds <- command{quit: true}
+	}
+	for _, sl := range r.slots {
+		<-sl.done
+	}
+	close(quit)
+	<-sampled
+	stopLease()
+	stopObs()
+	r.watches.Wait()
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i := range r.h.Runs {
+		if r.h.Runs[i].Cancelled < 0 {
+			r.h.Runs[i].Cancelled = r.h.End
+		}
+	}
+	return r.h
+}
+
+// sample records IsLeader transitions; see Run.
+func (r *runner) sample(quit <-chan struct{}, done chan<- struct{}) {
+	defer close(done)
+	type state struct {
+		on   bool
+		run  int
+		from time.Duration
+	}
+	st := make([]state, len(r.slots))
+	take := func() {
+		now := r.now()
+		for i, sl := range r.slots {
+			on := false
+			if b := sl.proc.Load(); b != nil {
+				on = b.p.isLeader()
+			}
+			if on == st[i].on {
+				continue
+			}
+			r.mu.Lock()
+			if on {
+				st[i] = state{true, sl.runID, now}
+			} else {
+				r.h.Leading = append(r.h.Leading, Span{Candidate: i, Run: st[i].run, From: st[i].from, To: now})
+				st[i].on = false
+			}
+			r.mu.Unlock()
+		}
+	}
+	for {
+		select {
+		case <-r.kick:
+			time.Sleep(time.Nanosecond) // until this instant has settled
+			take()
+		case <-quit:
+			take()
+			now := r.now()
+			r.mu.Lock()
+			for i := range st {
+				if st[i].on {
+					r.h.Leading = append(r.h.Leading, Span{Candidate: i, Run: st[i].run, From: st[i].from, To: now})
+				}
+			}
+			r.mu.Unlock()
+			return
+		}
+	}
+}
+
+// observerHandle is the API handle of the runner's own watch.
+const observerHandle = "lease-observer"
+
+// watchLease records every change of the Lease until the returned function
+// is called.
+func (r *runner) watchLease() (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := r.api.Client(observerHandle).Clientset().CoordinationV1().Leases(Namespace).Watch(ctx,
+		metav1.ListOptions{FieldSelector: "metadata.name=" + LeaseName})
+	if err != nil {
+		panic("sim: watching the Lease: " + err.Error())
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			l, ok := ev.Object.(*coordinationv1.Lease)
+			if !ok {
+				continue
+			}
+			c := Change{At: r.now(), Deleted: ev.Type == watch.Deleted, Duration: "nil"}
+			if l.Spec.HolderIdentity != nil {
+				c.Holder = *l.Spec.HolderIdentity
+			}
+			if l.Spec.LeaseTransitions != nil {
+				c.Transitions = *l.Spec.LeaseTransitions
+			}
+			if d := l.Spec.LeaseDurationSeconds; d != nil {
+				c.Duration = strconv.Itoa(int(*d))
+			}
+			raw, _ := json.Marshal(resourcelock.LeaseSpecToLeaderElectionRecord(&l.Spec))
+			c.Visible = string(raw)
+			r.mu.Lock()
+			r.h.Changes = append(r.h.Changes, c)
+			r.mu.Unlock()
+		}
+	}()
+	return func() {
+		w.Stop()
+		cancel()
+		<-done
+	}
+}
+
+// observeCall records a Lease call (relecttest's observer hook).
+func (r *runner) observeCall(c relecttest.Call) {
+	if c.Client == observerHandle {
+		return
+	}
+	idx, err := strconv.Atoi(c.Client[1:])
+	if err != nil || idx < 0 || idx >= len(r.slots) {
+		panic("sim: call from unknown handle " + c.Client)
+	}
+	call := Call{Candidate: idx, Run: -1, Elector: -1, Verb: c.Verb,
+		Start: c.Start.Sub(r.t0), End: c.End.Sub(r.t0)}
+	if c.Err != nil {
+		call.Err = errString(c.Err)
+	}
+	r.mu.Lock()
+	if sl := r.slots[idx]; sl.runID >= 0 {
+		call.Run, call.Elector = sl.runID, sl.elector
+	}
+	i := len(r.h.Calls)
+	r.h.Calls = append(r.h.Calls, call)
+	r.mu.Unlock()
+	if c.Closed != nil {
+		// A watch is in flight until it closes.
+		r.watches.Go(func() {
+			<-c.Closed
+			r.mu.Lock()
+			r.h.Calls[i].End = r.now()
+			r.mu.Unlock()
+		})
+	}
+	r.poke()
+}
+
+// errString shortens an API error to its reason.
+func errString(err error) string {
+	s := err.Error()
+	if len(s) > 60 {
+		s = s[:60] + "…"
+	}
+	return s
+}
+
+func (r *runner) event(sl *slot, runID int, kind EventKind, term int64, detail string) {
+	r.mu.Lock()
+	r.h.Events = append(r.h.Events, Event{Candidate: sl.idx, Run: runID, At: r.now(), Kind: kind, Term: term, Detail: detail})
+	r.mu.Unlock()
+	r.poke()
+}
+
+// termStarted records a term context that became alive; the returned
+// function records its cancellation.
+func (r *runner) termStarted(sl *slot, runID int, number int64) (cancelled func()) {
+	r.mu.Lock()
+	i := len(r.h.Terms)
+	r.h.Terms = append(r.h.Terms, Term{Candidate: sl.idx, Run: runID, Number: number, Start: r.now(), Cancelled: -1})
+	r.mu.Unlock()
+	r.poke()
+	return func() {
+		r.mu.Lock()
+		r.h.Terms[i].Cancelled = r.now()
+		r.mu.Unlock()
+		r.poke()
+	}
+}
+
+// apply applies one action of the schedule.
+func (r *runner) apply(a Action) {
+	applied := Applied{Action: a, At: r.now()}
+	defer func() {
+		r.mu.Lock()
+		r.h.Actions = append(r.h.Actions, applied)
+		r.mu.Unlock()
+	}()
+	var sl *slot
+	if a.Target >= 0 {
+		sl = r.slots[a.Target]
+	}
+	edit := func(f func(*coordinationv1.Lease)) {
+		if err := r.api.Edit(Namespace, LeaseName, f); err != nil {
+			applied.Skipped = "no Lease"
+		}
+	}
+	switch a.Kind {
+	case FailNext:
+		sl.client.FailNext(a.Count, relecttest.Error(a.Code))
+	case Fail:
+		sl.client.Fail(relecttest.Error(a.Code))
+	case FailVerb:
+		sl.client.FailVerb(a.Verb, relecttest.Error(a.Code))
+	case Latency:
+		sl.client.SetLatency(max(a.Delay, RoundTrip))
+	case Partition:
+		sl.client.Partition()
+	case Heal:
+		sl.client.Heal()
+		sl.client.SetLatency(RoundTrip)
+	case Pause:
+		sl.client.Pause()
+	case Resume:
+		sl.client.Resume()
+	case Kill, Stop:
+		sl.cmds <- command{stop: true}
+	case Start:
+		sl.cmds <- command{start: &a}
+	case SetHolder, SetStranger:
+		holder := strangerIdentity
+		if a.Kind == SetHolder {
+			r.mu.Lock()
+			holder = r.slots[a.Holder].identity
+			r.mu.Unlock()
+		}
+		if err := r.api.SetHolder(Namespace, LeaseName, holder); err != nil {
+			applied.Skipped = "no Lease"
+		}
+	case DeleteLease:
+		if err := r.api.Delete(Namespace, LeaseName); err != nil {
+			applied.Skipped = "no Lease"
+		} else {
+			r.mu.Lock()
+			r.h.Resets = append(r.h.Resets, r.now())
+			r.mu.Unlock()
+		}
+	case EmptyHolder:
+		edit(func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = new("") })
+	case NilDuration:
+		edit(func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = nil })
+	case ZeroDuration:
+		edit(func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = new(int32(0)) })
+	case NegativeDuration:
+		edit(func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = new(int32(-5)) })
+	case HugeDuration:
+		edit(func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = new(int32(math.MaxInt32)) })
+	case RepairDuration:
+		l := r.api.Lease(Namespace, LeaseName)
+		if l == nil || l.Spec.LeaseDurationSeconds == nil || *l.Spec.LeaseDurationSeconds < math.MaxInt32 {
+			applied.Skipped = "nothing to repair"
+			return
+		}
+		secs := int32(r.t.LeaseDuration / time.Second)
+		edit(func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = &secs })
+	case FutureRenew:
+		edit(func(l *coordinationv1.Lease) {
+			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(time.Hour)}
+		})
+	default:
+		panic(fmt.Sprintf("sim: unknown action %v", a.Kind))
+	}
+}
+
+// supervise runs the slot's incarnations one after the other, as commands
+// say: a start waits for the previous incarnation to have returned (a
+// paused one returns only once resumed).
+func (sl *slot) supervise() {
+	defer close(sl.done)
+	r := sl.r
+	var cancel context.CancelFunc
+	var running chan struct{}
+	wait := func() {
+		if running != nil {
+			<-running
+			running = nil
+		}
+	}
+	for cmd := range sl.cmds {
+		switch {
+		case cmd.start != nil:
+			wait()
+			a := cmd.start
+			r.mu.Lock()
+			if a.NewIdentity {
+				sl.gen++
+				sl.identity = fmt.Sprintf("%s-%d", CandidateName(sl.idx), sl.gen)
+			}
+			var prev *Run
+			if sl.runID >= 0 {
+				prev = &r.h.Runs[sl.runID]
+			}
+			runID := len(r.h.Runs)
+			p, elector := r.newProcess(sl, runID, prev, a)
+			r.h.Runs = append(r.h.Runs, Run{Candidate: sl.idx, ID: runID, Elector: elector, Identity: sl.identity,
+				Start: r.now(), Cancelled: -1, Returned: -1, KeepLease: a.KeepLease})
+			sl.runID, sl.elector = runID, elector
+			r.mu.Unlock()
+
+			ctx, stop := context.WithCancel(context.Background())
+			cancel = stop
+			running = make(chan struct{})
+			sl.proc.Store(&processBox{p})
+			go func(done chan struct{}) {
+				defer close(done)
+				p.run(ctx)
+				r.mu.Lock()
+				r.h.Runs[runID].Returned = r.now()
+				r.mu.Unlock()
+				r.poke()
+			}(running)
+			r.poke()
+		case cmd.stop:
+			if cancel != nil {
+				r.mu.Lock()
+				if sl.runID >= 0 && r.h.Runs[sl.runID].Cancelled < 0 {
+					r.h.Runs[sl.runID].Cancelled = r.now()
+				}
+				r.mu.Unlock()
+				cancel()
+				cancel = nil
+				r.poke()
+			}
+		case cmd.quit:
+			wait()
+			return
+		}
+	}
+}
+
+// newProcess builds run runID of slot sl, started by a after prev (nil for
+// the first). Called with r.mu held. It returns the process and the budget
+// scope (elector) the run belongs to.
+func (r *runner) newProcess(sl *slot, runID int, prev *Run, a *Action) (process, int) {
+	switch r.impl {
+	case Relect:
+		return newRelectProcess(r, sl, runID, prev, a)
+	case ClientGoLoop:
+		r.electors++
+		return newClientGoProcess(r, sl, runID, a), r.electors
+	}
+	panic("sim: unknown implementation")
+}

@@ -1,0 +1,513 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Timing is the configuration shared by every candidate of one schedule.
+// Zero BackoffInitial, BackoffMax, RateLimit and RateBurst select relect's
+// defaults (RetryPeriod, LeaseDuration, 2 calls per RetryPeriod, 4).
+type Timing struct {
+	LeaseDuration time.Duration // whole seconds, ≥ 1 s
+	RenewDeadline time.Duration // 1.2·RetryPeriod < RenewDeadline < LeaseDuration
+	RetryPeriod   time.Duration
+
+	BackoffInitial time.Duration // relect only
+	BackoffMax     time.Duration // relect only
+	RateLimit      float64       // relect only: calls per second
+	RateBurst      int           // relect only: calls
+}
+
+// Defaults applied to zero Timing fields, as relect.New applies them.
+func (t Timing) withDefaults() Timing {
+	if t.BackoffInitial == 0 {
+		t.BackoffInitial = t.RetryPeriod
+	}
+	if t.BackoffMax == 0 {
+		t.BackoffMax = max(t.LeaseDuration, t.BackoffInitial)
+	}
+	if t.RateLimit == 0 {
+		t.RateLimit = DefaultRate(t.RetryPeriod)
+	}
+	if t.RateBurst == 0 {
+		t.RateBurst = DefaultBurst
+	}
+	return t
+}
+
+// DefaultBurst is relect's default token-bucket size (relect.DefaultRateBurst).
+const DefaultBurst = 4
+
+// DefaultRate is relect's default sustained budget for a retry period rp: 2
+// calls per rp, in calls per second.
+func DefaultRate(rp time.Duration) float64 { return 2 / rp.Seconds() }
+
+// Kind is what an Action does.
+type Kind int
+
+// The kinds of Action. Faults on one candidate's API handle (FailNext, Fail,
+// Latency, Partition, Pause) are undone by Heal (errors, latency, partition)
+// and Resume (pause); Kill and Stop are undone by Start; lease edits act on
+// the Lease itself, as an operator with kubectl would.
+const (
+	// FailNext: the candidate's next Count calls fail with HTTP Code.
+	FailNext Kind = iota + 1
+	// Fail: all the candidate's calls fail with HTTP Code until Heal.
+	Fail
+	// FailVerb: the candidate's calls of Verb fail with HTTP Code until
+	// Heal (RBAC that lacks one verb, say).
+	FailVerb
+	// Latency: every call of the candidate is delayed by Latency until Heal.
+	Latency
+	// Partition: the candidate's calls hang until their context ends, until
+	// Heal.
+	Partition
+	// Heal clears the candidate's errors, latency and partition.
+	Heal
+	// Pause stalls the candidate's calls, even past their context's end,
+	// until Resume: a process stopped between sending and reading.
+	Pause
+	// Resume ends a Pause.
+	Resume
+	// Kill cancels the candidate's Run context without releasing the lease
+	// (relect: KeepLeaseOnCancel; client-go: ReleaseOnCancel false): the
+	// closest in-process model of a crash. See the package doc.
+	Kill
+	// Stop cancels the candidate's Run context gracefully: the lease is
+	// released.
+	Stop
+	// Start starts the candidate (at time zero, and after Kill or Stop).
+	Start
+	// SetHolder edits the Lease by hand to name candidate Holder.
+	SetHolder
+	// SetStranger edits the Lease by hand to name an identity no
+	// candidate has.
+	SetStranger
+	// DeleteLease deletes the Lease by hand.
+	DeleteLease
+	// EmptyHolder edits the Lease's holder to "".
+	EmptyHolder
+	// NilDuration removes leaseDurationSeconds.
+	NilDuration
+	// ZeroDuration sets leaseDurationSeconds to 0.
+	ZeroDuration
+	// NegativeDuration sets leaseDurationSeconds to −5.
+	NegativeDuration
+	// HugeDuration sets leaseDurationSeconds to MaxInt32 (68 years).
+	HugeDuration
+	// RepairDuration is the operator undoing HugeDuration: if the Lease
+	// still has an absurd duration, it is set back to LeaseDuration.
+	RepairDuration
+	// FutureRenew sets renewTime an hour into the future.
+	FutureRenew
+)
+
+var kindNames = map[Kind]string{
+	FailNext: "fail-next", Fail: "fail", FailVerb: "fail-verb", Latency: "latency", Partition: "partition",
+	Heal: "heal", Pause: "pause", Resume: "resume", Kill: "kill", Stop: "stop", Start: "start",
+	SetHolder: "edit-set-holder", SetStranger: "edit-stranger-holder", DeleteLease: "edit-delete",
+	EmptyHolder: "edit-empty-holder", NilDuration: "edit-nil-duration", ZeroDuration: "edit-zero-duration",
+	NegativeDuration: "edit-negative-duration", HugeDuration: "edit-huge-duration",
+	RepairDuration: "edit-repair-duration", FutureRenew: "edit-future-renew",
+}
+
+func (k Kind) String() string {
+	if s, ok := kindNames[k]; ok {
+		return s
+	}
+	return fmt.Sprintf("Kind(%d)", int(k))
+}
+
+// IsEdit reports whether k edits the Lease by hand.
+func (k Kind) IsEdit() bool { return k >= SetHolder }
+
+// Codes are the HTTP statuses injected by FailNext, Fail and FailVerb.
+var Codes = []int{500, 503, 429, 403, 409, 504}
+
+// Verbs are the Lease verbs FailVerb fails (relecttest.VerbGet, ...).
+var Verbs = []string{"get", "create", "update", "watch"}
+
+// Action is one step of a schedule.
+type Action struct {
+	At     time.Duration // since the simulation began
+	Kind   Kind
+	Target int           // candidate index; -1 for lease edits
+	Code   int           // FailNext, Fail, FailVerb
+	Verb   string        // FailVerb: relecttest's verb ("get", "watch", ...)
+	Count  int           // FailNext
+	Delay  time.Duration // Latency
+	Holder int           // SetHolder: candidate index
+	// Start: the candidate's first start (not a restart).
+	Initial bool
+	// Start: the candidate comes back with a new identity (a process
+	// that generates one at start) rather than its stable one (a pod
+	// name).
+	NewIdentity bool
+	// Start: how this incarnation will end, known in advance because the
+	// lease-keeping behaviour is fixed when the elector is built: true if
+	// by Kill (keep the lease), false if by Stop or the end of the run
+	// (release it).
+	KeepLease bool
+}
+
+// CoverageKey names the fault the action injects, for coverage counts
+// (error codes included), or "" for actions that undo a fault.
+func (a Action) CoverageKey() string {
+	switch a.Kind {
+	case FailNext, Fail:
+		return fmt.Sprintf("%s-%d", a.Kind, a.Code)
+	case FailVerb:
+		return fmt.Sprintf("%s-%s", a.Kind, a.Verb)
+	case Heal, Resume, RepairDuration:
+		return ""
+	case Start:
+		if a.Initial {
+			return ""
+		}
+		if a.NewIdentity {
+			return "restart-new-identity"
+		}
+		return "restart-same-identity"
+	}
+	return a.Kind.String()
+}
+
+// AllCoverageKeys lists every fault a schedule can inject: the coverage a
+// run of many schedules must reach.
+func AllCoverageKeys() []string {
+	var keys []string
+	for _, k := range []Kind{FailNext, Fail} {
+		for _, c := range Codes {
+			keys = append(keys, fmt.Sprintf("%s-%d", k, c))
+		}
+	}
+	for _, v := range Verbs {
+		keys = append(keys, fmt.Sprintf("%s-%s", FailVerb, v))
+	}
+	keys = append(keys, "latency", "partition", "pause", "kill", "stop",
+		"restart-same-identity", "restart-new-identity")
+	for k := SetHolder; k <= FutureRenew; k++ {
+		if k != RepairDuration {
+			keys = append(keys, k.String())
+		}
+	}
+	return keys
+}
+
+func (a Action) String() string { return fmt.Sprintf("%9s %s", fmtDur(a.At), a.describe()) }
+
+// describe is String without the instant.
+func (a Action) describe() string {
+	s := a.Kind.String()
+	if a.Target >= 0 {
+		s += " " + CandidateName(a.Target)
+	}
+	switch a.Kind {
+	case FailNext:
+		s += fmt.Sprintf(" code=%d n=%d", a.Code, a.Count)
+	case Fail:
+		s += fmt.Sprintf(" code=%d", a.Code)
+	case FailVerb:
+		s += fmt.Sprintf(" verb=%s code=%d", a.Verb, a.Code)
+	case Latency:
+		s += " delay=" + fmtDur(a.Delay)
+	case SetHolder:
+		s += " holder=" + CandidateName(a.Holder)
+	case Start:
+		if a.NewIdentity {
+			s += " new-identity"
+		}
+		if a.KeepLease {
+			s += " (ends by kill)"
+		}
+	}
+	return s
+}
+
+// CandidateName is the name of candidate i: its API handle's name and its
+// stable identity.
+func CandidateName(i int) string { return fmt.Sprintf("c%d", i) }
+
+// Schedule is one simulated run: who campaigns, with what timing, and
+// every fault, hand edit, kill and restart, at simulated instants. It is a
+// pure function of its seed (Generate).
+type Schedule struct {
+	Seed       uint64
+	Candidates int // 2–7
+	Timing     Timing
+	// Quiet is when the last fault is undone: no action is at or after
+	// it. Liveness is judged from here.
+	Quiet time.Duration
+	// Span is when every candidate is stopped gracefully and the run ends.
+	Span    time.Duration
+	Actions []Action // sorted by At
+}
+
+// LivenessBound is how long after the last fault heals a leader must be
+// established: LeaseDuration + 2.2·RetryPeriod + the backoff cap (zero for
+// an implementation without backoff).
+func LivenessBound(t Timing, backoffCap time.Duration) time.Duration {
+	return t.LeaseDuration + time.Duration(2.2*float64(t.RetryPeriod)) + backoffCap
+}
+
+func (s *Schedule) String() string {
+	var b strings.Builder
+	t := s.Timing.withDefaults()
+	fmt.Fprintf(&b, "seed=%d candidates=%d LD=%v RD=%v RP=%v backoff=%v..%v rate=%.3g/s burst=%d quiet=%s span=%s\n",
+		s.Seed, s.Candidates, t.LeaseDuration, t.RenewDeadline, t.RetryPeriod, t.BackoffInitial, t.BackoffMax,
+		t.RateLimit, t.RateBurst, fmtDur(s.Quiet), fmtDur(s.Span))
+	for _, a := range s.Actions {
+		b.WriteString(a.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// Generate returns the schedule of seed: math/rand/v2 with a PCG seeded by
+// seed draws everything, so a seed always yields the same schedule.
+func Generate(seed uint64) *Schedule {
+	r := rand.New(rand.NewPCG(seed, 0x72656c656374)) // "relect"
+	s := &Schedule{Seed: seed, Candidates: 2 + r.IntN(6)}
+	s.Timing = genTiming(r)
+	t := s.Timing.withDefaults()
+	ld := t.LeaseDuration
+
+	// Faults happen in [0, faultEnd); all are undone by faultEnd.
+	faultEnd := scale(ld, 3+5*r.Float64())
+	n := s.Candidates
+
+	var acts []Action
+	// Everyone starts within the first LeaseDuration.
+	startAt := make([]time.Duration, n)
+	for i := range n {
+		startAt[i] = roundMs(scale(ld, r.Float64()))
+		acts = append(acts, Action{At: startAt[i], Kind: Start, Target: i, Initial: true})
+	}
+
+	// Down windows (kill or stop, then start), at most one at a time per
+	// candidate.
+	type window struct{ from, to time.Duration }
+	down := make([][]window, n)
+	overlaps := func(ws []window, w window) bool {
+		for _, x := range ws {
+			if w.from <= x.to && x.from <= w.to {
+				return true
+			}
+		}
+		return false
+	}
+
+	episodes := 2 + r.IntN(3*n+2)
+	for range episodes {
+		at := roundMs(scale(faultEnd, r.Float64()))
+		until := roundMs(min(at+scale(ld, 0.05+2.5*r.Float64()), faultEnd))
+		c := r.IntN(n)
+		switch p := r.IntN(100); {
+		case p < 12:
+			acts = append(acts,
+				Action{At: at, Kind: FailNext, Target: c, Code: Codes[r.IntN(len(Codes))], Count: 1 + r.IntN(10)},
+				Action{At: until, Kind: Heal, Target: c})
+		case p < 21:
+			acts = append(acts,
+				Action{At: at, Kind: Fail, Target: c, Code: Codes[r.IntN(len(Codes))]},
+				Action{At: until, Kind: Heal, Target: c})
+		case p < 24:
+			acts = append(acts,
+				Action{At: at, Kind: FailVerb, Target: c, Verb: Verbs[r.IntN(len(Verbs))], Code: Codes[r.IntN(len(Codes))]},
+				Action{At: until, Kind: Heal, Target: c})
+		case p < 33:
+			d := roundMs(scale(t.RetryPeriod, 0.05) + scale(2*t.RenewDeadline, r.Float64()))
+			acts = append(acts,
+				Action{At: at, Kind: Latency, Target: c, Delay: d},
+				Action{At: until, Kind: Heal, Target: c})
+		case p < 42:
+			acts = append(acts,
+				Action{At: at, Kind: Partition, Target: c},
+				Action{At: until, Kind: Heal, Target: c})
+		case p < 51:
+			acts = append(acts,
+				Action{At: at, Kind: Pause, Target: c},
+				Action{At: until, Kind: Resume, Target: c})
+		case p < 65:
+			w := window{at, until}
+			if at <= startAt[c] || overlaps(down[c], w) {
+				continue
+			}
+			down[c] = append(down[c], w)
+			kind := Stop
+			if r.IntN(2) == 0 {
+				kind = Kill
+			}
+			acts = append(acts,
+				Action{At: at, Kind: kind, Target: c},
+				Action{At: until, Kind: Start, Target: c, NewIdentity: kind == Kill && r.IntN(3) == 0})
+		default:
+			kinds := []Kind{SetHolder, SetStranger, DeleteLease, EmptyHolder, NilDuration,
+				ZeroDuration, NegativeDuration, HugeDuration, FutureRenew}
+			k := kinds[r.IntN(len(kinds))]
+			a := Action{At: at, Kind: k, Target: -1}
+			if k == SetHolder {
+				a.Holder = r.IntN(n)
+			}
+			acts = append(acts, a)
+			if k == HugeDuration {
+				acts = append(acts, Action{At: until, Kind: RepairDuration, Target: -1})
+			}
+		}
+	}
+	slices.SortStableFunc(acts, func(a, b Action) int { return cmpDur(a.At, b.At) })
+
+	// Each start knows how its incarnation ends.
+	for i := range acts {
+		if acts[i].Kind != Start {
+			continue
+		}
+		for _, b := range acts[i+1:] {
+			if b.Target == acts[i].Target && (b.Kind == Kill || b.Kind == Stop) {
+				acts[i].KeepLease = b.Kind == Kill
+				break
+			}
+		}
+	}
+
+	s.Actions = acts
+	for _, a := range acts {
+		s.Quiet = max(s.Quiet, a.At)
+	}
+	// Long enough to judge liveness (the bound) and to see the leadership
+	// it established hold for a LeaseDuration.
+	s.Span = s.Quiet + LivenessBound(t, t.BackoffMax) + ld
+	return s
+}
+
+// genTiming draws durations that relect.New accepts: LeaseDuration whole
+// seconds ≥ 1 s, RetryPeriod a fraction of it, RenewDeadline strictly
+// between 1.2·RetryPeriod and LeaseDuration, all in whole milliseconds,
+// redrawn until relect.New accepts them (it may add rules of its own). One
+// schedule in 16 uses Kubernetes' defaults (15 s, 10 s, 2 s). Backoff and
+// budget are relect's defaults half of the time, else drawn.
+func genTiming(r *rand.Rand) Timing {
+	for range 1000 {
+		if t := drawTiming(r); ValidTiming(t) == nil {
+			return t
+		}
+	}
+	panic("sim: no timing relect.New accepts in 1000 draws")
+}
+
+func drawTiming(r *rand.Rand) Timing {
+	var t Timing
+	if r.IntN(16) == 0 {
+		t.LeaseDuration, t.RenewDeadline, t.RetryPeriod = 15*time.Second, 10*time.Second, 2*time.Second
+	} else {
+		t.LeaseDuration = time.Duration(1+r.IntN(8)) * time.Second
+		ldMs := t.LeaseDuration.Milliseconds()
+		// RetryPeriod in [0.12, 0.8]·LD, so that 1.2·RP < LD with room
+		// for RD.
+		rpMs := int64(math.Round(float64(ldMs) * (0.12 + 0.68*r.Float64())))
+		rdLo := rpMs*12/10 + 1 // > 1.2·RP
+		rdHi := ldMs - 1       // < LD
+		rdMs := rdLo + r.Int64N(rdHi-rdLo+1)
+		t.RetryPeriod = time.Duration(rpMs) * time.Millisecond
+		t.RenewDeadline = time.Duration(rdMs) * time.Millisecond
+	}
+	if r.IntN(2) == 0 {
+		t.BackoffInitial = roundMs(scale(t.RetryPeriod, 0.25+1.75*r.Float64()))
+		t.BackoffMax = roundMs(t.BackoffInitial + scale(2*t.LeaseDuration, r.Float64()))
+	}
+	if r.IntN(4) == 0 {
+		t.RateLimit = DefaultRate(t.RetryPeriod) * (1 + 2*r.Float64())
+		t.RateBurst = 3 + r.IntN(6)
+	}
+	return t
+}
+
+func scale(d time.Duration, f float64) time.Duration { return time.Duration(float64(d) * f) }
+
+func roundMs(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+
+func cmpDur(a, b time.Duration) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// fmtDur formats an offset with millisecond precision, as "12.345s".
+func fmtDur(d time.Duration) string {
+	return fmt.Sprintf("%.3fs", d.Seconds())
+}
+
+// Revoking reports whether k is a hand edit that, by the Lease API's own
+// rules, frees a held lease at once: a deleted Lease, an empty holder, or a
+// lease duration that is missing, zero or negative. Any candidate that
+// reads the Lease next may take it, while the holder learns of the edit
+// only at its next renewal.
+func (k Kind) Revoking() bool {
+	switch k {
+	case DeleteLease, EmptyHolder, NilDuration, ZeroDuration, NegativeDuration:
+		return true
+	}
+	return false
+}
+
+// Filter returns a copy of s with only the actions keep accepts; a Kill or
+// Stop and the Start that ends it are kept or dropped together, and so are
+// a HugeDuration and its repair. Quiet is recomputed; Span is kept.
+func (s *Schedule) Filter(keep func(Action) bool) *Schedule {
+	out := *s
+	out.Actions = nil
+	drop := make([]bool, len(s.Actions))
+	for i, a := range s.Actions {
+		if keep(a) {
+			continue
+		}
+		drop[i] = true
+		if j := s.partner(i); j >= 0 {
+			drop[j] = true
+		}
+	}
+	out.Quiet = 0
+	for i, a := range s.Actions {
+		if drop[i] {
+			continue
+		}
+		out.Actions = append(out.Actions, a)
+		out.Quiet = max(out.Quiet, a.At)
+	}
+	return &out
+}
+
+// partner returns the index of the action that undoes or is undone by
+// action i when one cannot run without the other (a Kill or Stop and the
+// following Start; a HugeDuration and the following repair), or −1.
+func (s *Schedule) partner(i int) int {
+	a := s.Actions[i]
+	find := func(from, step int, match func(Action) bool) int {
+		for j := from; j >= 0 && j < len(s.Actions); j += step {
+			if match(s.Actions[j]) {
+				return j
+			}
+		}
+		return -1
+	}
+	switch {
+	case a.Kind == Kill || a.Kind == Stop:
+		return find(i+1, 1, func(b Action) bool { return b.Target == a.Target && b.Kind == Start })
+	case a.Kind == Start && !a.Initial:
+		return find(i-1, -1, func(b Action) bool { return b.Target == a.Target && (b.Kind == Kill || b.Kind == Stop) })
+	case a.Kind == HugeDuration:
+		return find(i+1, 1, func(b Action) bool { return b.Kind == RepairDuration })
+	case a.Kind == RepairDuration:
+		return find(i-1, -1, func(b Action) bool { return b.Kind == HugeDuration })
+	}
+	return -1
+}

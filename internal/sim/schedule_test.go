@@ -1,0 +1,102 @@
+package sim
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+)
+
+func TestGenerate(t *testing.T) {
+	seen := map[string]bool{}
+	for seed := range uint64(500) {
+		sch := Generate(seed)
+		if !reflect.DeepEqual(sch, Generate(seed)) {
+			t.Fatalf("seed %d: two different schedules", seed)
+		}
+		if err := ValidTiming(sch.Timing); err != nil {
+			t.Fatalf("seed %d: %v", seed, err)
+		}
+		tm := sch.Timing.withDefaults()
+		if sch.Candidates < 2 || sch.Candidates > 7 {
+			t.Errorf("seed %d: %d candidates", seed, sch.Candidates)
+		}
+		if sch.Span < sch.Quiet+LivenessBound(tm, tm.BackoffMax) {
+			t.Errorf("seed %d: span %v too short to judge liveness", seed, sch.Span)
+		}
+		if !slices.IsSortedFunc(sch.Actions, func(a, b Action) int { return cmpDur(a.At, b.At) }) {
+			t.Errorf("seed %d: actions out of order", seed)
+		}
+		// Each candidate: started first, then alternately down and up,
+		// up at the end; every fault undone.
+		up := make([]int, sch.Candidates) // 0 never started, 1 up, 2 down
+		broken := map[int]int{}
+		for _, a := range sch.Actions {
+			seen[a.CoverageKey()] = true
+			if a.At > sch.Quiet {
+				t.Errorf("seed %d: %v after quiet %v", seed, a, sch.Quiet)
+			}
+			switch a.Kind {
+			case Start:
+				if a.Initial != (up[a.Target] == 0) || up[a.Target] == 1 {
+					t.Errorf("seed %d: %v while state %d", seed, a, up[a.Target])
+				}
+				up[a.Target] = 1
+			case Kill, Stop:
+				if up[a.Target] != 1 {
+					t.Errorf("seed %d: %v while not running", seed, a)
+				}
+				up[a.Target] = 2
+			case FailNext, Fail, FailVerb, Latency, Partition:
+				broken[a.Target]++
+			case Heal:
+				broken[a.Target] = 0
+			}
+		}
+		for c, st := range up {
+			if st != 1 {
+				t.Errorf("seed %d: candidate %d ends in state %d", seed, c, st)
+			}
+		}
+		for c, n := range broken {
+			if n != 0 {
+				t.Errorf("seed %d: candidate %d's faults never healed", seed, c)
+			}
+		}
+	}
+	for _, k := range AllCoverageKeys() {
+		if !seen[k] {
+			t.Errorf("500 schedules never inject %s", k)
+		}
+	}
+}
+
+func TestMinimize(t *testing.T) {
+	sch := Generate(7)
+	target := -1
+	for i, a := range sch.Actions {
+		if a.Kind == Kill || a.Kind == Stop {
+			target = i
+			break
+		}
+	}
+	if target < 0 {
+		t.Skip("seed 7 has no kill or stop")
+	}
+	want := sch.Actions[target]
+	has := func(s *Schedule) bool {
+		return slices.ContainsFunc(s.Actions, func(a Action) bool { return a.Kind == want.Kind && a.At == want.At })
+	}
+	m := Minimize(sch, has)
+	if m.Candidates != 2 {
+		t.Errorf("%d candidates left", m.Candidates)
+	}
+	var kinds []Kind
+	for _, a := range m.Actions {
+		if !a.Initial {
+			kinds = append(kinds, a.Kind)
+		}
+	}
+	if !slices.Equal(kinds, []Kind{want.Kind, Start}) {
+		t.Errorf("minimised to %v, want the %v and its restart:\n%s", kinds, want.Kind, m)
+	}
+}
