@@ -261,13 +261,16 @@ func (e *Elector) campaign(ctx context.Context) (stable bool) {
 	c := &campaign{e: e, runCtx: ctx, cancel: cancel}
 	var termWatch watch.Interface
 	if e.cfg.leases != nil && !e.pollOnly.Load() {
-		w, err := e.follow(cctx)
+		w, wrote, err := e.follow(cctx)
 		switch {
 		case errors.Is(err, errWatchForbidden):
 			e.pollOnly.Store(true)
 			e.emit(Event{Kind: EventError, Err: err})
-		case err != nil:
-			return false // ctx done
+		case err != nil: // ctx done
+			if wrote && !e.cfg.KeepLeaseOnCancel {
+				e.releaseIfHeld(ctx) // the write may have been applied
+			}
+			return false
 		default:
 			c.followed = true
 			termWatch = w
@@ -316,6 +319,12 @@ func (e *Elector) campaign(ctx context.Context) (stable bool) {
 	e.current = nil
 	e.mu.Unlock()
 	if t == nil || !t.started {
+		if c.followed && ctx.Err() != nil && !e.cfg.KeepLeaseOnCancel {
+			// Stopped between our acquiring write and the term's start:
+			// the write may have been applied even if the client gave up
+			// on it, and followers would wait out a lease nobody serves.
+			e.releaseIfHeld(ctx)
+		}
 		return false
 	}
 
@@ -333,6 +342,21 @@ func (e *Elector) campaign(ctx context.Context) (stable bool) {
 		}
 	}
 	return !isPanic && t.endedAt.Sub(t.acquired) >= e.cfg.LeaseDuration
+}
+
+// releaseIfHeld releases the lease if it names us, within RenewDeadline,
+// even when ctx is done.
+func (e *Elector) releaseIfHeld(ctx context.Context) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.cfg.RenewDeadline)
+	defer cancel()
+	ok, err := e.lock.releaseIfHeld(rctx)
+	switch {
+	case err != nil:
+		e.emit(Event{Kind: EventError, Err: fmt.Errorf("relect: releasing the lease: %w", err)})
+	case ok:
+		e.emit(Event{Kind: EventReleased, Leader: e.Identity()})
+		e.lock.record("released the lease")
+	}
 }
 
 // release gives the lease back, within RenewDeadline, even when ctx is done.

@@ -540,3 +540,48 @@ func TestShortEditedDurationDoesNotShortenTakeover(t *testing.T) {
 		})
 	}
 }
+
+// A leader stopped just after a renewal the apiserver applied but whose
+// answer was lost still releases: the release's Update conflicts, and the
+// re-read shows the record naming us (not a stranger's).
+func TestReleaseAfterLostRenewalAnswer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		a := newCandidate(t, api, "a", nil)
+		a.start()
+		time.Sleep(rp / 2)
+		a.client.LoseAnswers(1, relecttest.Error(504))
+		time.Sleep(rp) // the next renewal is applied, its answer lost
+		synctest.Wait()
+		a.stop()
+		assert.Equal(t, "", api.Holder(ns, lease), "released")
+		assert.Equal(t, 1, a.count(relect.EventReleased))
+	})
+}
+
+// A candidate stopped right after its acquiring write — before or just
+// after its term starts — leaves the lease released, not held by nobody.
+func TestStoppedWhileAcquiringReleases(t *testing.T) {
+	for i := range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			api := relecttest.NewLeaseAPI()
+			a := newCandidate(t, api, "a", nil)
+			var b *candidate
+			b = newCandidate(t, api, "b", func(o *relect.Options) {
+				o.OnNewLeader = func(id string) {
+					if id == "b" {
+						b.cancel(nil) // stop b the moment its write lands
+					}
+				}
+			})
+			a.start()
+			synctest.Wait()
+			b.start()
+			synctest.Wait()
+			time.Sleep(time.Duration(i) * rp / 20)
+			a.stop() // releases; b acquires and is stopped at once
+			require.ErrorIs(t, <-b.done, context.Canceled)
+			assert.Equal(t, "", api.Holder(ns, lease), "run %d: released", i)
+		})
+	}
+}

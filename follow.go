@@ -23,6 +23,7 @@ var errWatchForbidden = errors.New("relect: not allowed to watch the Lease; poll
 // Lease and since when.
 type follower struct {
 	e          *Elector
+	wrote      bool                  // an acquiring write was sent
 	lease      *coordinationv1.Lease // last observed; nil if missing or unknown
 	known      bool                  // lease reflects a read or a watch event
 	raw        []byte                // its record, to tell a change
@@ -45,10 +46,12 @@ type follower struct {
 // watch still open (or nil if it had none): client-go then resumes the lease
 // (its acquire loop sees our record) and renews it, and the leader keeps
 // reading the watch (watchTerm). It returns ctx's error when ctx is done,
-// and errWatchForbidden on a 403 to the watch. All calls go through the
+// and errWatchForbidden on a 403 to the watch; wrote reports whether it sent
+// an acquiring write, which may have been applied even if it failed here. All calls go through the
 // lock's bucket and counters.
-func (e *Elector) follow(ctx context.Context) (watch.Interface, error) {
+func (e *Elector) follow(ctx context.Context) (w watch.Interface, wrote bool, err error) {
 	f := &follower{e: e}
+	defer func() { wrote = f.wrote }()
 	acquired := false
 	defer func() {
 		if !acquired {
@@ -58,12 +61,12 @@ func (e *Elector) follow(ctx context.Context) (watch.Interface, error) {
 	needRead := true
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		if needRead {
 			if err := f.read(ctx); err != nil {
 				if err := e.pause(ctx); err != nil {
-					return nil, err
+					return nil, false, err
 				}
 				continue
 			}
@@ -73,7 +76,7 @@ func (e *Elector) follow(ctx context.Context) (watch.Interface, error) {
 			err := f.acquire(ctx)
 			if err == nil {
 				acquired = true
-				return f.w, nil // the leader keeps watching; may be nil
+				return f.w, true, nil // the leader keeps watching; may be nil
 			}
 			// Someone else won, the Lease moved on, or the API failed:
 			// read again, and after a failure also start a fresh watch
@@ -82,7 +85,7 @@ func (e *Elector) follow(ctx context.Context) (watch.Interface, error) {
 			if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 				f.stopWatch()
 				if err := e.pause(ctx); err != nil {
-					return nil, err
+					return nil, false, err
 				}
 			}
 			continue
@@ -90,11 +93,11 @@ func (e *Elector) follow(ctx context.Context) (watch.Interface, error) {
 		if f.w == nil {
 			if err := f.watch(ctx); err != nil {
 				if apierrors.IsForbidden(err) {
-					return nil, errWatchForbidden
+					return nil, false, errWatchForbidden
 				}
 				needRead = true
 				if err := e.pause(ctx); err != nil {
-					return nil, err
+					return nil, false, err
 				}
 				continue
 			}
@@ -103,7 +106,7 @@ func (e *Elector) follow(ctx context.Context) (watch.Interface, error) {
 		select {
 		case <-ctx.Done():
 			expiry.Stop()
-			return nil, ctx.Err()
+			return nil, false, ctx.Err()
 		case <-expiry.C:
 			// due() now holds: the loop tries to acquire.
 		case ev, ok := <-f.w.ResultChan():
@@ -252,6 +255,10 @@ func (f *follower) expiry() time.Time {
 		return f.deletedUntil // zero unless deleted while held
 	case released(rec) || f.ours(rec):
 		return time.Time{}
+	case rec.HolderIdentity == "":
+		// Emptied by hand: our own lease duration, whatever the record
+		// says (it may be absurd, and no holder is left to repair it).
+		return f.observedAt.Add(time.Duration(f.e.lock.leaseSeconds) * time.Second)
 	}
 	secs := max(rec.LeaseDurationSeconds, f.e.lock.leaseSeconds)
 	return f.observedAt.Add(time.Duration(secs) * time.Second)
@@ -298,6 +305,7 @@ func (f *follower) acquire(ctx context.Context) error {
 	if f.lease == nil {
 		return e.lock.call(ctx, "create", true, func(ctx context.Context) error {
 			sent := time.Now()
+			f.wrote = true
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name}, Spec: spec(sent)}
 			created, err := e.cfg.leases.Create(ctx, l, metav1.CreateOptions{})
 			if err == nil {
@@ -308,6 +316,7 @@ func (f *follower) acquire(ctx context.Context) error {
 	}
 	return e.lock.call(ctx, "update", true, func(ctx context.Context) error {
 		sent := time.Now()
+		f.wrote = true
 		l := f.lease.DeepCopy()
 		l.Spec = spec(sent)
 		updated, err := e.cfg.leases.Update(ctx, l, metav1.UpdateOptions{})

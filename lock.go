@@ -169,7 +169,10 @@ func (l *lock) adjust(rec *resourcelock.LeaderElectionRecord, stranger bool) (*r
 		shown.HolderIdentity += strangerSuffix
 	}
 	if rec.HolderIdentity == "" && !released(rec) {
+		// Waited out for our own lease duration, whatever the record
+		// says: it may be absurd, and no holder is left to repair it.
 		shown.HolderIdentity = emptiedHolder
+		shown.LeaseDurationSeconds = l.leaseSeconds
 	}
 	if shown.HolderIdentity != "" && shown.LeaseDurationSeconds < l.leaseSeconds {
 		shown.LeaseDurationSeconds = l.leaseSeconds
@@ -225,16 +228,45 @@ func (l *lock) release(ctx context.Context, transitions int) (bool, error) {
 		if !apierrors.IsConflict(err) {
 			return false, err
 		}
-		cur, _, err := l.Get(ctx)
-		if err != nil {
-			if apierrors.IsNotFound(err) {
-				return false, nil
-			}
-			return false, err
-		}
-		if cur.HolderIdentity != l.Identity() {
-			return false, nil // it has passed on: nothing of ours to release
+		// A conflict: perhaps a write of ours (a renewal cancelled on our
+		// side after the apiserver applied it) or someone else's. Read the
+		// record as stored — not as lock.Get would show it to client-go —
+		// and go on only while it names us.
+		cur, err := l.read(ctx)
+		if err != nil || cur == nil || cur.HolderIdentity != l.Identity() {
+			return false, err // passed on, deleted, or unreadable
 		}
 		transitions = cur.LeaderTransitions
 	}
+}
+
+// releaseIfHeld releases the lease if the Lease, read now, names us. Run
+// uses it when its context ends during an acquisition: the acquiring write
+// may have been applied even if the client gave up on it.
+func (l *lock) releaseIfHeld(ctx context.Context) (bool, error) {
+	cur, err := l.read(ctx)
+	if err != nil || cur == nil || cur.HolderIdentity != l.Identity() {
+		return false, err
+	}
+	return l.release(ctx, cur.LeaderTransitions)
+}
+
+// read gets the record as stored (nil if there is no Lease), through the
+// bucket and counters, and refreshes the object the inner lock's next Update
+// is conditional on.
+func (l *lock) read(ctx context.Context) (*resourcelock.LeaderElectionRecord, error) {
+	var rec *resourcelock.LeaderElectionRecord
+	err := l.call(ctx, "get", true, func(ctx context.Context) error {
+		var err error
+		rec, _, err = l.inner.Get(ctx)
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	l.e.observed(rec)
+	return rec, nil
 }

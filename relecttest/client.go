@@ -37,15 +37,17 @@ type Client struct {
 	api  *LeaseAPI
 	name string
 
-	mu          sync.Mutex
-	calls       map[string]int
-	failNext    int
-	failNextErr error
-	failErr     error
-	failVerb    map[string]error
-	latency     time.Duration
-	partitioned chan struct{} // non-nil while partitioned; closed by Heal
-	resume      chan struct{} // closed unless paused
+	mu             sync.Mutex
+	calls          map[string]int
+	failNext       int
+	failNextErr    error
+	failErr        error
+	failVerb       map[string]error
+	loseAnswers    int
+	loseAnswersErr error
+	latency        time.Duration
+	partitioned    chan struct{} // non-nil while partitioned; closed by Heal
+	resume         chan struct{} // closed unless paused
 }
 
 // Name returns the handle's name.
@@ -71,6 +73,27 @@ func (c *Client) Fail(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.failErr = err
+}
+
+// LoseAnswers makes the next n successful writes (Create, Update) through
+// this handle fail with err after the LeaseAPI applied them, as when a
+// request times out on the client after the apiserver committed it. n ≤ 0
+// clears it; so does Heal.
+func (c *Client) LoseAnswers(n int, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.loseAnswers, c.loseAnswersErr = max(n, 0), err
+}
+
+// lostAnswer consumes one LoseAnswers, returning its error, or nil.
+func (c *Client) lostAnswer() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.loseAnswers == 0 {
+		return nil
+	}
+	c.loseAnswers--
+	return c.loseAnswersErr
 }
 
 // FailVerb makes every Lease call of verb (VerbWatch, say) through this
@@ -127,13 +150,14 @@ func (c *Client) Resume() {
 	}
 }
 
-// Heal clears errors (FailNext, Fail, FailVerb), latency and a partition. It does not
+// Heal clears errors (FailNext, Fail, FailVerb, LoseAnswers), latency and a partition. It does not
 // end a Pause.
 func (c *Client) Heal() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.failNext, c.failNextErr, c.failErr, c.latency = 0, nil, nil, 0
 	c.failVerb = nil
+	c.loseAnswers, c.loseAnswersErr = 0, nil
 	if c.partitioned != nil {
 		close(c.partitioned)
 		c.partitioned = nil
@@ -242,7 +266,13 @@ func (l *leases) Create(ctx context.Context, lease *coordinationv1.Lease, _ meta
 	if err := l.c.enter(ctx, VerbCreate); err != nil {
 		return nil, err
 	}
-	return l.c.api.create(l.ns, lease)
+	out, err := l.c.api.create(l.ns, lease)
+	if err == nil {
+		if lost := l.c.lostAnswer(); lost != nil {
+			return nil, lost
+		}
+	}
+	return out, err
 }
 
 func (l *leases) Update(ctx context.Context, lease *coordinationv1.Lease, _ metav1.UpdateOptions) (_ *coordinationv1.Lease, err error) {
@@ -250,7 +280,13 @@ func (l *leases) Update(ctx context.Context, lease *coordinationv1.Lease, _ meta
 	if err := l.c.enter(ctx, VerbUpdate); err != nil {
 		return nil, err
 	}
-	return l.c.api.update(l.ns, lease)
+	out, err := l.c.api.update(l.ns, lease)
+	if err == nil {
+		if lost := l.c.lostAnswer(); lost != nil {
+			return nil, lost
+		}
+	}
+	return out, err
 }
 
 func (l *leases) Delete(ctx context.Context, name string, _ metav1.DeleteOptions) (err error) {
