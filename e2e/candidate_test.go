@@ -1,0 +1,403 @@
+package e2e
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/relect/relect/e2e/internal/faultproxy"
+	"github.com/relect/relect/e2e/internal/history"
+	"k8s.io/client-go/rest"
+)
+
+// Candidate modes (the candidate's -mode flag).
+const (
+	modeRelect   = "relect"
+	modeClientGo = "clientgo"
+)
+
+// candOpts configure one candidate process.
+type candOpts struct {
+	mode      string       // modeRelect (default) or modeClientGo
+	lease     string       // Lease name (required)
+	user      *rest.Config // credentials; nil: system:masters
+	keepLease bool         // -keep-lease-on-cancel
+	args      []string     // more flags
+}
+
+// candidate is one candidate process, reached through its own fault proxy.
+type candidate struct {
+	t     *testing.T
+	id    string
+	mode  string
+	proxy *faultproxy.Proxy
+	hist  string // history file
+	log   string // stderr
+	cmd   *exec.Cmd
+
+	waited  chan struct{} // closed when Wait returned
+	mu      sync.Mutex
+	deadAt  time.Time // when Wait returned
+	waitErr error
+}
+
+// startCandidate starts a candidate named id and waits until it has written
+// its first record. The test's cleanup kills it if it is still running.
+func (c *cluster) startCandidate(t *testing.T, id string, o candOpts) *candidate {
+	t.Helper()
+	bin := candidateBinary(t)
+	if o.mode == "" {
+		o.mode = modeRelect
+	}
+	dir := filepath.Join(t.TempDir(), id)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cand := &candidate{
+		t: t, id: id, mode: o.mode,
+		proxy:  c.newProxy(t, id),
+		hist:   filepath.Join(dir, "history.jsonl"),
+		log:    filepath.Join(dir, "stderr.log"),
+		waited: make(chan struct{}),
+	}
+	user := o.user
+	if user == nil {
+		user = c.adminConfig()
+	}
+	kc := filepath.Join(dir, "kubeconfig")
+	kubeconfig(t, kc, user, cand.proxy.Addr())
+	args := []string{
+		"-kubeconfig", kc,
+		"-namespace", namespace,
+		"-name", o.lease,
+		"-identity", id,
+		"-mode", o.mode,
+		"-history", cand.hist,
+		"-lease-duration", leaseDuration.String(),
+		"-renew-deadline", renewDeadline.String(),
+		"-retry-period", retryPeriod.String(),
+	}
+	if o.keepLease {
+		args = append(args, "-keep-lease-on-cancel")
+	}
+	args = append(args, o.args...)
+	logf, err := os.Create(cand.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// Dies with the test binary, even if a timeout kills that.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		t.Fatal(err)
+	}
+	cand.cmd = cmd
+	go func() {
+		err := cmd.Wait()
+		logf.Close()
+		cand.mu.Lock()
+		cand.deadAt, cand.waitErr = time.Now(), err
+		cand.mu.Unlock()
+		close(cand.waited)
+	}()
+	t.Cleanup(func() {
+		if !cand.exited() {
+			_ = cmd.Process.Signal(syscall.SIGCONT)
+			_ = cmd.Process.Kill()
+			<-cand.waited
+		}
+		if t.Failed() {
+			cand.dump()
+		}
+	})
+	waitFor(t, 10*time.Second, id+" to start", func() bool {
+		for _, r := range cand.records() {
+			if r.Kind == history.KindStart {
+				return true
+			}
+		}
+		return cand.exited()
+	})
+	if cand.exited() {
+		t.Fatalf("%s exited at start: %v", id, cand.waitErr)
+	}
+	return cand
+}
+
+func (cand *candidate) exited() bool {
+	select {
+	case <-cand.waited:
+		return true
+	default:
+		return false
+	}
+}
+
+// dead is when the process was seen to exit (zero while it runs).
+func (cand *candidate) dead() time.Time {
+	cand.mu.Lock()
+	defer cand.mu.Unlock()
+	return cand.deadAt
+}
+
+// records reads the history written so far.
+func (cand *candidate) records() []history.Record {
+	recs, err := history.ReadFile(cand.hist)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		cand.t.Errorf("%s: %v", cand.id, err)
+	}
+	return recs
+}
+
+// view is the leadership view the checker trusts for this candidate:
+// relect's IsLeader, or client-go's OnStartedLeading context.
+func (cand *candidate) view() string {
+	if cand.mode == modeClientGo {
+		return history.ViewCtx
+	}
+	return history.ViewRelect
+}
+
+// leading reports whether the candidate's history says it leads now.
+func (cand *candidate) leading() bool {
+	if cand.exited() {
+		return false
+	}
+	on := false
+	for _, r := range cand.records() {
+		if r.View == cand.view() {
+			switch r.Kind {
+			case history.KindOn:
+				on = true
+			case history.KindOff:
+				on = false
+			}
+		}
+	}
+	return on
+}
+
+// intervals returns its leader intervals in its trusted view.
+func (cand *candidate) intervals() []history.Interval {
+	return history.Intervals(cand.id, cand.records(), cand.view(), cand.dead())
+}
+
+// firstOnAfter is the start and term of its first leader interval that
+// began after from, or zero.
+func (cand *candidate) firstOnAfter(from time.Time) (time.Time, int64) {
+	for _, iv := range cand.intervals() {
+		if iv.Start.After(from) {
+			return iv.Start, iv.Term
+		}
+	}
+	return time.Time{}, 0
+}
+
+// events returns its relect events (or client-go callbacks) named kind at or
+// after from.
+func (cand *candidate) events(kind string, from time.Time) []history.Record {
+	var out []history.Record
+	for _, r := range cand.records() {
+		if r.Kind == history.KindEvent && r.Event == kind && !r.Time().Before(from) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// signal sends sig and returns when it was sent.
+func (cand *candidate) signal(sig syscall.Signal) time.Time {
+	cand.t.Helper()
+	at := time.Now()
+	if err := cand.cmd.Process.Signal(sig); err != nil {
+		cand.t.Fatalf("%s: sending %v: %v", cand.id, sig, err)
+	}
+	return at
+}
+
+// kill sends SIGKILL and waits for the process to be gone.
+func (cand *candidate) kill() (sent time.Time) {
+	cand.t.Helper()
+	sent = cand.signal(syscall.SIGKILL)
+	<-cand.waited
+	return sent
+}
+
+// terminate sends SIGTERM, waits for a graceful exit and checks it exited
+// 0 with an exit record.
+func (cand *candidate) terminate() (sent, exited time.Time) {
+	cand.t.Helper()
+	sent = cand.signal(syscall.SIGTERM)
+	select {
+	case <-cand.waited:
+	case <-time.After(renewDeadline + 10*time.Second):
+		cand.t.Fatalf("%s did not exit within %v of SIGTERM", cand.id, renewDeadline+10*time.Second)
+	}
+	cand.mu.Lock()
+	err := cand.waitErr
+	cand.mu.Unlock()
+	if err != nil {
+		cand.t.Errorf("%s: exit after SIGTERM: %v (want status 0)", cand.id, err)
+	}
+	recs := cand.records()
+	if len(recs) == 0 || recs[len(recs)-1].Kind != history.KindExit {
+		cand.t.Errorf("%s: history does not end with an exit record", cand.id)
+		return sent, cand.dead()
+	}
+	exit := recs[len(recs)-1]
+	if cand.mode == modeRelect {
+		cand.t.Logf("%s exited %s after SIGTERM; Lease calls %v, token-bucket wait %s, events dropped %d",
+			cand.id, ms(cand.dead().Sub(sent)), exit.Calls, ms(time.Duration(exit.BucketWait)), exit.Dropped)
+	} else {
+		cand.t.Logf("%s exited %s after SIGTERM", cand.id, ms(cand.dead().Sub(sent)))
+	}
+	return sent, cand.dead()
+}
+
+// dump logs the tail of its history and stderr, for a failed test.
+func (cand *candidate) dump() {
+	for _, f := range []string{cand.hist, cand.log} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+		if len(lines) > 60 {
+			lines = lines[len(lines)-60:]
+		}
+		cand.t.Logf("---- %s: last %d lines of %s:\n%s", cand.id, len(lines), filepath.Base(f), bytes.Join(lines, []byte("\n")))
+	}
+}
+
+// waitFor polls cond every 10 ms until it holds, failing the test after
+// timeout.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Time {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return time.Now()
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitLeader waits until exactly one of cands leads, and returns it.
+func waitLeader(t *testing.T, timeout time.Duration, cands ...*candidate) *candidate {
+	t.Helper()
+	var leader *candidate
+	waitFor(t, timeout, "a leader among "+names(cands), func() bool {
+		leader = nil
+		n := 0
+		for _, c := range cands {
+			if c.leading() {
+				leader = c
+				n++
+			}
+		}
+		return n == 1
+	})
+	return leader
+}
+
+// waitNewLeader waits until exactly one of cands leads in an interval that
+// began after from, and returns it with that interval's start and term.
+func waitNewLeader(t *testing.T, timeout time.Duration, from time.Time, cands ...*candidate) (*candidate, time.Time, int64) {
+	t.Helper()
+	var leader *candidate
+	var on time.Time
+	var term int64
+	waitFor(t, timeout, "a new leader among "+names(cands), func() bool {
+		leader = nil
+		n := 0
+		for _, c := range cands {
+			if c.leading() {
+				n++
+				if s, tm := c.firstOnAfter(from); !s.IsZero() {
+					leader, on, term = c, s, tm
+				}
+			}
+		}
+		return n == 1 && leader != nil
+	})
+	return leader, on, term
+}
+
+// others returns cands without c.
+func others(c *candidate, cands ...*candidate) []*candidate {
+	var out []*candidate
+	for _, x := range cands {
+		if x != c {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+func names(cands []*candidate) string {
+	var s []string
+	for _, c := range cands {
+		s = append(s, c.id)
+	}
+	return strings.Join(s, ", ")
+}
+
+// checkSafety runs the checker over the histories of cands: no two
+// candidates' leader intervals share an instant. Every overlap is an error
+// unless excuse, if not nil, explains it (then it is logged with that
+// explanation). It logs and returns all intervals.
+func checkSafety(t *testing.T, excuse func(history.Overlap) string, cands ...*candidate) []history.Interval {
+	t.Helper()
+	var all []history.Interval
+	for _, c := range cands {
+		all = append(all, c.intervals()...)
+	}
+	var lines []string
+	for _, iv := range all {
+		lines = append(lines, "  "+iv.String())
+	}
+	t.Logf("leader intervals:\n%s", strings.Join(lines, "\n"))
+	for _, o := range history.Overlaps(all) {
+		why := ""
+		if excuse != nil {
+			why = excuse(o)
+		}
+		if why == "" {
+			t.Errorf("SAFETY VIOLATION: %v", o)
+		} else {
+			t.Logf("expected overlap (%s): %v", why, o)
+		}
+	}
+	return all
+}
+
+// checkTerms checks the fencing tokens of the relect intervals that started
+// in [from, until); a zero until means no end.
+func checkTerms(t *testing.T, ivs []history.Interval, from, until time.Time) {
+	t.Helper()
+	var after []history.Interval
+	for _, iv := range ivs {
+		if !iv.Start.Before(from) && (until.IsZero() || iv.Start.Before(until)) {
+			after = append(after, iv)
+		}
+	}
+	for _, v := range history.TermRegressions(after) {
+		t.Errorf("FENCING: %s", v)
+	}
+}
+
+// ms formats a duration for the log.
+func ms(d time.Duration) string { return fmt.Sprintf("%.0fms", float64(d)/float64(time.Millisecond)) }

@@ -1,0 +1,283 @@
+// Command candidate is one leader-election candidate for relect's e2e tests:
+// it campaigns for a Lease and writes a JSON-lines history of its
+// leadership (package e2e/internal/history) that the tests check.
+//
+// With -mode=relect it runs a relect.Elector, samples IsLeader every -sample
+// and records every on/off transition (view "relect") with the term, and
+// every relect Event. With -mode=clientgo it runs a plain client-go
+// LeaderElector with ReleaseOnCancel, calling Run again each time it
+// returns, as elastic-agent does since its PR #4542; it records the
+// OnStartedLeading context (view "ctx": on when the callback starts, off
+// when its context is done), client-go's IsLeader sampled (view
+// "isleader"), and the callbacks.
+//
+// On SIGTERM or SIGINT it cancels the election (a graceful release unless
+// -keep-lease-on-cancel), waits for Run to return, writes an "exit" record
+// and exits 0. It exits 1 if Run ended otherwise and 2 on bad flags.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/e2e/internal/history"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+type flags struct {
+	kubeconfig, namespace, name, identity, mode, history string
+	leaseDuration, renewDeadline, retryPeriod            time.Duration
+	backoffInitial, backoffMax                           time.Duration
+	keepLeaseOnCancel                                    bool
+	sample                                               time.Duration
+}
+
+func main() {
+	var f flags
+	flag.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file (required)")
+	flag.StringVar(&f.namespace, "namespace", "default", "namespace of the Lease")
+	flag.StringVar(&f.name, "name", "", "name of the Lease (required)")
+	flag.StringVar(&f.identity, "identity", "", "holder identity (required)")
+	flag.StringVar(&f.mode, "mode", "relect", "relect, or clientgo for a plain client-go LeaderElector in a loop")
+	flag.StringVar(&f.history, "history", "", "file the JSON-lines history is appended to (required)")
+	flag.DurationVar(&f.leaseDuration, "lease-duration", 3*time.Second, "LeaseDuration")
+	flag.DurationVar(&f.renewDeadline, "renew-deadline", 2*time.Second, "RenewDeadline")
+	flag.DurationVar(&f.retryPeriod, "retry-period", 500*time.Millisecond, "RetryPeriod")
+	flag.DurationVar(&f.backoffInitial, "backoff-initial", 0, "relect BackoffInitial (0: relect's default)")
+	flag.DurationVar(&f.backoffMax, "backoff-max", 0, "relect BackoffMax (0: relect's default)")
+	flag.BoolVar(&f.keepLeaseOnCancel, "keep-lease-on-cancel", false, "relect KeepLeaseOnCancel: do not release the lease on SIGTERM")
+	flag.DurationVar(&f.sample, "sample", 2*time.Millisecond, "how often IsLeader is sampled")
+	flag.Parse()
+	if f.kubeconfig == "" || f.name == "" || f.identity == "" || f.history == "" ||
+		(f.mode != "relect" && f.mode != "clientgo") || f.sample <= 0 {
+		fmt.Fprintln(os.Stderr, "candidate: -kubeconfig, -name, -identity and -history are required; -mode is relect or clientgo")
+		flag.Usage()
+		os.Exit(2)
+	}
+	os.Exit(run(f))
+}
+
+func run(f flags) int {
+	cfg, err := clientcmd.BuildConfigFromFlags("", f.kubeconfig)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "candidate:", err)
+		return 2
+	}
+	file, err := os.OpenFile(f.history, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "candidate:", err)
+		return 2
+	}
+	defer file.Close()
+	w := history.NewWriter(file)
+	must(w.Write(history.Record{Kind: history.KindStart, Identity: f.identity, Mode: f.mode, PID: os.Getpid()}))
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+
+	exit := history.Record{Kind: history.KindExit}
+	var runErr error
+	if f.mode == "relect" {
+		runErr = runRelect(ctx, f, cfg, w, &exit)
+	} else {
+		runErr = runClientGo(ctx, f, cfg, w)
+	}
+	if runErr != nil {
+		exit.Err = runErr.Error()
+	}
+	must(w.Write(exit))
+	if ctx.Err() == nil {
+		// Run returned without being asked to.
+		fmt.Fprintln(os.Stderr, "candidate: Run returned:", runErr)
+		return 1
+	}
+	return 0
+}
+
+// must stops the process if the history cannot be written: a test must not
+// read a history with holes.
+func must(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "candidate: writing the history:", err)
+		os.Exit(3)
+	}
+}
+
+// sampler turns samples of a boolean view into on/off/gap records.
+type sampler struct {
+	w        *history.Writer
+	view     string
+	last     bool
+	lastT    int64 // time of the last sample
+	lastTrue int64 // end of the last sample that saw true
+	term     int64
+}
+
+// sample records one observation: leading was read between t0 and t1. An
+// "on" is stamped t0 and the end of a true sample is t1, so the recorded
+// interval covers every instant the candidate may have believed it led.
+func (s *sampler) sample(t0, t1 time.Time, leading bool, term int64) {
+	a, b := t0.UnixNano(), t1.UnixNano()
+	if s.lastT != 0 && time.Duration(a-s.lastT) > history.MaxSampleGap {
+		must(s.w.Write(history.Record{T: a, Kind: history.KindGap, View: s.view, From: s.lastT, Before: s.last, After: leading}))
+	}
+	switch {
+	case leading && !s.last:
+		must(s.w.Write(history.Record{T: a, Kind: history.KindOn, View: s.view, Term: term}))
+	case !leading && s.last:
+		must(s.w.Write(history.Record{T: a, Kind: history.KindOff, View: s.view, Term: s.term, LastTrue: s.lastTrue}))
+	}
+	if leading {
+		s.lastTrue, s.term = b, term
+	}
+	s.last, s.lastT = leading, b
+}
+
+// runRelect runs a relect Elector until ctx is done and fills in the exit
+// record's counters.
+func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer, exit *history.Record) error {
+	e, err := relect.New(relect.Options{
+		Config:            cfg,
+		Namespace:         f.namespace,
+		Name:              f.name,
+		Identity:          f.identity,
+		LeaseDuration:     f.leaseDuration,
+		RenewDeadline:     f.renewDeadline,
+		RetryPeriod:       f.retryPeriod,
+		BackoffInitial:    f.backoffInitial,
+		BackoffMax:        f.backoffMax,
+		KeepLeaseOnCancel: f.keepLeaseOnCancel,
+		OnStartedLeading:  func(ctx context.Context) { <-ctx.Done() },
+		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	if err != nil {
+		return err
+	}
+
+	events := e.Events()
+	eventsDone := make(chan struct{})
+	go func() {
+		defer close(eventsDone)
+		for ev := range events {
+			r := history.Record{T: ev.Time.UnixNano(), Kind: history.KindEvent, Event: ev.Kind.String(),
+				Term: ev.Term, Leader: ev.Leader, Delay: int64(ev.Delay)}
+			if ev.Err != nil {
+				r.Err = ev.Err.Error()
+			}
+			must(w.Write(r))
+		}
+	}()
+
+	runDone := make(chan error, 1)
+	go func() { runDone <- e.Run(ctx) }()
+
+	s := &sampler{w: w, view: history.ViewRelect}
+	observe := func() {
+		t0 := time.Now()
+		term, leading := e.Term()
+		s.sample(t0, time.Now(), leading, term)
+	}
+	tick := time.NewTicker(f.sample)
+	defer tick.Stop()
+	for {
+		observe()
+		select {
+		case err := <-runDone:
+			observe()
+			<-eventsDone
+			st := e.Stats()
+			exit.Dropped, exit.BucketWait = st.DroppedEvents, int64(st.BucketWait)
+			exit.Calls = map[string]uint64{}
+			for k, n := range st.Calls {
+				exit.Calls[k.Verb+"/"+k.Result] = n
+			}
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+func runClientGo(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer) error {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	event := func(name, leader string) {
+		must(w.Write(history.Record{Kind: history.KindEvent, Event: name, Leader: leader}))
+	}
+	// client-go starts OnStartedLeading in a goroutine it does not join;
+	// working counts those still running so that exit can wait for them.
+	var working sync.WaitGroup
+	var mu sync.Mutex
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: f.namespace, Name: f.name},
+			Client:     cs.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: f.identity},
+		},
+		LeaseDuration:   f.leaseDuration,
+		RenewDeadline:   f.renewDeadline,
+		RetryPeriod:     f.retryPeriod,
+		ReleaseOnCancel: true,
+		Name:            f.identity,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				mu.Lock()
+				working.Add(1)
+				mu.Unlock()
+				defer working.Done()
+				must(w.Write(history.Record{Kind: history.KindOn, View: history.ViewCtx}))
+				<-ctx.Done()
+				now := time.Now().UnixNano()
+				must(w.Write(history.Record{T: now, Kind: history.KindOff, View: history.ViewCtx, LastTrue: now}))
+			},
+			OnStoppedLeading: func() { event("OnStoppedLeading", "") },
+			OnNewLeader:      func(id string) { event("OnNewLeader", id) },
+		},
+	})
+	if err != nil {
+		return err
+	}
+
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		for ctx.Err() == nil {
+			le.Run(ctx)
+			event("run-returned", "")
+		}
+	}()
+
+	s := &sampler{w: w, view: history.ViewIsLeader}
+	tick := time.NewTicker(f.sample)
+	defer tick.Stop()
+	for {
+		t0 := time.Now()
+		leading := le.IsLeader()
+		s.sample(t0, time.Now(), leading, 0)
+		select {
+		case <-loopDone:
+			// An OnStartedLeading goroutine of the last Run may not have
+			// started yet; give it a moment, then wait for all of them.
+			time.Sleep(50 * time.Millisecond)
+			mu.Lock()
+			working.Wait()
+			mu.Unlock()
+			return context.Cause(ctx)
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,147 @@
+package history
+
+import (
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Interval is a stretch of time during which one candidate may have believed
+// it led, in one view: from the first sample that saw it lead to the first
+// sample that saw it not lead, or to MaxSampleGap after the last sample that
+// saw it lead if that is sooner (the process was stopped or starved in
+// between: it could not act while stopped, and a starved process may have
+// acted for up to a sampling interval).
+type Interval struct {
+	Candidate string
+	View      string
+	// Term is the fencing token the candidate held, or -1 if the view does
+	// not know it (client-go's).
+	Term       int64
+	Start, End time.Time
+	// Open reports that the history ended while leading (the process was
+	// killed, or still runs); End is then the instant the caller knew it
+	// was dead, or the time Intervals was called.
+	Open bool
+}
+
+func (iv Interval) String() string {
+	open := ""
+	if iv.Open {
+		open = " (open)"
+	}
+	return fmt.Sprintf("%s[%s] term %d %s..%s (%v)%s", iv.Candidate, iv.View, iv.Term,
+		iv.Start.Format("15:04:05.000000"), iv.End.Format("15:04:05.000000"), iv.End.Sub(iv.Start).Round(time.Millisecond), open)
+}
+
+// Intervals returns the leader intervals of one candidate's history in view.
+// An interval still open when the history ends is closed at dead, the
+// earliest instant the caller knows the process no longer ran (after its
+// Wait returned); a zero dead leaves it open until now.
+func Intervals(candidate string, recs []Record, view string, dead time.Time) []Interval {
+	var out []Interval
+	var cur *Interval
+	for _, r := range recs {
+		if r.View != view {
+			continue
+		}
+		switch r.Kind {
+		case KindOn:
+			if cur != nil {
+				continue // already leading: a repeated "on" extends it
+			}
+			term := r.Term
+			if view != ViewRelect {
+				term = -1
+			}
+			cur = &Interval{Candidate: candidate, View: view, Term: term, Start: r.Time()}
+		case KindOff:
+			if cur == nil {
+				continue
+			}
+			end := r.T
+			if r.LastTrue != 0 && r.LastTrue+int64(MaxSampleGap) < end {
+				end = r.LastTrue + int64(MaxSampleGap)
+			}
+			cur.End = time.Unix(0, end)
+			out = append(out, *cur)
+			cur = nil
+		}
+	}
+	if cur != nil {
+		cur.Open = true
+		cur.End = dead
+		if dead.IsZero() {
+			cur.End = time.Now()
+		}
+		out = append(out, *cur)
+	}
+	return out
+}
+
+// Overlap is two candidates leading at the same time.
+type Overlap struct{ A, B Interval }
+
+// Duration is how long both led.
+func (o Overlap) Duration() time.Duration {
+	start := o.A.Start
+	if o.B.Start.After(start) {
+		start = o.B.Start
+	}
+	end := o.A.End
+	if o.B.End.Before(end) {
+		end = o.B.End
+	}
+	return end.Sub(start)
+}
+
+func (o Overlap) String() string {
+	return fmt.Sprintf("overlap of %v: %v and %v", o.Duration(), o.A, o.B)
+}
+
+// Overlaps returns every pair of intervals of different candidates that
+// share an instant. Intervals are closed: touching counts.
+func Overlaps(ivs []Interval) []Overlap {
+	sorted := append([]Interval(nil), ivs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Start.Before(sorted[j].Start) })
+	var out []Overlap
+	for i, a := range sorted {
+		for _, b := range sorted[i+1:] {
+			if b.Start.After(a.End) {
+				break // sorted by start: no later b can overlap a either
+			}
+			if a.Candidate != b.Candidate {
+				out = append(out, Overlap{A: a, B: b})
+			}
+		}
+	}
+	return out
+}
+
+// TermRegressions checks the fencing tokens: in start order, an interval of
+// a different candidate than the one before it must carry a larger term, and
+// one of the same candidate at least the same term. Intervals with an unknown term (-1) are skipped. Each violation is
+// described in one string. Terms start over when the Lease is deleted, so
+// pass only the intervals after the last deletion.
+func TermRegressions(ivs []Interval) []string {
+	sorted := append([]Interval(nil), ivs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Start.Before(sorted[j].Start) })
+	var out []string
+	var prev *Interval
+	for i := range sorted {
+		iv := &sorted[i]
+		if iv.Term < 0 {
+			continue
+		}
+		if prev != nil {
+			switch {
+			case iv.Candidate != prev.Candidate && iv.Term <= prev.Term:
+				out = append(out, fmt.Sprintf("term did not grow across a change of leader: %v after %v", *iv, *prev))
+			case iv.Term < prev.Term:
+				out = append(out, fmt.Sprintf("term went back: %v after %v", *iv, *prev))
+			}
+		}
+		prev = iv
+	}
+	return out
+}

@@ -1,0 +1,152 @@
+// Package history is the record format a candidate process (e2e/cmd/candidate)
+// writes about its own leadership, one JSON object per line, and the safety
+// checker the e2e tests run over the histories of all candidates of a Lease.
+//
+// Every timestamp is wall-clock time in Unix nanoseconds taken on the same
+// machine, so the timestamps of different candidates can be compared
+// directly.
+package history
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+)
+
+// Record kinds.
+const (
+	// KindStart is the first record: Identity, Mode, PID.
+	KindStart = "start"
+	// KindOn: the View turned true at T (Term when known).
+	KindOn = "on"
+	// KindOff: the View turned false; T is the first sample that saw it
+	// false, LastTrue the last one that saw it true (equal to T for views
+	// that are not sampled).
+	KindOff = "off"
+	// KindGap: two consecutive samples of the View were From and T, further
+	// apart than the sampler's gap threshold (the process was stopped or
+	// starved); Before and After are the values sampled at From and T.
+	KindGap = "gap"
+	// KindEvent: a relect Event (Event, Term, Leader, Err; T is the event's
+	// own time), or, in clientgo mode, a client-go callback.
+	KindEvent = "event"
+	// KindExit is the last record, written after Run returned: Err is what
+	// it returned, Dropped the events lost to a full Events buffer, Calls
+	// and BucketWait relect's call counters.
+	KindExit = "exit"
+)
+
+// MaxSampleGap is the longest pause between two samples of a view that the
+// sampler treats as normal; a longer one is recorded as a gap (the process
+// was stopped or starved).
+const MaxSampleGap = 50 * time.Millisecond
+
+// Views of leadership a candidate records.
+const (
+	// ViewRelect is relect's IsLeader, sampled every few milliseconds.
+	ViewRelect = "relect"
+	// ViewCtx is client-go's OnStartedLeading context: on when the callback
+	// starts, off when its context is done.
+	ViewCtx = "ctx"
+	// ViewIsLeader is client-go's LeaderElector.IsLeader, sampled.
+	ViewIsLeader = "isleader"
+)
+
+// Record is one line of a history file. Fields that do not apply to a Kind
+// are omitted.
+type Record struct {
+	T    int64  `json:"t"` // wall clock, Unix ns
+	Kind string `json:"kind"`
+
+	Identity string `json:"identity,omitempty"` // start
+	Mode     string `json:"mode,omitempty"`     // start: "relect" or "clientgo"
+	PID      int    `json:"pid,omitempty"`      // start
+
+	View     string `json:"view,omitempty"`      // on, off, gap
+	Term     int64  `json:"term,omitempty"`      // on, off, event
+	LastTrue int64  `json:"last_true,omitempty"` // off
+	From     int64  `json:"from,omitempty"`      // gap
+	Before   bool   `json:"before,omitempty"`    // gap
+	After    bool   `json:"after,omitempty"`     // gap
+
+	Event   string `json:"event,omitempty"`   // event: relect's EventKind.String(), or a client-go callback name
+	Leader  string `json:"leader,omitempty"`  // event
+	Err     string `json:"err,omitempty"`     // event, exit
+	Delay   int64  `json:"delay,omitempty"`   // event: backoff, ns
+	Dropped uint64 `json:"dropped,omitempty"` // exit
+	// Calls counts the Lease API calls by "verb/result" (exit, relect
+	// mode: relect's Stats.Calls); BucketWait is the total time they
+	// waited on relect's token bucket, in ns.
+	Calls      map[string]uint64 `json:"calls,omitempty"`
+	BucketWait int64             `json:"bucket_wait,omitempty"`
+}
+
+// Time returns T as a time.Time.
+func (r Record) Time() time.Time { return time.Unix(0, r.T) }
+
+// Writer appends records to a history file, one write per line so that a
+// reader tailing the file, or a SIGKILL, never sees half a record. It is safe
+// for concurrent use.
+type Writer struct {
+	mu  sync.Mutex
+	w   io.Writer
+	err error
+}
+
+// NewWriter returns a Writer on w.
+func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
+
+// Write stamps r with the current time if r.T is zero and appends it. The
+// first error sticks and is returned by every later call.
+func (w *Writer) Write(r Record) error {
+	if r.T == 0 {
+		r.T = time.Now().UnixNano()
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	line = append(line, '\n')
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		_, w.err = w.w.Write(line)
+	}
+	return w.err
+}
+
+// Parse reads every complete line of data. A trailing line without a newline
+// (a record being written) is ignored.
+func Parse(data []byte) ([]Record, error) {
+	var recs []Record
+	for len(data) > 0 {
+		i := bytes.IndexByte(data, '\n')
+		if i < 0 {
+			break
+		}
+		line := data[:i]
+		data = data[i+1:]
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var r Record
+		if err := json.Unmarshal(line, &r); err != nil {
+			return recs, fmt.Errorf("history: bad line %q: %w", line, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}
+
+// ReadFile parses the history file at path.
+func ReadFile(path string) ([]Record, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return Parse(data)
+}

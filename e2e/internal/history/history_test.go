@@ -1,0 +1,96 @@
+package history
+
+import (
+	"bytes"
+	"reflect"
+	"testing"
+	"time"
+)
+
+func at(ms int64) int64 {
+	return time.Unix(1000, 0).Add(time.Duration(ms) * time.Millisecond).UnixNano()
+}
+
+func TestWriterParseRoundTrip(t *testing.T) {
+	var buf bytes.Buffer
+	w := NewWriter(&buf)
+	in := []Record{
+		{T: at(0), Kind: KindStart, Identity: "a", Mode: "relect", PID: 7},
+		{T: at(1), Kind: KindOn, View: ViewRelect, Term: 3},
+		{T: at(9), Kind: KindOff, View: ViewRelect, Term: 3, LastTrue: at(8)},
+		{T: at(10), Kind: KindExit, Calls: map[string]uint64{"update/ok": 4}, BucketWait: 7},
+	}
+	for _, r := range in {
+		if err := w.Write(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	buf.WriteString(`{"t":1,"kind":"on"`) // a record being written: ignored
+	got, err := Parse(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(in) {
+		t.Fatalf("parsed %d records, want %d", len(got), len(in))
+	}
+	for i := range in {
+		if !reflect.DeepEqual(got[i], in[i]) {
+			t.Errorf("record %d: got %+v, want %+v", i, got[i], in[i])
+		}
+	}
+}
+
+func TestIntervalsAndOverlaps(t *testing.T) {
+	a := []Record{
+		{T: at(0), Kind: KindOn, View: ViewRelect, Term: 1},
+		{T: at(100), Kind: KindOff, View: ViewRelect, Term: 1, LastTrue: at(99)},
+		{T: at(500), Kind: KindOn, View: ViewRelect, Term: 3},
+		{T: at(2000), Kind: KindOff, View: ViewRelect, Term: 3, LastTrue: at(700)}, // stopped from 700 to 2000
+		{T: at(2500), Kind: KindOn, View: ViewRelect, Term: 5},                     // never closed: killed
+	}
+	b := []Record{
+		{T: at(99), Kind: KindOn, View: ViewRelect, Term: 2}, // before a's first false sample
+		{T: at(300), Kind: KindOff, View: ViewRelect, Term: 2, LastTrue: at(290)},
+		{T: at(310), Kind: KindOn, View: ViewIsLeader}, // another view: ignored
+	}
+	dead := time.Unix(0, at(2600))
+	ia := Intervals("a", a, ViewRelect, dead)
+	ib := Intervals("b", b, ViewRelect, time.Time{})
+	if len(ia) != 3 || !ia[2].Open || !ia[2].End.Equal(dead) || !ia[0].End.Equal(time.Unix(0, at(100))) ||
+		!ia[1].End.Equal(time.Unix(0, at(700)).Add(MaxSampleGap)) {
+		t.Fatalf("intervals of a: %v", ia)
+	}
+	if len(ib) != 1 || ib[0].Open {
+		t.Fatalf("intervals of b: %v", ib)
+	}
+	ov := Overlaps(append(ia, ib...))
+	if len(ov) != 1 || ov[0].Duration() != time.Millisecond {
+		t.Fatalf("overlaps: %v", ov)
+	}
+	if got := TermRegressions(append(ia, ib...)); len(got) != 0 {
+		t.Fatalf("term regressions: %v", got)
+	}
+}
+
+func TestTermRegressions(t *testing.T) {
+	iv := func(c string, term, start int64) Interval {
+		return Interval{Candidate: c, Term: term, Start: time.Unix(0, at(start)), End: time.Unix(0, at(start+10))}
+	}
+	for _, tc := range []struct {
+		name string
+		ivs  []Interval
+		bad  int
+	}{
+		{"growing", []Interval{iv("a", 0, 0), iv("b", 1, 20), iv("a", 2, 40)}, 0},
+		{"same candidate keeps its term", []Interval{iv("a", 4, 0), iv("a", 4, 20)}, 0},
+		{"new leader reuses the term", []Interval{iv("a", 4, 0), iv("b", 4, 20)}, 1},
+		{"term goes back", []Interval{iv("a", 4, 0), iv("a", 3, 20)}, 1},
+		{"unknown terms skipped", []Interval{iv("a", 4, 0), iv("c", -1, 10), iv("b", 5, 20)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := TermRegressions(tc.ivs); len(got) != tc.bad {
+				t.Fatalf("got %d violations, want %d: %v", len(got), tc.bad, got)
+			}
+		})
+	}
+}
