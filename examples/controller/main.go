@@ -34,6 +34,7 @@ import (
 	"github.com/relect/relect"
 	"github.com/relect/relect/metrics"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func main() {
@@ -49,6 +50,7 @@ func run(logger *slog.Logger) error {
 	name := flag.String("lease-name", "relect-controller", "name of the Lease")
 	healthAddr := flag.String("health-addr", ":8080", "address of the /healthz, /readyz and /metrics endpoints")
 	workEvery := flag.Duration("work-every", 5*time.Second, "how often the leader does its work")
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file to use instead of the in-cluster configuration (out-of-cluster runs and tests)")
 	flag.Parse()
 	if *namespace == "" {
 		return errors.New("no Lease namespace: set -lease-namespace or POD_NAMESPACE")
@@ -62,6 +64,9 @@ func run(logger *slog.Logger) error {
 	}
 
 	cfg, err := rest.InClusterConfig()
+	if *kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	}
 	if err != nil {
 		return err
 	}
