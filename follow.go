@@ -47,8 +47,8 @@ type follower struct {
 // (its acquire loop sees our record) and renews it, and the leader keeps
 // reading the watch (watchTerm). It returns ctx's error when ctx is done,
 // and errWatchForbidden on a 403 to the watch; wrote reports whether it sent
-// an acquiring write, which may have been applied even if it failed here. All calls go through the
-// lock's bucket and counters.
+// an acquiring write, which may have been applied even if it failed here.
+// All calls go through the lock's bucket and counters.
 func (e *Elector) follow(ctx context.Context) (w watch.Interface, wrote bool, err error) {
 	f := &follower{e: e}
 	defer func() { wrote = f.wrote }()
