@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -283,8 +284,8 @@ func (f *follower) acquire(ctx context.Context) error {
 	e := f.e
 	var transitions int32
 	if rec := f.record(); rec != nil {
-		transitions = int32(rec.LeaderTransitions)
-		if !f.ours(rec) {
+		transitions = clampTransitions(rec.LeaderTransitions)
+		if !f.ours(rec) && transitions < math.MaxInt32 {
 			transitions++
 		}
 	}
@@ -325,6 +326,14 @@ func (f *follower) acquire(ctx context.Context) error {
 		}
 		return err
 	})
+}
+
+// clampTransitions keeps a leaseTransitions the apiserver accepts: 0 to
+// MaxInt32. Counting past MaxInt32 (a hand edit, or 2^31 changes of holder)
+// would wrap to a negative value the apiserver rejects with 422, wedging the
+// election; it saturates instead, so term numbers stop growing there.
+func clampTransitions(n int) int32 {
+	return int32(min(max(n, 0), math.MaxInt32))
 }
 
 // acquiredByFollower records a follower's successful acquisition, sent at

@@ -2,6 +2,7 @@ package relect_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Followers watch the one Lease: in steady state they send no requests at
@@ -218,6 +221,52 @@ func TestRevokedByHandIsWaitedOut(t *testing.T) {
 				a.checkEvents()
 				b.checkEvents()
 			})
+		})
+	}
+}
+
+// A leaseTransitions at the int32 limit (a valid stored value) saturates
+// instead of wrapping to a negative value the apiserver would reject, which
+// would wedge the election.
+func TestTransitionsSaturateAtMaxInt32(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		holder, dur, transitions := "ghost", int32(ld/time.Second), int32(math.MaxInt32)
+		now := metav1.NewMicroTime(time.Now())
+		api.Put(&coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lease},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur,
+				LeaseTransitions: &transitions, RenewTime: &now, AcquireTime: &now},
+		})
+		b := newCandidate(t, api, "b", nil)
+		c := newCandidate(t, api, "c", nil)
+		b.start()
+		waitFor(t, 2*ld, "b takes the ghost's lease over", b.e.IsLeader)
+		c.start()
+		synctest.Wait()
+		b.stop() // releases; c takes over
+		waitFor(t, 2*rp, "c leads", c.e.IsLeader)
+		term, _ := c.e.Term()
+		assert.Equal(t, int64(math.MaxInt32), term)
+		c.stop()
+		assert.Zero(t, c.count(relect.EventError), "no write was rejected")
+	})
+}
+
+// A huge backoff cap never yields a negative wait (cenkalti/backoff's jitter
+// overflows there); the wait is capped at BackoffMax.
+func TestHugeBackoffNeverNegative(t *testing.T) {
+	for range 20 {
+		synctest.Test(t, func(t *testing.T) {
+			api := relecttest.NewLeaseAPI()
+			a := newCandidate(t, api, "a", func(o *relect.Options) {
+				o.BackoffInitial, o.BackoffMax = 250*365*24*time.Hour, math.MaxInt64
+				o.OnStartedLeading = func(context.Context) {} // a short term, then a wait
+			})
+			a.start()
+			waitFor(t, time.Minute, "a backoff wait", func() bool { return a.count(relect.EventBackoff) > 0 })
+			assert.Greater(t, a.eventsOf(relect.EventBackoff)[0].Delay, time.Duration(0))
+			a.stop()
 		})
 	}
 }

@@ -117,6 +117,7 @@ func (l *lock) write(ctx context.Context, verb string, ler resourcelock.LeaderEl
 	cctx, cancel := context.WithTimeout(ctx, l.callTimeout)
 	defer cancel()
 	sent := time.Now()
+	ler.LeaderTransitions = int(clampTransitions(ler.LeaderTransitions)) // client-go counts past MaxInt32
 	if ler.HolderIdentity == l.Identity() {
 		// client-go stamped the renew time before the bucket wait (and
 		// before a slow-path Get); stamp it again now, so that a delayed

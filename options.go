@@ -32,6 +32,10 @@ const (
 	// DefaultEventBuffer is the capacity of the Events channel.
 	DefaultEventBuffer = 64
 
+	// maxEventBuffer bounds Options.EventBuffer: the channel is allocated
+	// up front.
+	maxEventBuffer = 1 << 20
+
 	// DefaultDegradedAfter is the default of Options.DegradedAfter.
 	DefaultDegradedAfter = 5
 
@@ -206,7 +210,7 @@ type Options struct {
 	EventRecorder resourcelock.EventRecorder
 
 	// EventBuffer is the capacity of the Events channel. Zero means
-	// DefaultEventBuffer (64). When the buffer is full the oldest event is
+	// DefaultEventBuffer (64); at most 1,048,576 (it is allocated up front). When the buffer is full the oldest event is
 	// dropped (see Elector.Events).
 	EventBuffer int
 
@@ -370,6 +374,8 @@ func resolve(o Options) (*config, error) {
 	switch {
 	case o.EventBuffer < 0:
 		bad("EventBuffer", "is negative (%d)", o.EventBuffer)
+	case o.EventBuffer > maxEventBuffer:
+		bad("EventBuffer", "%d is more than %d events", o.EventBuffer, maxEventBuffer)
 	case o.EventBuffer == 0:
 		o.EventBuffer = DefaultEventBuffer
 	}

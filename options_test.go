@@ -65,6 +65,7 @@ func TestNewRejectsInvalidOptionsNamingTheField(t *testing.T) {
 		{"negative burst", func(o *relect.Options) { o.RateBurst = -1 }, "RateBurst"},
 		{"burst too small to acquire and renew", func(o *relect.Options) { o.RateBurst = 3 }, "RateBurst"},
 		{"negative event buffer", func(o *relect.Options) { o.EventBuffer = -1 }, "EventBuffer"},
+		{"huge event buffer", func(o *relect.Options) { o.EventBuffer = math.MaxInt }, "EventBuffer"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := validOptions()

@@ -39,7 +39,11 @@ func newCampaignBackoff(c *config) *campaignBackoff {
 
 // next returns the wait before the next campaign.
 func (cb *campaignBackoff) next() time.Duration {
-	return min(cb.b.NextBackOff(), cb.max)
+	d := cb.b.NextBackOff()
+	if d < 0 || d > cb.max { // < 0: the jitter overflowed a huge interval
+		d = cb.max
+	}
+	return d
 }
 
 // reset starts the schedule over, after a stable term.
