@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // The defaults: LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s.
@@ -88,13 +87,7 @@ func TestHandEditedHolderEachReacquires(t *testing.T) {
 func TestLeaseNamingUsNotWrittenByUsWaitsForExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := relecttest.NewLeaseAPI()
-		holder, dur, transitions := "b", int32(ld/time.Second), int32(7)
-		now := metav1.NewMicroTime(time.Now())
-		api.Put(&coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lease},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur,
-				LeaseTransitions: &transitions, RenewTime: &now, AcquireTime: &now},
-		})
+		putLease(api, "b", int32(ld/time.Second), 7)
 		b := newCandidate(t, api, "b", nil)
 		started := time.Now()
 		b.start()
@@ -523,12 +516,7 @@ func TestShortEditedDurationDoesNotShortenTakeover(t *testing.T) {
 		t.Run(fmt.Sprint(seconds), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				api := relecttest.NewLeaseAPI()
-				holder, now := "ghost", metav1.NewMicroTime(time.Now())
-				api.Put(&coordinationv1.Lease{
-					ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lease},
-					Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds,
-						RenewTime: &now, AcquireTime: &now},
-				})
+				putLease(api, "ghost", seconds, 0)
 				b := newCandidate(t, api, "b", nil)
 				started := time.Now()
 				b.start()

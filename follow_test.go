@@ -11,8 +11,6 @@ import (
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Followers watch the one Lease: in steady state they send no requests at
@@ -231,13 +229,7 @@ func TestRevokedByHandIsWaitedOut(t *testing.T) {
 func TestTransitionsSaturateAtMaxInt32(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := relecttest.NewLeaseAPI()
-		holder, dur, transitions := "ghost", int32(ld/time.Second), int32(math.MaxInt32)
-		now := metav1.NewMicroTime(time.Now())
-		api.Put(&coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lease},
-			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur,
-				LeaseTransitions: &transitions, RenewTime: &now, AcquireTime: &now},
-		})
+		putLease(api, "ghost", int32(ld/time.Second), math.MaxInt32)
 		b := newCandidate(t, api, "b", nil)
 		c := newCandidate(t, api, "c", nil)
 		b.start()

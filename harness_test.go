@@ -9,6 +9,7 @@ import (
 	"github.com/relect/relect"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -282,3 +283,14 @@ func newRecordingLock(api *relecttest.LeaseAPI, name string) *recordingLock {
 }
 
 func metaFor() metav1.ObjectMeta { return metav1.ObjectMeta{Namespace: ns, Name: lease} }
+
+// putLease stores a Lease held by holder that no candidate of the test wrote,
+// renewed now, as another process (or an operator) would have left it.
+func putLease(api *relecttest.LeaseAPI, holder string, seconds, transitions int32) {
+	now := metav1.NewMicroTime(time.Now())
+	api.Put(&coordinationv1.Lease{
+		ObjectMeta: metaFor(),
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &seconds,
+			LeaseTransitions: &transitions, RenewTime: &now, AcquireTime: &now},
+	})
+}
