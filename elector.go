@@ -42,7 +42,14 @@ type Elector struct {
 	mu      sync.Mutex
 	leader  string                             // last observed holder identity
 	written *resourcelock.LeaderElectionRecord // our last successful write
-	seen    bool                               // a Lease was ever read or watched
+	// absentSince is the local time the Lease was first found missing in
+	// this campaign since it was last seen to exist (zero while it exists
+	// or before any observation): no Create through the lock before
+	// LeaseDuration after it (see lock.Create).
+	absentSince time.Time
+	// maxTransitions is the highest leaseTransitions read, watched or
+	// written; -1 before any.
+	maxTransitions int
 	// published is the JSON of our last write as client-go followers see
 	// it, and publishedAt when the first write with that JSON was sent.
 	published   []byte
@@ -95,9 +102,10 @@ func New(opts Options) (*Elector, error) {
 		return nil, err
 	}
 	e := &Elector{
-		cfg:     cfg,
-		events:  newEventQueue(cfg.EventBuffer),
-		klogger: logr.FromSlogHandler(cfg.Logger.Handler()),
+		cfg:            cfg,
+		events:         newEventQueue(cfg.EventBuffer),
+		klogger:        logr.FromSlogHandler(cfg.Logger.Handler()),
+		maxTransitions: -1,
 	}
 	e.lock = &lock{
 		e:            e,
@@ -141,8 +149,10 @@ func (e *Elector) IsLeader() bool {
 // leaseTransitions when this candidate acquired it: every change of holder
 // increments it, so it can serve as a fencing token that storage compares
 // against the highest it has seen. Two consecutive terms of one Elector share
-// a number when nobody else held the lease in between. Deleting the Lease by
-// hand starts the count over.
+// a number when nobody else held the lease in between. When the Lease was
+// deleted by hand, a relect candidate that creates it again continues the
+// count from the highest it saw (plain client-go, or relect polling because
+// it may not watch, starts over at 0).
 func (e *Elector) Term() (number int64, leading bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -259,9 +269,15 @@ func (e *Elector) campaign(ctx context.Context) (stable bool) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	c := &campaign{e: e, runCtx: ctx, cancel: cancel}
-	var termWatch watch.Interface
+	e.mu.Lock()
+	e.absentSince = time.Time{} // what was seen before this campaign is stale
+	e.mu.Unlock()
+	var (
+		termWatch watch.Interface
+		termRV    string
+	)
 	if e.cfg.leases != nil && !e.pollOnly.Load() {
-		w, wrote, err := e.follow(cctx)
+		w, rv, wrote, err := e.follow(cctx)
 		switch {
 		case errors.Is(err, errWatchForbidden):
 			e.pollOnly.Store(true)
@@ -273,7 +289,7 @@ func (e *Elector) campaign(ctx context.Context) (stable bool) {
 			return false
 		default:
 			c.followed = true
-			termWatch = w
+			termWatch, termRV = w, rv
 		}
 	}
 	e.mu.Lock()
@@ -283,7 +299,7 @@ func (e *Elector) campaign(ctx context.Context) (stable bool) {
 		watched := make(chan struct{})
 		go func() {
 			defer close(watched)
-			e.watchTerm(cctx, termWatch)
+			e.watchTerm(cctx, termWatch, termRV)
 		}()
 		defer func() { <-watched }()
 		defer cancel(nil) // runs first: ends the watch when the campaign ends
@@ -497,7 +513,8 @@ func (e *Elector) endTermLocked(c *campaign, t *term, cause error) {
 func (e *Elector) observed(rec *resourcelock.LeaderElectionRecord) (stranger bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.seen = true
+	e.absentSince = time.Time{}
+	e.maxTransitions = max(e.maxTransitions, rec.LeaderTransitions)
 	e.setLeaderLocked(rec.HolderIdentity, rec.LeaderTransitions)
 	c := e.current
 	inTerm := c != nil && c.term != nil
@@ -511,11 +528,30 @@ func (e *Elector) observed(rec *resourcelock.LeaderElectionRecord) (stranger boo
 	return !inTerm && mine && !sameRecord(rec, e.written)
 }
 
-// leaseSeen reports whether this Elector ever read or watched the Lease.
-func (e *Elector) leaseSeen() bool {
+// recreatedTransitions is the leaseTransitions for a Lease this Elector
+// creates: one more than the highest it ever saw, so that term numbers keep
+// growing across a deletion by hand, or 0 if it saw none.
+func (e *Elector) recreatedTransitions() int32 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.seen
+	return clampTransitions(e.maxTransitions + 1)
+}
+
+// createAllowedAt is when this Elector may create a Lease it found missing,
+// through client-go's Create: LeaseDuration after it first found it missing
+// in this campaign (zero if it did not). Whoever held a Lease deleted by
+// hand may lead on, unaware, until its next renewal fails — at most
+// RenewDeadline after its last successful one, which was before the
+// deletion, so before that first observation. A candidate that polls sees
+// the Lease only at each poll, so a Lease created and deleted again between
+// two polls goes unseen, as it does for client-go.
+func (e *Elector) createAllowedAt() time.Time {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.absentSince.IsZero() {
+		return time.Time{}
+	}
+	return e.absentSince.Add(e.cfg.LeaseDuration)
 }
 
 // sameRecord reports whether a record read back is the one written, at the
@@ -534,13 +570,23 @@ func sameRecord(read, written *resourcelock.LeaderElectionRecord) bool {
 		sameTime(read.AcquireTime.Time, written.AcquireTime.Time)
 }
 
-// observedMissing is called by the lock when the Lease does not exist.
+// observedMissing is called when a read or a watch finds that the Lease does
+// not exist.
 func (e *Elector) observedMissing() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.absentSince.IsZero() {
+		e.absentSince = time.Now()
+		e.cfg.Logger.Info("relect: the Lease does not exist; it is created only once it has been seen missing for "+
+			"LeaseDuration, in case it was deleted while someone held it", "lease", e.lock.Describe(), "leaseDuration", e.cfg.LeaseDuration)
+	}
 	e.setLeaderLocked("", 0)
-	if c := e.current; c != nil && c.term != nil {
+	c := e.current
+	switch {
+	case c != nil && c.term != nil:
 		e.endTermLocked(c, c.term, ErrLeaseLost)
+	case c != nil && c.followed:
+		c.cancel(ErrLeaseLost) // deleted before client-go resumed what we acquired
 	}
 }
 
@@ -594,6 +640,8 @@ func (e *Elector) wrote(sent time.Time, rec *resourcelock.LeaderElectionRecord) 
 func (e *Elector) noteWriteLocked(sent time.Time, rec *resourcelock.LeaderElectionRecord) {
 	w := *rec
 	e.written = &w
+	e.absentSince = time.Time{} // the Lease exists: we just wrote it
+	e.maxTransitions = max(e.maxTransitions, rec.LeaderTransitions)
 	published, _ := json.Marshal(rec)
 	if !bytes.Equal(published, e.published) {
 		e.published, e.publishedAt = published, sent

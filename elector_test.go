@@ -33,7 +33,7 @@ const (
 // round, within the same Run. Never do both lead at once.
 func TestHandEditedHolderEachReacquires(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		a := newCandidate(t, api, "a", nil)
 		b := newCandidate(t, api, "b", nil)
 		a.start()
@@ -86,7 +86,7 @@ func TestHandEditedHolderEachReacquires(t *testing.T) {
 // would: whoever wrote it may still act as leader until it notices.
 func TestLeaseNamingUsNotWrittenByUsWaitsForExpiry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		putLease(api, "b", int32(ld/time.Second), 7)
 		b := newCandidate(t, api, "b", nil)
 		started := time.Now()
@@ -107,7 +107,7 @@ func TestLeaseNamingUsNotWrittenByUsWaitsForExpiry(t *testing.T) {
 // re-acquires when the other goes away.
 func TestRenewalFailuresLoseThenCampaignResumes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		rec := newRecordingLock(api, "a")
 		a := newCandidate(t, api, "a", func(o *relect.Options) {
 			o.Client, o.Namespace, o.Name, o.Identity = nil, "", "", ""
@@ -155,7 +155,7 @@ func TestRenewalFailuresLoseThenCampaignResumes(t *testing.T) {
 // it in between and the term number stays.
 func TestRenewalFailuresSingleCandidateResumes(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		a := newCandidate(t, api, "a", nil)
 		a.start()
 		synctest.Wait()
@@ -186,7 +186,7 @@ func TestIsLeaderFalseAtRenewDeadlineWhenRenewalHangs(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := relecttest.NewLeaseAPI()
+				api := newAPI()
 				rec := newRecordingLock(api, "a")
 				termCtx := make(chan context.Context, 1)
 				a := newCandidate(t, api, "a", func(o *relect.Options) {
@@ -215,7 +215,7 @@ func TestIsLeaderFalseAtRenewDeadlineWhenRenewalHangs(t *testing.T) {
 				assert.ErrorIs(t, context.Cause(ctx), relect.ErrLeaseExpired)
 				n, ok := relect.TermFromContext(ctx)
 				assert.True(t, ok)
-				assert.Equal(t, int64(0), n)
+				assert.Equal(t, int64(1), n, "the first holder of the released Lease")
 
 				tc.heal(api.Client("a"))
 				a.stop()
@@ -230,7 +230,7 @@ func TestIsLeaderFalseAtRenewDeadlineWhenRenewalHangs(t *testing.T) {
 // wait is an event.
 func TestBackoffGrowsThenResetsAfterStableTerm(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		const initial, maxWait = time.Second, 20 * time.Second
 		var stableTerm = make(chan struct{}, 1)
 		a := newCandidate(t, api, "a", func(o *relect.Options) {
@@ -283,7 +283,7 @@ func TestBackoffGrowsThenResetsAfterStableTerm(t *testing.T) {
 // terms that end at once with a backoff of a millisecond — to its budget.
 func TestTokenBucketCapsEveryLoop(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		const limit, burst = 1.0, 4
 		a := newCandidate(t, api, "a", func(o *relect.Options) {
 			o.BackoffInitial, o.BackoffMax = time.Millisecond, time.Millisecond
@@ -307,7 +307,7 @@ func TestTokenBucketCapsEveryLoop(t *testing.T) {
 // smallest budget New accepts: it renews exactly every RetryPeriod.
 func TestHealthyLeaderRenewalNotDelayedByBucket(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		rec := newRecordingLock(api, "a")
 		a := newCandidate(t, api, "a", func(o *relect.Options) {
 			o.Client, o.Namespace, o.Name, o.Identity = nil, "", "", ""
@@ -331,7 +331,7 @@ func TestHealthyLeaderRenewalNotDelayedByBucket(t *testing.T) {
 // only after the work has returned, and Run returns after that.
 func TestReleaseOnlyAfterWorkReturned(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		a := newCandidate(t, api, "a", func(o *relect.Options) {
 			o.OnStartedLeading = func(ctx context.Context) {
 				<-ctx.Done()
@@ -358,7 +358,7 @@ func TestReleaseOnlyAfterWorkReturned(t *testing.T) {
 // KeepLeaseOnCancel leaves the lease held.
 func TestKeepLeaseOnCancel(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		a := newCandidate(t, api, "a", func(o *relect.Options) { o.KeepLeaseOnCancel = true })
 		a.start()
 		synctest.Wait()
@@ -393,7 +393,7 @@ func TestReleaseConditional(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := relecttest.NewLeaseAPI()
+				api := newAPI()
 				a := newCandidate(t, api, "a", nil)
 				a.start()
 				time.Sleep(rp / 2)
@@ -413,7 +413,7 @@ func TestReleaseConditional(t *testing.T) {
 // backoff wait.
 func TestPanicInCallbackEndsTermAndCampaignGoesOn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		calls := 0
 		a := newCandidate(t, api, "a", func(o *relect.Options) {
 			o.OnStartedLeading = func(ctx context.Context) {
@@ -461,7 +461,7 @@ func TestPanicInCallbackEndsTermAndCampaignGoesOn(t *testing.T) {
 // closed when Run returns; Run may be called again afterwards.
 func TestRunOnceAtATimeAndEventsClosed(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		a := newCandidate(t, api, "a", nil)
 		a.start()
 		synctest.Wait()
@@ -482,7 +482,7 @@ func TestRunOnceAtATimeAndEventsClosed(t *testing.T) {
 // are dropped and counted, the newest kept.
 func TestSlowReaderDropsOldest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		terms := 0
 		ctx, cancel := context.WithCancel(context.Background())
 		a := newCandidate(t, api, "a", func(o *relect.Options) {
@@ -515,7 +515,7 @@ func TestShortEditedDurationDoesNotShortenTakeover(t *testing.T) {
 	for _, seconds := range []int32{0, -5, 1} {
 		t.Run(fmt.Sprint(seconds), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := relecttest.NewLeaseAPI()
+				api := newAPI()
 				putLease(api, "ghost", seconds, 0)
 				b := newCandidate(t, api, "b", nil)
 				started := time.Now()
@@ -534,7 +534,7 @@ func TestShortEditedDurationDoesNotShortenTakeover(t *testing.T) {
 // re-read shows the record naming us (not a stranger's).
 func TestReleaseAfterLostRenewalAnswer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		a := newCandidate(t, api, "a", nil)
 		a.start()
 		time.Sleep(rp / 2)
@@ -552,7 +552,7 @@ func TestReleaseAfterLostRenewalAnswer(t *testing.T) {
 func TestStoppedWhileAcquiringReleases(t *testing.T) {
 	for i := range 20 {
 		synctest.Test(t, func(t *testing.T) {
-			api := relecttest.NewLeaseAPI()
+			api := newAPI()
 			a := newCandidate(t, api, "a", nil)
 			var b *candidate
 			b = newCandidate(t, api, "b", func(o *relect.Options) {

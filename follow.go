@@ -30,9 +30,10 @@ type follower struct {
 	raw        []byte                // its record, to tell a change
 	observedAt time.Time             // local time the record last changed
 	rv         string                // where a new watch resumes
-	// deletedUntil: the Lease was deleted while held; not before then.
-	deletedUntil time.Time
-	w            watch.Interface
+	// createAt: the Lease is missing; it is not created before then
+	// (zero: not before a watch is open; see observe).
+	createAt time.Time
+	w        watch.Interface
 }
 
 // follow is a follower's campaign when relect has the Lease client (Config or
@@ -44,13 +45,14 @@ type follower struct {
 // The acquisition is a write conditional on the resourceVersion observed, so
 // a renewal missed by the watch makes it fail with a conflict, never
 // succeed. follow returns once this candidate holds the lease, with its
-// watch still open (or nil if it had none): client-go then resumes the lease
-// (its acquire loop sees our record) and renews it, and the leader keeps
-// reading the watch (watchTerm). It returns ctx's error when ctx is done,
+// watch still open (or nil if it had none) and the resourceVersion of its
+// acquiring write: client-go then resumes the lease (its acquire loop sees
+// our record) and renews it, and the leader keeps reading the watch
+// (watchTerm). It returns ctx's error when ctx is done,
 // and errWatchForbidden on a 403 to the watch; wrote reports whether it sent
 // an acquiring write, which may have been applied even if it failed here.
 // All calls go through the lock's bucket and counters.
-func (e *Elector) follow(ctx context.Context) (w watch.Interface, wrote bool, err error) {
+func (e *Elector) follow(ctx context.Context) (w watch.Interface, rv string, wrote bool, err error) {
 	f := &follower{e: e}
 	defer func() { wrote = f.wrote }()
 	acquired := false
@@ -62,12 +64,12 @@ func (e *Elector) follow(ctx context.Context) (w watch.Interface, wrote bool, er
 	needRead := true
 	for {
 		if err := ctx.Err(); err != nil {
-			return nil, false, err
+			return nil, "", false, err
 		}
 		if needRead {
 			if err := f.read(ctx); err != nil {
 				if err := e.pause(ctx); err != nil {
-					return nil, false, err
+					return nil, "", false, err
 				}
 				continue
 			}
@@ -77,7 +79,7 @@ func (e *Elector) follow(ctx context.Context) (w watch.Interface, wrote bool, er
 			err := f.acquire(ctx)
 			if err == nil {
 				acquired = true
-				return f.w, true, nil // the leader keeps watching; may be nil
+				return f.w, f.rv, true, nil // the leader keeps watching; w may be nil
 			}
 			// Someone else won, the Lease moved on, or the API failed:
 			// read again, and after a failure also start a fresh watch
@@ -86,7 +88,7 @@ func (e *Elector) follow(ctx context.Context) (w watch.Interface, wrote bool, er
 			if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 				f.stopWatch()
 				if err := e.pause(ctx); err != nil {
-					return nil, false, err
+					return nil, "", false, err
 				}
 			}
 			continue
@@ -94,11 +96,11 @@ func (e *Elector) follow(ctx context.Context) (w watch.Interface, wrote bool, er
 		if f.w == nil {
 			if err := f.watch(ctx); err != nil {
 				if apierrors.IsForbidden(err) {
-					return nil, false, errWatchForbidden
+					return nil, "", false, errWatchForbidden
 				}
 				needRead = true
 				if err := e.pause(ctx); err != nil {
-					return nil, false, err
+					return nil, "", false, err
 				}
 				continue
 			}
@@ -107,7 +109,7 @@ func (e *Elector) follow(ctx context.Context) (w watch.Interface, wrote bool, er
 		select {
 		case <-ctx.Done():
 			expiry.Stop()
-			return nil, false, ctx.Err()
+			return nil, "", false, ctx.Err()
 		case <-expiry.C:
 			// due() now holds: the loop tries to acquire.
 		case ev, ok := <-f.w.ResultChan():
@@ -117,10 +119,13 @@ func (e *Elector) follow(ctx context.Context) (w watch.Interface, wrote bool, er
 				f.w = nil // closed by the server: resume from f.rv
 			case ev.Type == watch.Added || ev.Type == watch.Modified:
 				if l, ok := ev.Object.(*coordinationv1.Lease); ok {
-					f.observe(l)
+					f.observe(l, true)
 				}
 			case ev.Type == watch.Deleted:
-				f.observe(nil)
+				if l, ok := ev.Object.(*coordinationv1.Lease); ok {
+					f.rv = l.ResourceVersion // a resumed watch goes on from here
+				}
+				f.observe(nil, true)
 			case ev.Type == watch.Bookmark:
 				if l, ok := ev.Object.(*coordinationv1.Lease); ok {
 					f.rv = l.ResourceVersion
@@ -163,9 +168,9 @@ func (f *follower) read(ctx context.Context) error {
 	})
 	switch {
 	case err == nil:
-		f.observe(l)
+		f.observe(l, false)
 	case apierrors.IsNotFound(err):
-		f.observe(nil)
+		f.observe(nil, false)
 		f.rv = ""
 	default:
 		return err
@@ -173,9 +178,12 @@ func (f *follower) read(ctx context.Context) error {
 	return nil
 }
 
-// watch opens a watch on the one Lease, resuming after f.rv.
+// watch opens a watch on the one Lease, resuming after f.rv. A watch that
+// cannot resume (no resourceVersion known: the last read found no Lease)
+// starts a missing Lease's creation wait over from the moment it is open:
+// what happened before is unseen.
 func (f *follower) watch(ctx context.Context) error {
-	return f.e.lock.call(ctx, "watch", false, func(ctx context.Context) error {
+	err := f.e.lock.call(ctx, "watch", false, func(ctx context.Context) error {
 		w, err := f.e.cfg.leases.Watch(ctx, metav1.ListOptions{
 			FieldSelector:   fields.OneTermEqualSelector("metadata.name", f.e.cfg.Name).String(),
 			ResourceVersion: f.rv,
@@ -183,23 +191,37 @@ func (f *follower) watch(ctx context.Context) error {
 		f.w = w
 		return err
 	})
+	if err == nil && f.known && f.lease == nil && (f.rv == "" || f.createAt.IsZero()) {
+		f.createAt = time.Now().Add(f.leaseDuration())
+	}
+	return err
 }
 
-// observe records a read or watched Lease (nil: it does not exist). The
-// observation time moves only when the record changes, as in client-go.
-func (f *follower) observe(l *coordinationv1.Lease) {
+// leaseDuration is our own LeaseDuration, in the Lease's whole seconds.
+func (f *follower) leaseDuration() time.Duration {
+	return time.Duration(f.e.lock.leaseSeconds) * time.Second
+}
+
+// observe records a Lease read, or shown by the watch if fromWatch (nil: it
+// does not exist). The observation time moves only when the record changes,
+// as in client-go.
+func (f *follower) observe(l *coordinationv1.Lease, fromWatch bool) {
 	if l == nil {
-		// A Lease deleted while held may still be acted on by its holder
-		// until its next renewal: wait it out like a silent holder. A
-		// Lease never seen (or seen released) may be created at once.
-		// A follower that has not seen the Lease yet in this campaign
-		// goes by whether this Elector ever saw it: its holder may have
-		// changed during the backoff wait, unseen.
-		// The wait is our own lease duration, not the deleted record's:
-		// that may be absurd, and no record is left to repair.
-		rec := f.record()
-		if (rec != nil && !released(rec)) || (!f.known && f.e.leaseSeen()) {
-			f.deletedUntil = time.Now().Add(time.Duration(f.e.lock.leaseSeconds) * time.Second)
+		// A missing Lease may have been deleted by hand while held, and
+		// its holder lead on, unaware, until its next renewal fails:
+		// RenewDeadline at most after its last successful one, which was
+		// before the deletion. So it is created only once this follower
+		// has watched it missing, without a gap, for our own
+		// LeaseDuration (not the deleted record's: that may be absurd) —
+		// also when this process never saw it: it cannot tell a Lease
+		// that never existed from one deleted a moment ago, nor see a
+		// Lease created and deleted again while it was not watching. A
+		// deletion the watch shows, or a read while a watch is open,
+		// starts that time at once; any other read starts it when a
+		// watch opens (createAt stays zero until then; see watch).
+		f.createAt = time.Time{}
+		if fromWatch || f.w != nil {
+			f.createAt = time.Now().Add(f.leaseDuration())
 		}
 		f.known = true
 		f.lease, f.raw, f.observedAt = nil, nil, time.Now()
@@ -207,7 +229,7 @@ func (f *follower) observe(l *coordinationv1.Lease) {
 		return
 	}
 	f.known = true
-	f.deletedUntil = time.Time{}
+	f.createAt = time.Time{}
 	f.lease = l
 	f.rv = l.ResourceVersion
 	rec := resourcelock.LeaseSpecToLeaderElectionRecord(&l.Spec)
@@ -243,17 +265,20 @@ func (f *follower) ours(rec *resourcelock.LeaderElectionRecord) bool {
 	return rec.HolderIdentity == f.e.Identity() && sameRecord(rec, f.e.written)
 }
 
-// expiry is when the observed lease may be taken over: at once if there is
-// none (unless it was deleted while held), it was released, or it is ours;
-// else the observation time plus the longer of the record's lease duration
-// and ours.
+// expiry is when the observed lease may be taken over: if there is none,
+// when it may be created (see observe); at once if it was released or is
+// ours; else the observation time plus the longer of the record's lease
+// duration and ours.
 func (f *follower) expiry() time.Time {
 	rec := f.record()
 	switch {
 	case !f.known:
 		return time.Time{}
 	case rec == nil:
-		return f.deletedUntil // zero unless deleted while held
+		if f.createAt.IsZero() {
+			return time.Now().Add(never) // not watched missing yet
+		}
+		return f.createAt
 	case released(rec) || f.ours(rec):
 		return time.Time{}
 	case rec.HolderIdentity == "":
@@ -273,11 +298,15 @@ func released(rec *resourcelock.LeaderElectionRecord) bool {
 	return rec.HolderIdentity == "" && rec.LeaseDurationSeconds == 1
 }
 
+// never is a wait longer than any follower waits for: a year.
+const never = 365 * 24 * time.Hour
+
 func (f *follower) due() bool { return f.known && !time.Now().Before(f.expiry()) }
 
 // acquire writes a record naming this candidate: a Create if there is no
-// Lease, else an Update conditional on the observed resourceVersion, with
-// leaseTransitions + 1 unless it resumes its own record. The write is not
+// Lease (leaseTransitions: Elector.recreatedTransitions), else an Update
+// conditional on the observed resourceVersion, with leaseTransitions + 1
+// unless it resumes its own record. The write is not
 // the start of a term: client-go's elector, run next, resumes it with a
 // write of its own, and the term begins there.
 func (f *follower) acquire(ctx context.Context) error {
@@ -288,6 +317,8 @@ func (f *follower) acquire(ctx context.Context) error {
 		if !f.ours(rec) && transitions < math.MaxInt32 {
 			transitions++
 		}
+	} else {
+		transitions = e.recreatedTransitions()
 	}
 	// spec is stamped when the request is sent, after the bucket wait.
 	spec := func(sent time.Time) coordinationv1.LeaseSpec {
@@ -310,6 +341,7 @@ func (f *follower) acquire(ctx context.Context) error {
 			l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name}, Spec: spec(sent)}
 			created, err := e.cfg.leases.Create(ctx, l, metav1.CreateOptions{})
 			if err == nil {
+				f.rv = created.ResourceVersion
 				e.acquiredByFollower(sent, created)
 			}
 			return err
@@ -322,6 +354,7 @@ func (f *follower) acquire(ctx context.Context) error {
 		l.Spec = spec(sent)
 		updated, err := e.cfg.leases.Update(ctx, l, metav1.UpdateOptions{})
 		if err == nil {
+			f.rv = updated.ResourceVersion
 			e.acquiredByFollower(sent, updated)
 		}
 		return err
@@ -352,20 +385,23 @@ func (e *Elector) acquiredByFollower(sent time.Time, l *coordinationv1.Lease) {
 // seen, instead of at the next renewal (up to RetryPeriod later). Our own
 // renewals come back as events naming us and change nothing. If the watch
 // ends, renewals alone detect a loss, as with client-go. It costs no call,
-// unless the follower had no watch open (it found no Lease and created it).
-func (e *Elector) watchTerm(ctx context.Context, w watch.Interface) {
+// unless the follower had no watch open.
+func (e *Elector) watchTerm(ctx context.Context, w watch.Interface, rv string) {
 	if w == nil {
-		// The follower acquired before it watched (no Lease yet, say):
-		// open one — at once if the bucket has a token to spare beyond
-		// the next renewal's, else after a RetryPeriod, so as not to
-		// delay a renewal. A failure leaves the renewals to detect a loss.
+		// The follower acquired before it watched (it found the lease
+		// free at its first read): open one — at once if the bucket has
+		// a token to spare beyond the next renewal's, else after a
+		// RetryPeriod, so as not to delay a renewal — from our acquiring
+		// write, so that an edit made before it opens is still shown. A
+		// failure leaves the renewals to detect a loss.
 		if e.lock.limiter.Tokens() < 2 && e.pause(ctx) != nil {
 			return
 		}
 		err := e.lock.call(ctx, "watch", false, func(ctx context.Context) error {
 			var err error
 			w, err = e.cfg.leases.Watch(ctx, metav1.ListOptions{
-				FieldSelector: fields.OneTermEqualSelector("metadata.name", e.cfg.Name).String(),
+				FieldSelector:   fields.OneTermEqualSelector("metadata.name", e.cfg.Name).String(),
+				ResourceVersion: rv,
 			})
 			return err
 		})

@@ -294,3 +294,12 @@ func putLease(api *relecttest.LeaseAPI, holder string, seconds, transitions int3
 			LeaseTransitions: &transitions, RenewTime: &now, AcquireTime: &now},
 	})
 }
+
+// newAPI returns a fake Lease API that holds the test's Lease, released, so
+// that the first candidate acquires it at once: relect creates a missing
+// Lease only LeaseDuration after it found it missing.
+func newAPI() *relecttest.LeaseAPI {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased(ns, lease)
+	return api
+}

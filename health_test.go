@@ -52,7 +52,7 @@ func TestHealthCheck(t *testing.T) {
 
 	t.Run("before the first call", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			api := relecttest.NewLeaseAPI()
+			api := newAPI()
 			a := newCandidate(t, api, "a", nil)
 			check := a.e.HealthCheck(relect.HealthOptions{})
 			require.NoError(t, probe(check))
@@ -68,7 +68,7 @@ func TestHealthCheck(t *testing.T) {
 
 	t.Run("healthy leader and follower", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			api := relecttest.NewLeaseAPI()
+			api := newAPI()
 			a := newCandidate(t, api, "a", nil)
 			b := newCandidate(t, api, "b", nil)
 			a.start()
@@ -86,7 +86,7 @@ func TestHealthCheck(t *testing.T) {
 
 	t.Run("cut off", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			api := relecttest.NewLeaseAPI()
+			api := newAPI()
 			a := newCandidate(t, api, "a", nil)
 			check := a.e.HealthCheck(relect.HealthOptions{})
 			a.start()
@@ -113,7 +113,7 @@ func TestHealthCheck(t *testing.T) {
 
 	t.Run("cut off from the start", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			api := relecttest.NewLeaseAPI()
+			api := newAPI()
 			a := newCandidate(t, api, "a", nil)
 			a.client.Fail(relecttest.Error(500))
 			check := a.e.HealthCheck(relect.HealthOptions{CutOffAfter: 20 * time.Second})
@@ -130,7 +130,7 @@ func TestHealthCheck(t *testing.T) {
 
 	t.Run("degraded", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			api := relecttest.NewLeaseAPI()
+			api := newAPI()
 			a := newCandidate(t, api, "a", func(o *relect.Options) { o.DegradedAfter = 2 })
 			check := a.e.HealthCheck(relect.HealthOptions{})
 			a.start()
@@ -156,7 +156,7 @@ func TestHealthCheck(t *testing.T) {
 
 	t.Run("work overrun", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			api := relecttest.NewLeaseAPI()
+			api := newAPI()
 			release := make(chan struct{})
 			a := newCandidate(t, api, "a", func(o *relect.Options) {
 				// Work that ignores its context: it keeps acting as
@@ -187,7 +187,7 @@ func TestHealthCheck(t *testing.T) {
 
 	t.Run("handler", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
-			api := relecttest.NewLeaseAPI()
+			api := newAPI()
 			a := newCandidate(t, api, "a", nil)
 			h := a.e.HealthHandler(relect.HealthOptions{CutOffAfter: 5 * time.Second})
 			get := func() *httptest.ResponseRecorder {
@@ -215,7 +215,7 @@ func TestHealthCheck(t *testing.T) {
 	})
 
 	t.Run("negative durations fail every check, naming the field", func(t *testing.T) {
-		a := newCandidate(t, relecttest.NewLeaseAPI(), "a", nil)
+		a := newCandidate(t, newAPI(), "a", nil)
 		err := a.e.HealthCheck(relect.HealthOptions{WorkStopTimeout: -time.Second})(nil)
 		assert.ErrorIs(t, err, relect.ErrInvalidOptions)
 		assert.ErrorContains(t, err, "HealthOptions.WorkStopTimeout is negative (-1s)")

@@ -99,9 +99,20 @@ func (l *lock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []b
 	return rec, raw, err
 }
 
+// Create is client-go's acquisition of a missing Lease (when followers poll,
+// or its slow path finds the Lease gone). It is refused, without an API
+// call, until LeaseDuration after this Elector first found the Lease missing
+// (Elector.createAllowedAt): a Lease deleted by hand may still be acted on
+// by its holder. client-go retries after RetryPeriod.
 func (l *lock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if at := l.e.createAllowedAt(); time.Now().Before(at) {
+		return fmt.Errorf("%w: not before %s", errCreateTooSoon, at.Format(time.RFC3339Nano))
+	}
 	return l.write(ctx, "create", ler, l.inner.Create)
 }
+
+// errCreateTooSoon is client-go's Create refused by lock.Create.
+var errCreateTooSoon = errors.New("relect: the Lease was found missing less than LeaseDuration ago; not creating it yet")
 
 func (l *lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	return l.write(ctx, "update", ler, l.inner.Update)

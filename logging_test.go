@@ -8,7 +8,6 @@ import (
 	"testing/synctest"
 
 	"github.com/relect/relect"
-	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -34,7 +33,7 @@ func TestClientGoLogsReachTheSlogLogger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var msgs []string
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		a := newCandidate(t, api, "a", func(o *relect.Options) {
 			o.Logger = slog.New(recordHandler{&mu, &msgs})
 		})

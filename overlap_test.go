@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/relect/relect"
-	"github.com/relect/relect/relecttest"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -33,7 +32,7 @@ func TestNoOverlapWhenLeaderCutOff(t *testing.T) {
 				cutAfter := 3*time.Second + time.Duration(rng.IntN(2000))*time.Millisecond
 				synctest.Test(t, func(t *testing.T) {
 					time.Sleep(startOffset)
-					api := relecttest.NewLeaseAPI()
+					api := newAPI()
 					a := newCandidate(t, api, "a", func(o *relect.Options) {
 						o.LeaseDuration, o.RenewDeadline, o.RetryPeriod = leaseDuration, renewDeadline, retryPeriod
 					})

@@ -16,6 +16,7 @@ import (
 
 	"github.com/relect/relect/internal/sim"
 	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
 )
 
@@ -282,19 +283,16 @@ func envInt(t *testing.T, name string, def int) int {
 	return n
 }
 
-// The open known finding as a minimal reproducer with relect and relecttest
-// only. It fails today, so it runs only with RELECT_SIM_STRICT=1; once relect
-// is fixed it should pass and run always. (F1's reproducer, fixed since, is
-// in docs/reliability.md.)
+// The known findings' minimal reproducers, with relect and relecttest only,
+// kept as regression tests now that relect is fixed. (F1's is in
+// docs/reliability.md; TestNoOverlapWhenLeaderCutOff covers it.)
 
-// F2: deleting a held Lease by hand, or emptying its holder, lets a follower
+// F2: deleting a held Lease by hand, or emptying its holder, let a follower
 // take over at once, while the holder learns of it only at its next
 // renewal; if that renewal fails (here: a partition), the holder leads on for
-// up to RenewDeadline.
+// up to RenewDeadline. The last cases fixed: a newcomer, which never saw the
+// Lease, created a deleted one at once.
 func TestKnownFindingRevokingEdit(t *testing.T) {
-	if os.Getenv("RELECT_SIM_STRICT") != "1" {
-		t.Skip("known finding F2 (docs/reliability.md); run with RELECT_SIM_STRICT=1")
-	}
 	for _, tc := range []struct {
 		name string
 		edit func(*relecttest.LeaseAPI) error
@@ -306,22 +304,31 @@ func TestKnownFindingRevokingEdit(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				api := relecttest.NewLeaseAPI()
+				api := newAPI()
 				a := newCandidate(t, api, "a", nil)
 				b := newCandidate(t, api, "b", nil)
 				a.start()
 				synctest.Wait()
+				require.True(t, a.e.IsLeader())
 				b.start()
 				time.Sleep(ld + rp/4) // between two renewals of a; b follows
+				// a is cut off: its next renewal hangs, and its watch,
+				// once closed, cannot be opened again.
+				api.Client("a").Partition()
+				api.CloseWatches()
+				synctest.Wait()
 				if err := tc.edit(api); err != nil {
 					t.Fatal(err)
 				}
-				api.Client("a").Partition() // a's next renewal hangs
+				// A newcomer that never saw the Lease, started right
+				// after the edit.
+				c := newCandidate(t, api, "c", nil)
+				c.start()
 				ctx, cancel := context.WithTimeout(context.Background(), rd)
 				defer cancel()
 				for ctx.Err() == nil {
 					time.Sleep(10 * time.Millisecond)
-					if l := leaders(a, b); len(l) > 1 {
+					if l := leaders(a, b, c); len(l) > 1 {
 						t.Errorf("two leaders %v", l)
 						break
 					}
@@ -329,6 +336,7 @@ func TestKnownFindingRevokingEdit(t *testing.T) {
 				api.Client("a").Heal()
 				a.stop()
 				b.stop()
+				c.stop()
 			})
 		})
 	}

@@ -20,9 +20,10 @@ import (
 // cleared by the next success.
 func TestStatsAndDegradedSignal(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := relecttest.NewLeaseAPI() // no Lease: a creates it after LeaseDuration
 		a := newCandidate(t, api, "a", func(o *relect.Options) { o.DegradedAfter = 3 })
 		a.start()
+		time.Sleep(ld)
 		synctest.Wait()
 		s := a.e.Stats()
 		assert.True(t, s.Leading)
@@ -70,7 +71,7 @@ func (r *fakeRecorder) Eventf(_ runtime.Object, eventType, reason, message strin
 // client-go's "stopped leading" on every exit.
 func TestKubernetesEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
+		api := newAPI()
 		rec := &fakeRecorder{}
 		a := newCandidate(t, api, "a", func(o *relect.Options) { o.EventRecorder = rec })
 		b := newCandidate(t, api, "b", func(o *relect.Options) { o.EventRecorder = rec })

@@ -72,7 +72,7 @@ func TestControllerExample(t *testing.T) {
 	}
 	waitHolder := func(what string, ok func(string) bool) string {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
+		deadline := time.Now().Add(30 * time.Second) // the first: LeaseDuration (15 s) after the Lease was found missing
 		for time.Now().Before(deadline) {
 			if h := holder(); ok(h) {
 				return h

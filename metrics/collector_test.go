@@ -191,6 +191,7 @@ func (c *candidate) checkStats(g prometheus.Gatherer) relect.Stats {
 func TestCollectorLeaderAndFollower(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := relecttest.NewLeaseAPI()
+		api.PutReleased(ns, lease)
 		reg := prometheus.NewPedanticRegistry()
 		a := newCandidate(t, api, reg, "a", nil)
 		b := newCandidate(t, api, reg, "b", nil)
@@ -239,7 +240,7 @@ relect_last_success_timestamp_seconds{` + labelsA + `} 9.466848e+08
 relect_last_success_timestamp_seconds{` + labelsB + `} 9.466848e+08
 # HELP relect_term Number of the current term, the Lease's leaseTransitions at acquisition (the fencing token); 0 when not leading.
 # TYPE relect_term gauge
-relect_term{` + labelsA + `} 0
+relect_term{` + labelsA + `} 1
 relect_term{` + labelsB + `} 0
 # HELP relect_term_remaining_seconds Seconds until the current term's validity ends unless renewed (on the process's monotonic clock); 0 when not leading.
 # TYPE relect_term_remaining_seconds gauge
@@ -293,6 +294,7 @@ relect_token_bucket_wait_seconds_total{` + labelsB + `} 0
 func TestCollectorFaults(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := relecttest.NewLeaseAPI()
+		api.PutReleased(ns, lease)
 		reg := prometheus.NewPedanticRegistry()
 		degradedAfter := func(o *relect.Options) { o.DegradedAfter = 3 }
 		a := newCandidate(t, api, reg, "a", degradedAfter)
@@ -314,7 +316,7 @@ func TestCollectorFaults(t *testing.T) {
 		assert.Greater(t, value(t, all, "relect_backoff_seconds_total", "a"), 0.0)
 		assert.Equal(t, 1.0, value(t, all, "relect_terms_started_total", "a"))
 		assert.Equal(t, 1.0, value(t, all, "relect_is_leader", "b"))
-		assert.Equal(t, 1.0, value(t, all, "relect_term", "b"), "the next term number")
+		assert.Equal(t, 2.0, value(t, all, "relect_term", "b"), "the next term number")
 		assert.Equal(t, 1.0, value(t, all, "relect_terms_started_total", "b"))
 		assert.Equal(t, 0.0, value(t, all, "relect_degraded", "b"))
 		failed := 0.0
@@ -346,6 +348,7 @@ func TestCollectorFaults(t *testing.T) {
 func TestCollectorBucketWaitAndDroppedEvents(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := relecttest.NewLeaseAPI()
+		api.PutReleased(ns, lease)
 		reg := prometheus.NewPedanticRegistry()
 		a := newCandidate(t, api, reg, "a", nil)
 		b := newCandidate(t, api, reg, "b", func(o *relect.Options) {

@@ -13,7 +13,8 @@ import (
 
 // A Collector registered on the caller's own registry, read while leading.
 func ExampleNewCollector() {
-	api := relecttest.NewLeaseAPI() // in production: Config: restConfig
+	api := relecttest.NewLeaseAPI()             // in production: Config: restConfig
+	api.PutReleased("default", "my-controller") // taken at once; a missing Lease only after LeaseDuration
 	ctx, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
 	reg := prometheus.NewRegistry()

@@ -19,6 +19,10 @@ func Example() {
 	t := &testing.T{} // in a real test, use the test's *testing.T
 	synctest.Test(t, func(t *testing.T) {
 		api := relecttest.NewLeaseAPI()
+		// The Lease as a release leaves it, so the first candidate takes
+		// it at once: relect creates a missing Lease only LeaseDuration
+		// after it found it missing.
+		api.PutReleased("default", "example")
 		ctx, cancel := context.WithCancel(context.Background())
 		start := time.Now()
 		var electors []*relect.Elector

@@ -112,6 +112,29 @@ func (a *LeaseAPI) Put(lease *coordinationv1.Lease) {
 	a.storeLocked(k, l, ev)
 }
 
+// PutReleased stores the Lease namespace/name as a release leaves it — no
+// holder, a lease duration of 1 s, leaseTransitions 0 — creating it or
+// replacing the one stored. Candidates take a released Lease at once; a
+// missing Lease relect creates only LeaseDuration after finding it missing,
+// because it cannot tell one that never existed from one deleted by hand
+// while held. Tests that want the first acquisition at once start here. The
+// first term is then number 1.
+func (a *LeaseAPI) PutReleased(namespace, name string) {
+	one, zero := int32(1), int32(0)
+	holder := ""
+	now := metav1.NowMicro()
+	a.Put(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       &holder,
+			LeaseDurationSeconds: &one,
+			LeaseTransitions:     &zero,
+			AcquireTime:          &now,
+			RenewTime:            &now,
+		},
+	})
+}
+
 // Delete removes the Lease by hand. It fails with NotFound if there is none.
 func (a *LeaseAPI) Delete(namespace, name string) error {
 	a.mu.Lock()

@@ -11,7 +11,10 @@
 // status block (leader, term, each candidate's state and Lease API calls so
 // far, over all its incarnations):
 //
-//  1. c1 starts alone and takes the lease; the others join as followers.
+//  1. c1 starts alone and takes the lease — LeaseDuration after it found
+//     the Lease missing, if there is none yet (relect cannot tell a Lease
+//     never created from one deleted while someone held it); the others
+//     join as followers.
 //  2. Crash: c1's Run is cancelled with KeepLeaseOnCancel, so it does not
 //     release: the Lease looks exactly as after kill -9. A follower takes
 //     over once the lease has expired, about LeaseDuration later. c1 is

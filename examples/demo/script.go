@@ -181,9 +181,13 @@ func (d *demo) steps(ctx context.Context) error {
 	if err := first.start(true); err != nil {
 		return err
 	}
-	if _, err := d.waitFor(ctx, "a first leader", func() bool { _, ok := first.term(); return ok }); err != nil {
+	started := time.Now()
+	led, err := d.waitFor(ctx, "a first leader", func() bool { _, ok := first.term(); return ok })
+	if err != nil {
 		return err
 	}
+	d.tl.printf(led, "demo", "%s leads %s after it started (a missing Lease is created LeaseDuration after it was "+
+		"found missing, in case it was deleted while held; an existing free one is taken at once)", first.name, seconds(led.Sub(started)))
 	for _, p := range d.procs[1:] {
 		if err := p.start(false); err != nil {
 			return err

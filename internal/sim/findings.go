@@ -28,7 +28,9 @@ const (
 	// renewal, still leads: for up to RetryPeriod, or up to RenewDeadline
 	// if its own calls fail. (The other revoking edits, a missing, zero or
 	// negative duration, relect defends by flooring the duration at its
-	// own LeaseDuration; they are not excused.)
+	// own LeaseDuration.) relect now waits out an emptied holder like a
+	// held lease, and creates a missing Lease only once it has watched it
+	// missing for its LeaseDuration.
 	RevokingEdit Finding = "F2 hand-deleted or emptied Lease"
 )
 
@@ -37,12 +39,16 @@ var Findings = []Finding{InvisibleRenewal, RevokingEdit}
 
 // Open reports whether f is still open in relect. A test may excuse the
 // violations an open finding explains; one that a fixed finding explains is
-// a regression.
+// a regression. Both are fixed:
 //
-// InvisibleRenewal was fixed while this simulator was written: relect.New
-// now requires LeaseDuration − RenewDeadline ≥ 1 s, the resolution of the
-// record's times, and no schedule has reproduced it since.
-func (f Finding) Open() bool { return f == RevokingEdit }
+//   - InvisibleRenewal while this simulator was written: relect.New now
+//     requires LeaseDuration − RenewDeadline ≥ 1 s, the resolution of the
+//     record's times, and validity counts from the first write with the
+//     current JSON;
+//   - RevokingEdit after it: see its comment.
+//
+// No schedule has reproduced either since.
+func (f Finding) Open() bool { return false }
 
 // Explain returns the known finding that accounts for safety violation v
 // of h, or "" if none does (and for any other class). Of v's two
