@@ -11,6 +11,7 @@ import (
 	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -110,7 +111,8 @@ type Options struct {
 	// the downward API (fieldRef metadata.name). Either way a restarted
 	// process does not resume a lease its previous incarnation held: relect
 	// treats a record it did not write as a stranger's and takes it over
-	// only once it expires (see docs/design.md). At most 253 bytes.
+	// only once it expires (see docs/design.md). At most 253 bytes, valid
+	// UTF-8.
 	Identity string
 
 	// LeaseDuration is how long, after they last saw the Lease change,
@@ -271,6 +273,10 @@ func resolve(o Options) (*config, error) {
 		}
 		if len(o.Identity) > 253 {
 			bad("Identity", "is %d bytes long, more than 253", len(o.Identity))
+		}
+		if !utf8.ValidString(o.Identity) {
+			bad("Identity", "%q is not valid UTF-8: the API server would store it altered, and "+
+				"this candidate would not recognise the lease it holds", o.Identity)
 		}
 	}
 

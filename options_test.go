@@ -44,6 +44,7 @@ func TestNewRejectsInvalidOptionsNamingTheField(t *testing.T) {
 		{"empty name", func(o *relect.Options) { o.Name = "" }, "Name"},
 		{"bad name", func(o *relect.Options) { o.Name = "a/b" }, "Name"},
 		{"long identity", func(o *relect.Options) { o.Identity = strings.Repeat("x", 254) }, "Identity"},
+		{"identity not UTF-8", func(o *relect.Options) { o.Identity = "pod-\xff" }, "Identity"},
 		{"no OnStartedLeading", func(o *relect.Options) { o.OnStartedLeading = nil }, "OnStartedLeading"},
 		{"negative lease duration", func(o *relect.Options) { o.LeaseDuration = -time.Second }, "LeaseDuration"},
 		{"sub-second lease duration", func(o *relect.Options) { o.LeaseDuration = 500 * time.Millisecond }, "LeaseDuration"},
