@@ -62,13 +62,14 @@ func (e *Elector) follow(ctx context.Context) (w watch.Interface, rv string, wro
 		}
 	}()
 	needRead := true
+	retry := newRetryBackoff(e.cfg) // after failed calls; reset once watching
 	for {
 		if err := ctx.Err(); err != nil {
 			return nil, "", false, err
 		}
 		if needRead {
 			if err := f.read(ctx); err != nil {
-				if err := e.pause(ctx); err != nil {
+				if err := e.sleep(ctx, retry.next()); err != nil {
 					return nil, "", false, err
 				}
 				continue
@@ -87,7 +88,7 @@ func (e *Elector) follow(ctx context.Context) (w watch.Interface, rv string, wro
 			needRead = true
 			if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
 				f.stopWatch()
-				if err := e.pause(ctx); err != nil {
+				if err := e.sleep(ctx, retry.next()); err != nil {
 					return nil, "", false, err
 				}
 			}
@@ -99,11 +100,12 @@ func (e *Elector) follow(ctx context.Context) (w watch.Interface, rv string, wro
 					return nil, "", false, errWatchForbidden
 				}
 				needRead = true
-				if err := e.pause(ctx); err != nil {
+				if err := e.sleep(ctx, retry.next()); err != nil {
 					return nil, "", false, err
 				}
 				continue
 			}
+			retry.reset() // watching: the follower's steady state
 		}
 		expiry := time.NewTimer(time.Until(f.expiry()))
 		select {
@@ -138,10 +140,12 @@ func (e *Elector) follow(ctx context.Context) (w watch.Interface, rv string, wro
 	}
 }
 
-// pause waits one RetryPeriod after a failed call (the bucket bounds the
-// rate anyway; this keeps a follower's retries at client-go's cadence).
-func (e *Elector) pause(ctx context.Context) error {
-	t := time.NewTimer(e.cfg.RetryPeriod)
+// pause waits one RetryPeriod.
+func (e *Elector) pause(ctx context.Context) error { return e.sleep(ctx, e.cfg.RetryPeriod) }
+
+// sleep waits d, or until ctx is done.
+func (e *Elector) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

@@ -357,9 +357,40 @@ func TestMissingLeaseWaitStartsOverAfterAGap(t *testing.T) {
 			assert.Nil(t, api.Lease(ns, lease), "never watched missing: not created")
 			a.client.Heal()
 			healed := time.Now()
-			waitFor(t, ld+rp+time.Nanosecond, "a leads", a.e.IsLeader)
+			// The next try comes within BackoffMax (LeaseDuration) of
+			// the recovery; the wait counts from the watch it opens.
+			waitFor(t, 2*ld+10*time.Millisecond, "a leads", a.e.IsLeader)
 			assert.GreaterOrEqual(t, time.Since(healed), ld, "LeaseDuration from the first watch that opened")
 			a.stop()
 		})
+	})
+}
+
+// A follower whose calls fail backs off — RetryPeriod, doubling, capped at
+// BackoffMax (default LeaseDuration) — instead of polling the failing API
+// every RetryPeriod as client-go does; once the API answers again it reads
+// the Lease within BackoffMax, and takes it over LeaseDuration later.
+func TestFollowerBacksOffWhileTheAPIFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		putLease(api, "ghost", int32(ld/time.Second), 0) // held by nobody alive
+		a := newCandidate(t, api, "a", nil)
+		a.client.Fail(relecttest.Error(500))
+		a.start()
+		const span = 10 * time.Minute
+		time.Sleep(span)
+		synctest.Wait()
+		calls := a.client.TotalCalls()
+		// Waits of RP, 2RP, 4RP, then LD with ±50 % jitter (clamped): at
+		// least LD/2 apart once capped.
+		assert.LessOrEqual(t, calls, 4+int(span/(ld/2)), "at most one call per LeaseDuration/2 once backed off")
+		assert.GreaterOrEqual(t, calls, int(span/ld), "it keeps trying, at least once per LeaseDuration")
+		t.Logf("%d calls in %v while every call failed (client-go: one per %v–%v)", calls, span, rp, 2*rp+rp/5)
+
+		a.client.Heal()
+		waitFor(t, ld, "a reads the Lease within BackoffMax of the recovery", func() bool { return a.e.Leader() == "ghost" })
+		// Its first observation of the ghost's record starts the expiry.
+		waitFor(t, ld+10*time.Millisecond, "a takes the expired lease over", a.e.IsLeader)
+		a.stop()
 	})
 }

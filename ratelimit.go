@@ -16,35 +16,53 @@ func newLimiter(c *config) *rate.Limiter {
 	return rate.NewLimiter(c.RateLimit, c.RateBurst)
 }
 
-// campaignBackoff paces campaigns after terms that were not stable:
-// exponential from BackoffInitial, doubling, ±50 % jitter, never above
-// BackoffMax, never giving up. cenkalti/backoff caps the interval before
+// expBackoff paces retries: exponential from an initial wait, doubling,
+// ±50 % jitter, never above a cap, never giving up. Campaigns after terms
+// that were not stable use BackoffInitial and BackoffMax
+// (newCampaignBackoff); a follower's retries after failed calls start at
+// RetryPeriod (newRetryBackoff). cenkalti/backoff caps the interval before
 // jitter, so its waits can reach 1.5 × MaxInterval; the clamp in next makes
-// BackoffMax a true cap.
-type campaignBackoff struct {
+// the cap a true cap.
+type expBackoff struct {
 	b   *backoff.ExponentialBackOff
 	max time.Duration
 }
 
-func newCampaignBackoff(c *config) *campaignBackoff {
+func newExpBackoff(initial, maxWait time.Duration) *expBackoff {
 	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(c.BackoffInitial),
-		backoff.WithMaxInterval(c.BackoffMax),
+		backoff.WithInitialInterval(initial),
+		backoff.WithMaxInterval(maxWait),
 		backoff.WithMultiplier(2),
 		backoff.WithRandomizationFactor(0.5),
 		backoff.WithMaxElapsedTime(0), // never backoff.Stop
 	)
-	return &campaignBackoff{b: b, max: c.BackoffMax}
+	return &expBackoff{b: b, max: maxWait}
 }
 
-// next returns the wait before the next campaign.
-func (cb *campaignBackoff) next() time.Duration {
-	d := cb.b.NextBackOff()
-	if d < 0 || d > cb.max { // < 0: the jitter overflowed a huge interval
-		d = cb.max
+// newCampaignBackoff paces campaigns: BackoffInitial doubling to BackoffMax.
+func newCampaignBackoff(c *config) *expBackoff {
+	return newExpBackoff(c.BackoffInitial, c.BackoffMax)
+}
+
+// newRetryBackoff paces a follower's retries while its calls fail: the
+// first after about RetryPeriod (client-go's cadence), then doubling to
+// BackoffMax (at least RetryPeriod). A follower retries only to observe the
+// Lease; polling a failing API every RetryPeriod, as client-go does, only
+// adds to an API server's trouble. After the API recovers, the follower
+// notices within BackoffMax — by default LeaseDuration, the time a failover
+// takes anyway.
+func newRetryBackoff(c *config) *expBackoff {
+	return newExpBackoff(c.RetryPeriod, max(c.RetryPeriod, c.BackoffMax))
+}
+
+// next returns the next wait.
+func (eb *expBackoff) next() time.Duration {
+	d := eb.b.NextBackOff()
+	if d < 0 || d > eb.max { // < 0: the jitter overflowed a huge interval
+		d = eb.max
 	}
 	return d
 }
 
-// reset starts the schedule over, after a stable term.
-func (cb *campaignBackoff) reset() { cb.b.Reset() }
+// reset starts the schedule over.
+func (eb *expBackoff) reset() { eb.b.Reset() }
