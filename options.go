@@ -40,11 +40,15 @@ const (
 	// DefaultDegradedAfter is the default of Options.DegradedAfter.
 	DefaultDegradedAfter = 5
 
-	// DefaultRateBurst is the token bucket's default burst: the calls of
-	// the first acquisition of a Lease that does not exist yet (a Get, a
-	// Create, then client-go's Get, resuming Update and first renewal) and
-	// the leader's watch on its Lease.
-	DefaultRateBurst = 6
+	// DefaultRateBurst is the token bucket's default burst: what a
+	// candidate needs within a second or two without waiting — starting to
+	// follow (a Get and a Watch), losing one race for a released lease (the
+	// conflicting Update and a Get), winning the next (its Update, then
+	// client-go's Get, resuming Update and first renewal) and releasing at
+	// once (one Update), as in a quick rolling restart. With a burst of 6 the
+	// release of a leader stopped right after its election waited up to
+	// 1/RateLimit for a token (docs/performance.md).
+	DefaultRateBurst = 10
 
 	// minRateBurst is the smallest burst that lets an acquisition and a
 	// renewal run without waiting on the bucket: a follower's conditional
@@ -187,7 +191,7 @@ type Options struct {
 	RateLimit rate.Limit
 
 	// RateBurst is the token bucket's size in calls. Zero means
-	// DefaultRateBurst (6). Must be at least 4, the calls of an acquisition
+	// DefaultRateBurst (10). Must be at least 4, the calls of an acquisition
 	// and the first renewal. Ignored when RateLimit is rate.Inf.
 	RateBurst int
 
