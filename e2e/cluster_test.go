@@ -414,8 +414,7 @@ func (w *leaseWatch) changes() []leaseObs {
 // betweenRenewals waits until holder's next renewal is observed, then a
 // little longer, and returns: the next renewal is then about a retry period
 // away, so a signal sent now does not catch a renewal in flight. (A
-// renewal in flight at shutdown is another scenario; see
-// TestShutdownDuringRenewal.)
+// renewal in flight at shutdown is another scenario, not measured here.)
 func (w *leaseWatch) betweenRenewals(t *testing.T, holder string) {
 	t.Helper()
 	w.mu.Lock()
@@ -432,6 +431,34 @@ func (w *leaseWatch) betweenRenewals(t *testing.T, holder string) {
 		return false
 	})
 	time.Sleep(retryPeriod / 10)
+}
+
+// takeover finds the first write after from that names a holder other
+// than prev (the new holder's acquisition), and the last write naming prev
+// the watch saw before it (prev's last renewal as observed). It waits up to
+// timeout for the new holder's write to arrive.
+func (w *leaseWatch) takeover(prev string, from time.Time, timeout time.Duration) (last, next leaseObs, ok bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		w.mu.Lock()
+		for i, o := range w.obs {
+			if !o.at.After(from) || !o.exists || o.holder == "" || o.holder == prev {
+				continue
+			}
+			for j := i - 1; j >= 0; j-- {
+				if w.obs[j].exists && w.obs[j].holder == prev {
+					w.mu.Unlock()
+					return w.obs[j], o, true
+				}
+			}
+			break
+		}
+		w.mu.Unlock()
+		if time.Now().After(deadline) {
+			return leaseObs{}, leaseObs{}, false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // first returns the first observation at or after from that satisfies ok.

@@ -7,7 +7,9 @@
 #      minute in all);
 #   2. builds (or reuses) kube-apiserver and etcd from the Go module proxy
 #      into .cache/ (cold: ~15 min on 2 cores; warm: under a second);
-#   3. the real-control-plane scenarios in the e2e module.
+#   3. the real-control-plane scenarios in the e2e module;
+#   4. the side-by-side benchmark against plain client-go in its short mode
+#      (≈ 3.5 min; prints the table; docs/performance.md has the full mode).
 #
 # RELECT_SKIP_E2E=1 runs only step 1.
 set -euo pipefail
@@ -30,4 +32,10 @@ if [[ -d e2e ]]; then
 	export KUBEBUILDER_ASSETS
 	echo "== e2e: real kube-apiserver + etcd"
 	(cd e2e && RELECT_E2E_REQUIRED=1 go test -count=1 -timeout 30m ./...)
+	echo "== e2e: relect vs plain client-go, side by side (RELECT_PERF=short; docs/performance.md)"
+	perf_table="$(mktemp)"
+	(cd e2e && RELECT_E2E_REQUIRED=1 RELECT_PERF=short RELECT_PERF_OUT="$perf_table" \
+		go test -count=1 -timeout 15m -run '^TestPerformance$' .)
+	cat "$perf_table"
+	rm -f "$perf_table"
 fi

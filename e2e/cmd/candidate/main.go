@@ -6,10 +6,10 @@
 // and records every on/off transition (view "relect") with the term, and
 // every relect Event. With -mode=clientgo it runs a plain client-go
 // LeaderElector with ReleaseOnCancel, calling Run again each time it
-// returns, as elastic-agent does since its PR #4542; it records the
-// OnStartedLeading context (view "ctx": on when the callback starts, off
-// when its context is done), client-go's IsLeader sampled (view
-// "isleader"), and the callbacks.
+// returns, as elastic-agent does since its PR #4542 (package
+// e2e/internal/clientgoloop); it records the OnStartedLeading context
+// (view "ctx": on when the callback starts, off when its context is done),
+// client-go's IsLeader sampled (view "isleader"), and the callbacks.
 //
 // On SIGTERM or SIGINT it cancels the election (a graceful release unless
 // -keep-lease-on-cancel), waits for Run to return, writes an "exit" record
@@ -23,18 +23,15 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
-	"sync"
 	"syscall"
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/e2e/internal/clientgoloop"
 	"github.com/relect/relect/e2e/internal/history"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 type flags struct {
@@ -218,35 +215,23 @@ func runClientGo(ctx context.Context, f flags, cfg *rest.Config, w *history.Writ
 	event := func(name, leader string) {
 		must(w.Write(history.Record{Kind: history.KindEvent, Event: name, Leader: leader}))
 	}
-	// client-go starts OnStartedLeading in a goroutine it does not join;
-	// working counts those still running so that exit can wait for them.
-	var working sync.WaitGroup
-	var mu sync.Mutex
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: f.namespace, Name: f.name},
-			Client:     cs.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: f.identity},
+	loop, err := clientgoloop.New(clientgoloop.Config{
+		Client:        cs,
+		Namespace:     f.namespace,
+		Name:          f.name,
+		Identity:      f.identity,
+		LeaseDuration: f.leaseDuration,
+		RenewDeadline: f.renewDeadline,
+		RetryPeriod:   f.retryPeriod,
+		OnStartedLeading: func(ctx context.Context) {
+			must(w.Write(history.Record{Kind: history.KindOn, View: history.ViewCtx}))
+			<-ctx.Done()
+			now := time.Now().UnixNano()
+			must(w.Write(history.Record{T: now, Kind: history.KindOff, View: history.ViewCtx, LastTrue: now}))
 		},
-		LeaseDuration:   f.leaseDuration,
-		RenewDeadline:   f.renewDeadline,
-		RetryPeriod:     f.retryPeriod,
-		ReleaseOnCancel: true,
-		Name:            f.identity,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				mu.Lock()
-				working.Add(1)
-				mu.Unlock()
-				defer working.Done()
-				must(w.Write(history.Record{Kind: history.KindOn, View: history.ViewCtx}))
-				<-ctx.Done()
-				now := time.Now().UnixNano()
-				must(w.Write(history.Record{T: now, Kind: history.KindOff, View: history.ViewCtx, LastTrue: now}))
-			},
-			OnStoppedLeading: func() { event("OnStoppedLeading", "") },
-			OnNewLeader:      func(id string) { event("OnNewLeader", id) },
-		},
+		OnStoppedLeading: func() { event("OnStoppedLeading", "") },
+		OnNewLeader:      func(id string) { event("OnNewLeader", id) },
+		OnRunReturned:    func() { event("run-returned", "") },
 	})
 	if err != nil {
 		return err
@@ -255,10 +240,7 @@ func runClientGo(ctx context.Context, f flags, cfg *rest.Config, w *history.Writ
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
-		for ctx.Err() == nil {
-			le.Run(ctx)
-			event("run-returned", "")
-		}
+		loop.Run(ctx)
 	}()
 
 	s := &sampler{w: w, view: history.ViewIsLeader}
@@ -266,16 +248,10 @@ func runClientGo(ctx context.Context, f flags, cfg *rest.Config, w *history.Writ
 	defer tick.Stop()
 	for {
 		t0 := time.Now()
-		leading := le.IsLeader()
+		leading := loop.IsLeader()
 		s.sample(t0, time.Now(), leading, 0)
 		select {
 		case <-loopDone:
-			// An OnStartedLeading goroutine of the last Run may not have
-			// started yet; give it a moment, then wait for all of them.
-			time.Sleep(50 * time.Millisecond)
-			mu.Lock()
-			working.Wait()
-			mu.Unlock()
 			return context.Cause(ctx)
 		case <-tick.C:
 		}

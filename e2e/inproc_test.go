@@ -1,0 +1,357 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/relect/relect"
+	"github.com/relect/relect/e2e/internal/clientgoloop"
+	utilnet "k8s.io/apimachinery/pkg/util/net"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
+)
+
+// This file holds the benchmark's in-process candidates (procs): a relect
+// Elector or a clientgoloop.Loop in a goroutine of the test process, whose
+// Lease requests are stamped by a counting http.RoundTripper. The suite's
+// candidate processes (candidate_test.go) are used where a process must die
+// (SIGKILL); everything that counts requests or bytes runs in process.
+
+// request is one Lease request a candidate's client sent.
+type request struct {
+	at   time.Time
+	verb string // GET, WATCH, PUT (update), POST (create), ...
+	// forwarded: it went to the apiserver; false if the reqLog answered
+	// it with an injected 500.
+	forwarded bool
+}
+
+// reqLog is a counting http.RoundTripper for one candidate's clients,
+// installed with rest.Config.WrapTransport: it stamps every Lease request
+// when it is sent and, while fail is set, answers it with a synthesized
+// HTTP 500 Status instead of sending it (fault injection at the HTTP
+// level; the suite's faultproxy works at the TCP level).
+type reqLog struct {
+	fail  atomic.Bool
+	conns atomic.Int64 // connections its dialer opened that are not closed yet
+
+	mu    sync.Mutex
+	reqs  []request
+	inner []http.RoundTripper // the transports wrapped, to close their connections
+}
+
+// wrap is a rest.Config.WrapTransport.
+func (l *reqLog) wrap(rt http.RoundTripper) http.RoundTripper {
+	l.mu.Lock()
+	l.inner = append(l.inner, rt)
+	l.mu.Unlock()
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if !strings.Contains(req.URL.Path, "/leases") {
+			return rt.RoundTrip(req)
+		}
+		r := request{at: time.Now(), verb: verbOf(req), forwarded: !l.fail.Load()}
+		l.mu.Lock()
+		l.reqs = append(l.reqs, r)
+		l.mu.Unlock()
+		if !r.forwarded {
+			return injected500(req), nil
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// verbOf names a request as the apiserver's metrics do.
+func verbOf(req *http.Request) string {
+	if req.Method == http.MethodGet {
+		if w := req.URL.Query().Get("watch"); w == "true" || w == "1" {
+			return "WATCH"
+		}
+	}
+	return req.Method
+}
+
+// injected500 is the answer of an apiserver whose Lease API fails: a Status
+// with code 500, reason InternalError.
+func injected500(req *http.Request) *http.Response {
+	if req.Body != nil {
+		req.Body.Close() // a RoundTripper closes the body, sent or not
+	}
+	const body = `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure",` +
+		`"message":"injected by the e2e benchmark","reason":"InternalError","code":500}`
+	return &http.Response{
+		Status:        "500 Internal Server Error",
+		StatusCode:    http.StatusInternalServerError,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        http.Header{"Content-Type": []string{"application/json"}},
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Request:       req,
+	}
+}
+
+// all returns every request logged so far.
+func (l *reqLog) all() []request {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]request(nil), l.reqs...)
+}
+
+// count returns how many requests were sent in [from, to), and how many of
+// them were forwarded to the apiserver.
+func (l *reqLog) count(from, to time.Time) (sent, forwarded int) {
+	for _, r := range l.all() {
+		if !r.at.Before(from) && r.at.Before(to) {
+			sent++
+			if r.forwarded {
+				forwarded++
+			}
+		}
+	}
+	return sent, forwarded
+}
+
+// has reports whether a request with this verb was sent.
+func (l *reqLog) has(verb string) bool {
+	for _, r := range l.all() {
+		if r.verb == verb {
+			return true
+		}
+	}
+	return false
+}
+
+// waitSince waits until a request with this verb sent at or after since
+// has been logged.
+func (l *reqLog) waitSince(verb string, since time.Time, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, r := range l.all() {
+			if r.verb == verb && !r.at.Before(since) {
+				return nil
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return fmt.Errorf("no %s request sent since %s within %v", verb, since.Format("15:04:05.000"), timeout)
+}
+
+// closeIdle closes the idle connections of the wrapped transports, so that
+// their goroutines end with the candidate, and checks that none is left:
+// once the clients' calls have returned, every connection is idle soon.
+// (A stream closed by the client, such as a stopped watch, may take a
+// moment to leave its connection.)
+func (l *reqLog) closeIdle() error {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		l.mu.Lock()
+		for _, rt := range l.inner {
+			utilnet.CloseIdleConnectionsFor(rt)
+		}
+		l.mu.Unlock()
+		if l.conns.Load() == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d connections still open after every call returned", l.conns.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// countedConn is a connection a reqLog's dialer opened.
+type countedConn struct {
+	net.Conn
+	once sync.Once
+	open *atomic.Int64
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.open.Add(-1) })
+	return c.Conn.Close()
+}
+
+// restConfig returns a system:masters config, straight to the apiserver,
+// whose clients log their Lease requests in l. It has a dialer of its own:
+// client-go shares one transport, hence one HTTP/2 connection, between
+// configs with equal TLS settings, and each candidate should reach the
+// apiserver as a process of its own would, on its own connection (which
+// its reqLog counts, so that closeIdle can tell that it was closed).
+func (c *cluster) restConfig(l *reqLog) *rest.Config {
+	cfg := c.adminConfig()
+	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := d.DialContext(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		l.conns.Add(1)
+		return &countedConn{Conn: conn, open: &l.conns}, nil
+	}
+	cfg.WrapTransport = l.wrap
+	return cfg
+}
+
+// leaseTiming is a candidate's LeaseDuration, RenewDeadline, RetryPeriod.
+type leaseTiming struct{ ld, rd, rp time.Duration }
+
+func (lt leaseTiming) String() string {
+	return fmt.Sprintf("LD %v / RD %v / RP %v", lt.ld, lt.rd, lt.rp)
+}
+
+// productionTiming is relect's defaults (and Kubernetes' own components').
+var productionTiming = leaseTiming{relect.DefaultLeaseDuration, relect.DefaultRenewDeadline, relect.DefaultRetryPeriod}
+
+// procOpts configure an in-process candidate.
+type procOpts struct {
+	mode   string // modeRelect or modeClientGo
+	lease  string
+	id     string
+	timing leaseTiming
+	// onStarted, if not nil, is called first thing in OnStartedLeading,
+	// with the time it was called.
+	onStarted func(p *proc, at time.Time)
+}
+
+// proc is an in-process candidate.
+type proc struct {
+	id, mode string
+	reqs     *reqLog
+	leading  atomic.Bool // in OnStartedLeading, its context not done
+	cancel   context.CancelFunc
+	done     chan struct{} // closed when Run has returned
+	runErr   error         // what Run returned; read after done
+}
+
+// startProc starts an in-process candidate. Its logs, and client-go's, are
+// discarded.
+func (c *cluster) startProc(o procOpts) (*proc, error) {
+	p := &proc{id: o.id, mode: o.mode, reqs: &reqLog{}, done: make(chan struct{})}
+	cfg := c.restConfig(p.reqs)
+	work := func(ctx context.Context) {
+		at := time.Now()
+		p.leading.Store(true)
+		if o.onStarted != nil {
+			o.onStarted(p, at)
+		}
+		<-ctx.Done()
+		p.leading.Store(false)
+	}
+	var run func(context.Context) error
+	switch o.mode {
+	case modeRelect:
+		e, err := relect.New(relect.Options{
+			Config:           cfg,
+			Namespace:        namespace,
+			Name:             o.lease,
+			Identity:         o.id,
+			LeaseDuration:    o.timing.ld,
+			RenewDeadline:    o.timing.rd,
+			RetryPeriod:      o.timing.rp,
+			OnStartedLeading: work,
+		})
+		if err != nil {
+			return nil, err
+		}
+		run = e.Run
+	case modeClientGo:
+		cs, err := kubernetes.NewForConfig(cfg)
+		if err != nil {
+			return nil, err
+		}
+		loop, err := clientgoloop.New(clientgoloop.Config{
+			Client:           cs,
+			Namespace:        namespace,
+			Name:             o.lease,
+			Identity:         o.id,
+			LeaseDuration:    o.timing.ld,
+			RenewDeadline:    o.timing.rd,
+			RetryPeriod:      o.timing.rp,
+			OnStartedLeading: work,
+		})
+		if err != nil {
+			return nil, err
+		}
+		run = func(ctx context.Context) error { loop.Run(ctx); return ctx.Err() }
+	default:
+		return nil, fmt.Errorf("unknown mode %q", o.mode)
+	}
+	ctx, cancel := context.WithCancel(klog.NewContext(context.Background(), logr.Discard()))
+	p.cancel = cancel
+	go func() {
+		defer close(p.done)
+		p.runErr = run(ctx)
+	}()
+	return p, nil
+}
+
+// stop cancels the candidate's Run (relect and the loop both release a
+// lease they hold), waits for it to return and closes its connections.
+func (p *proc) stop() error {
+	p.cancel()
+	<-p.done
+	var errs []error
+	if p.runErr != nil && !errors.Is(p.runErr, context.Canceled) {
+		errs = append(errs, fmt.Errorf("%s: Run returned %w", p.id, p.runErr))
+	}
+	if err := p.reqs.closeIdle(); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", p.id, err))
+	}
+	return errors.Join(errs...)
+}
+
+// startProcs starts n candidates named prefix-0 … prefix-(n-1).
+func (c *cluster) startProcs(n int, prefix string, o procOpts) ([]*proc, error) {
+	var ps []*proc
+	for i := 0; i < n; i++ {
+		o.id = fmt.Sprintf("%s-%d", prefix, i)
+		p, err := c.startProc(o)
+		if err != nil {
+			stopProcs(ps)
+			return nil, err
+		}
+		ps = append(ps, p)
+	}
+	return ps, nil
+}
+
+// stopProcs stops all of ps at once.
+func stopProcs(ps []*proc) error {
+	for _, p := range ps {
+		p.cancel()
+	}
+	var errs []error
+	for _, p := range ps {
+		errs = append(errs, p.stop())
+	}
+	return errors.Join(errs...)
+}
+
+// leaderOf waits until one of ps leads and returns it.
+func leaderOf(ps []*proc, timeout time.Duration) (*proc, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, p := range ps {
+			if p.leading.Load() {
+				return p, nil
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil, fmt.Errorf("no leader among %d candidates within %v", len(ps), timeout)
+}

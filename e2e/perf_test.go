@@ -1,0 +1,1013 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relect/relect"
+	"go.uber.org/goleak"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+)
+
+// The side-by-side benchmark: relect and the plain client-go loop
+// (e2e/internal/clientgoloop) in one run, on the suite's control plane. It
+// prints a markdown table; docs/performance.md says what each row measures.
+// It only fails when something is broken (no leader at all, a Run that
+// returned an error, a goroutine left behind), never on a figure.
+
+// Environment variables of the benchmark.
+const (
+	// envPerf selects the benchmark's size: "short" (CI, ≈ 3.5 min) or
+	// "full" (≈ 15 min); unset skips TestPerformance.
+	envPerf = "RELECT_PERF"
+	// envPerfOut, if set, is a file the table is written to as well.
+	envPerfOut = "RELECT_PERF_OUT"
+)
+
+// perfParams size one run of the benchmark.
+type perfParams struct {
+	warmup, window time.Duration // rows a and d: after the faults began
+	handovers      int           // row b, per implementation
+	failovers      int           // row c, per implementation
+	scaleN         int           // row e: candidates on one Lease
+	scaleIdle      time.Duration // row e: the idle baseline
+	scaleWarmup    time.Duration // row e: after the candidates started
+	scaleWindow    time.Duration // row e: per implementation
+	overheadN      int           // row f: idle followers
+}
+
+var perfModes = map[string]perfParams{
+	"short": {warmup: 12 * time.Second, window: 30 * time.Second, handovers: 8, failovers: 3,
+		scaleN: 200, scaleIdle: 15 * time.Second, scaleWarmup: 8 * time.Second, scaleWindow: 20 * time.Second, overheadN: 50},
+	"full": {warmup: 20 * time.Second, window: 3 * time.Minute, handovers: 30, failovers: 12,
+		scaleN: 200, scaleIdle: 90 * time.Second, scaleWarmup: 20 * time.Second, scaleWindow: 2 * time.Minute, overheadN: 50},
+}
+
+// implementations, in the table's column order.
+var implementations = []string{modeRelect, modeClientGo}
+
+// failoverTiming is row c's: short, so that a crash failover takes seconds.
+var failoverTiming = leaseTiming{4 * time.Second, 3 * time.Second, time.Second}
+
+// maxPoll is the longest pause between two acquisition tries of a
+// client-go follower.
+func maxPoll(lt leaseTiming) time.Duration { return lt.rp * 22 / 10 }
+
+// electionTimeout bounds how long a Lease may go without a leader when
+// nothing is broken: an expiry, two polls, and slack.
+func electionTimeout(lt leaseTiming) time.Duration { return lt.ld + 2*maxPoll(lt) + 2*slack }
+
+// TestPerformance runs every row of the benchmark and prints the table.
+func TestPerformance(t *testing.T) {
+	size := os.Getenv(envPerf)
+	if size == "" {
+		t.Skipf("%s is not set: skipping the benchmark (%s=short or %s=full)", envPerf, envPerf, envPerf)
+	}
+	p, ok := perfModes[size]
+	if !ok {
+		t.Fatalf("%s=%q: want short or full", envPerf, size)
+	}
+	c := requireCluster(t)
+	candidateBinary(t)
+	// Every goroutine the benchmark starts ends with it. Connections of
+	// client-go's shared, cached transport for the admin config (the Lease
+	// watches, the /metrics scrapes) stay open, idle, as they would in any
+	// client-go program, so connection loops are not counted here; the
+	// candidates' own connections are counted by their dialers and must
+	// all be closed when they stop (reqLog.closeIdle).
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		goleak.VerifyNone(t, ignore,
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).readLoop"),
+			goleak.IgnoreAnyFunction("net/http.(*persistConn).writeLoop"),
+			goleak.IgnoreAnyFunction("golang.org/x/net/http2.(*ClientConn).readLoop"))
+	})
+
+	res := &perfResults{size: size, p: p}
+	start := time.Now()
+	phase := func(name string, f func(t *testing.T)) {
+		t.Helper()
+		begin := time.Now()
+		t.Run(name, f)
+		t.Logf("%s took %v", name, time.Since(begin).Round(time.Second))
+	}
+	phase("requests", func(t *testing.T) { benchRequests(t, c, p, res) })
+	phase("handover", func(t *testing.T) {
+		for _, fresh := range []bool{false, true} {
+			for _, mode := range implementations {
+				name := mode
+				if fresh {
+					name += "-fresh"
+				}
+				t.Run(name, func(t *testing.T) {
+					t.Parallel()
+					lat := benchHandover(t, c, mode, p.handovers, fresh)
+					res.set(func() { res.handover[name] = lat })
+				})
+			}
+		}
+	})
+	phase("failover", func(t *testing.T) {
+		for _, mode := range implementations {
+			t.Run(mode, func(t *testing.T) {
+				t.Parallel()
+				runs := benchFailover(t, c, mode, p.failovers)
+				res.set(func() { res.failover[mode] = runs })
+			})
+		}
+	})
+	phase("overhead", func(t *testing.T) {
+		for _, mode := range implementations {
+			g, h := benchOverhead(t, c, mode, p.overheadN)
+			res.set(func() { res.goroutines[mode], res.heapKiB[mode] = g, h })
+		}
+	})
+	phase("scale", func(t *testing.T) { benchScale(t, c, p, res) })
+
+	table := res.table(c.machine(t), time.Since(start))
+	fmt.Print("\n" + table)
+	if out := os.Getenv(envPerfOut); out != "" {
+		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
+			t.Errorf("writing the table: %v", err)
+		}
+	}
+}
+
+// perfResults collects the figures of every row; set serializes writers.
+type perfResults struct {
+	size string
+	p    perfParams
+
+	mu sync.Mutex
+	// a: Lease requests per minute of each follower and of the leader.
+	followerRates, leaderRates map[string][]float64
+	// d: calls per candidate per minute, by fault ("d1", "d2"), then by
+	// implementation; budget is relect's worst use of its token bucket.
+	faultRates map[string]map[string][]float64
+	budget     budgetUse
+	// The cross-check: lease requests in the window of rows a and d
+	// (window long), counted by the transports and by the apiserver.
+	countedReqs, apiReqs float64
+	window               time.Duration
+	// b: by implementation, "-fresh" appended for fresh leaders; c, e, f:
+	// by implementation.
+	handover            map[string][]time.Duration
+	failover            map[string][]failoverRun
+	scaleIdles          [2]loadRates // before and after the candidates
+	scale               map[string]loadRates
+	scaleCounted        map[string]float64 // lease requests per second counted by the transports
+	goroutines, heapKiB map[string]float64
+}
+
+func (r *perfResults) set(f func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.followerRates == nil {
+		r.followerRates, r.leaderRates = map[string][]float64{}, map[string][]float64{}
+		r.faultRates = map[string]map[string][]float64{"d1": {}, "d2": {}}
+		r.handover, r.failover = map[string][]time.Duration{}, map[string][]failoverRun{}
+		r.scale, r.scaleCounted = map[string]loadRates{}, map[string]float64{}
+		r.goroutines, r.heapKiB = map[string]float64{}, map[string]float64{}
+	}
+	f()
+}
+
+// ---- rows a and d: requests per candidate, healthy and under faults ----
+
+// The candidates of rows a and d, per implementation.
+const (
+	steadyCandidates = 6 // a: a leader and 5 followers
+	faultCandidates  = 3 // d1, d2
+)
+
+// benchRequests runs rows a, d1 and d2 for both implementations at once, on
+// six Leases, and counts every candidate's Lease requests in one window.
+func benchRequests(t *testing.T, c *cluster, p perfParams, res *perfResults) {
+	type group struct {
+		row, mode, lease string
+		procs            []*proc
+	}
+	var groups []*group
+	var all []*proc
+	var thieves []*thief
+	t.Cleanup(func() {
+		for _, th := range thieves {
+			if err := th.stop(); err != nil {
+				t.Errorf("thief: %v", err)
+			}
+		}
+		if err := stopProcs(all); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, row := range []string{"a", "d1", "d2"} {
+		n := faultCandidates
+		if row == "a" {
+			n = steadyCandidates
+		}
+		for _, mode := range implementations {
+			g := &group{row: row, mode: mode, lease: fmt.Sprintf("%s-%s-%s", leaseName(t), row, mode)}
+			c.createReleasedLease(t, g.lease)
+			ps, err := c.startProcs(n, row+"-"+mode, procOpts{mode: mode, lease: g.lease, timing: productionTiming})
+			if err != nil {
+				t.Fatal(err)
+			}
+			g.procs, all = ps, append(all, ps...)
+			groups = append(groups, g)
+		}
+	}
+	for _, g := range groups {
+		if _, err := leaderOf(g.procs, electionTimeout(productionTiming)); err != nil {
+			t.Fatalf("row %s, %s: %v", g.row, g.mode, err)
+		}
+	}
+	// relect copies Options.Config: its clients must still count.
+	for _, p := range all {
+		if len(p.reqs.all()) == 0 {
+			t.Fatalf("%s: its transport saw no Lease request: rest.Config.WrapTransport was lost", p.id)
+		}
+	}
+
+	for _, g := range groups {
+		switch g.row {
+		case "d1":
+			for _, p := range g.procs {
+				p.reqs.fail.Store(true)
+			}
+		case "d2":
+			th, err := c.startThief(g.lease, time.Second, productionTiming.ld)
+			if err != nil {
+				t.Fatal(err)
+			}
+			thieves = append(thieves, th)
+		}
+	}
+	t.Logf("faults on: every Lease call of the d1 candidates answered 500; a thief steals each d2 Lease every second; warm-up %v, window %v", p.warmup, p.window)
+	time.Sleep(p.warmup)
+
+	ctx := context.Background()
+	m0, err := c.scrapeMetrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w0 := time.Now()
+	var leaders0 []*proc
+	for _, g := range groups {
+		leaders0 = append(leaders0, currentLeader(g.procs))
+	}
+	time.Sleep(p.window)
+	w1 := time.Now()
+	m1, err := c.scrapeMetrics(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	minutes := w1.Sub(w0).Minutes()
+
+	counted := 0
+	for _, th := range thieves {
+		_, fwd := th.reqs.count(w0, w1)
+		counted += fwd
+		t.Logf("thief of %s stole it %d times", th.lease, th.steals.Load())
+	}
+	var budget budgetUse
+	for gi, g := range groups {
+		var perProc []string
+		for _, p := range g.procs {
+			sent, fwd := p.reqs.count(w0, w1)
+			counted += fwd
+			perMin := float64(sent) / minutes
+			perProc = append(perProc, fmt.Sprintf("%s %.1f", p.id, perMin))
+			switch {
+			case g.row != "a":
+				res.set(func() { res.faultRates[g.row][g.mode] = append(res.faultRates[g.row][g.mode], perMin) })
+			case p == leaders0[gi]:
+				res.set(func() { res.leaderRates[g.mode] = append(res.leaderRates[g.mode], perMin) })
+			default:
+				res.set(func() { res.followerRates[g.mode] = append(res.followerRates[g.mode], perMin) })
+			}
+			if g.mode == modeRelect {
+				budget = budget.worse(checkBudget(p.reqs.all(), productionTiming))
+			}
+		}
+		if l := currentLeader(g.procs); l != leaders0[gi] && g.row == "a" {
+			t.Errorf("row a, %s: the leader changed during the window (%v → %v)", g.mode, procID(leaders0[gi]), procID(l))
+		}
+		t.Logf("row %s, %s: Lease requests per minute in the window: %s", g.row, g.mode, strings.Join(perProc, ", "))
+	}
+	res.set(func() {
+		res.budget = budget
+		res.countedReqs, res.apiReqs, res.window = float64(counted), m1.total()-m0.total(), w1.Sub(w0)
+	})
+	t.Logf("cross-check: the transports counted %d lease requests sent to the apiserver in the window, the apiserver %0.f", counted, m1.total()-m0.total())
+}
+
+// createReleasedLease (re)creates the Lease as a release leaves it (no
+// holder, leaseDurationSeconds 1), so that any candidate may take it at once:
+// every election of the benchmark starts from there, not from a missing
+// Lease.
+func (c *cluster) createReleasedLease(t *testing.T, name string) {
+	t.Helper()
+	leases := c.client(t).CoordinationV1().Leases(namespace)
+	ctx := context.Background()
+	if err := leases.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("deleting lease %s: %v", name, err)
+	}
+	holder, secs, transitions := "", int32(1), int32(0)
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &secs, LeaseTransitions: &transitions},
+	}
+	if _, err := leases.Create(ctx, l, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("creating lease %s: %v", name, err)
+	}
+}
+
+// currentLeader is the candidate of ps that leads now, or nil.
+func currentLeader(ps []*proc) *proc {
+	for _, p := range ps {
+		if p.leading.Load() {
+			return p
+		}
+	}
+	return nil
+}
+
+func procID(p *proc) string {
+	if p == nil {
+		return "nobody"
+	}
+	return p.id
+}
+
+// budgetUse is relect's worst use of its token bucket: the most requests
+// beyond the sustained rate in any interval (a bucket of burst b allows b).
+type budgetUse struct {
+	rate   float64 // calls per second
+	burst  int
+	excess float64
+}
+
+func (b budgetUse) worse(o budgetUse) budgetUse {
+	if o.excess > b.excess || b.burst == 0 {
+		return o
+	}
+	return b
+}
+
+// exceeded allows for the few milliseconds between the bucket granting a
+// call and the transport seeing its request.
+func (b budgetUse) exceeded() bool { return b.excess > float64(b.burst)+0.1 }
+
+// checkBudget measures a relect candidate's requests against its bucket:
+// Options.RateLimit and RateBurst left zero, i.e. 2 calls per RetryPeriod
+// and relect.DefaultRateBurst (options.go).
+func checkBudget(reqs []request, lt leaseTiming) budgetUse {
+	b := budgetUse{rate: 2 / lt.rp.Seconds(), burst: relect.DefaultRateBurst}
+	for i := range reqs {
+		for j := i; j < len(reqs); j++ {
+			n := float64(j-i+1) - b.rate*reqs[j].at.Sub(reqs[i].at).Seconds()
+			b.excess = math.Max(b.excess, n)
+		}
+	}
+	return b
+}
+
+// thief steals a Lease again and again: it writes itself as the holder with
+// a fresh renew time, as a candidate with a broken clock or a stray process
+// with the same Lease name would.
+type thief struct {
+	lease  string
+	reqs   *reqLog
+	steals atomic.Int64
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+const thiefID = "thief"
+
+func (c *cluster) startThief(lease string, every, ld time.Duration) (*thief, error) {
+	th := &thief{lease: lease, reqs: &reqLog{}, done: make(chan struct{})}
+	cs, err := kubernetes.NewForConfig(c.restConfig(th.reqs))
+	if err != nil {
+		return nil, err
+	}
+	leases := cs.CoordinationV1().Leases(namespace)
+	ctx, cancel := context.WithCancel(context.Background())
+	th.cancel = cancel
+	go func() {
+		defer close(th.done)
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			th.steal(ctx, leases, ld)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return th, nil
+}
+
+// steal writes the thief's record: Get, then a conditional Update, again on
+// a conflict with a renewal.
+func (th *thief) steal(ctx context.Context, leases coordinationv1client.LeaseInterface, ld time.Duration) {
+	for try := 0; try < 3; try++ {
+		l, err := leases.Get(ctx, th.lease, metav1.GetOptions{})
+		if err != nil {
+			return
+		}
+		now := metav1.NowMicro()
+		if ptrVal(l.Spec.HolderIdentity) != thiefID {
+			id, transitions := thiefID, ptrVal(l.Spec.LeaseTransitions)+1
+			l.Spec.HolderIdentity, l.Spec.LeaseTransitions, l.Spec.AcquireTime = &id, &transitions, &now
+		}
+		secs := int32(ld / time.Second)
+		l.Spec.RenewTime, l.Spec.LeaseDurationSeconds = &now, &secs
+		if _, err = leases.Update(ctx, l, metav1.UpdateOptions{}); err == nil {
+			th.steals.Add(1)
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			return
+		}
+	}
+}
+
+func (th *thief) stop() error {
+	th.cancel()
+	<-th.done
+	return th.reqs.closeIdle()
+}
+
+// ---- row b: graceful handover ----
+
+// freshHandover is when a fresh leader is cancelled, after it began to
+// lead: its first renewal, sent at once, has returned by then.
+const freshHandover = 100 * time.Millisecond
+
+// benchHandover hands the lease over n times by cancelling the leader's Run
+// and returns, for each, the time from the cancel to the next leader's
+// OnStartedLeading. Three candidates, default durations; the cancelled one
+// is replaced by a new one each time. The leader is cancelled between two
+// renewals, at least RetryPeriod after it began to lead, or, if fresh,
+// freshHandover after it began to lead (a leader stopped right after it was
+// elected, as in a quick rolling restart: relect's token bucket may then
+// still be empty from the acquisition).
+func benchHandover(t *testing.T, c *cluster, mode string, n int, fresh bool) []time.Duration {
+	type start struct {
+		p  *proc
+		at time.Time
+	}
+	started := make(chan start, 16)
+	lease := leaseName(t)
+	c.createReleasedLease(t, lease)
+	var live []*proc
+	t.Cleanup(func() {
+		if err := stopProcs(live); err != nil {
+			t.Error(err)
+		}
+	})
+	seq := 0
+	add := func() {
+		p, err := c.startProc(procOpts{mode: mode, lease: lease, id: fmt.Sprintf("%s-%d", mode, seq), timing: productionTiming,
+			onStarted: func(p *proc, at time.Time) { started <- start{p, at} }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq++
+		live = append(live, p)
+	}
+	for i := 0; i < 3; i++ {
+		add()
+	}
+	timeout := electionTimeout(productionTiming)
+	var cur start
+	select {
+	case cur = <-started:
+	case <-time.After(timeout):
+		t.Fatalf("no leader within %v", timeout)
+	}
+	var lat []time.Duration
+	for len(lat) < n {
+		leader := cur.p
+		if fresh {
+			time.Sleep(time.Until(cur.at.Add(freshHandover)))
+		} else {
+			// Between two renewals: a renewal in flight at the cancel
+			// is another scenario.
+			rp := productionTiming.rp
+			if err := leader.reqs.waitSince("PUT", cur.at.Add(rp), 2*rp+slack); err != nil {
+				t.Fatalf("%s leads but does not renew: %v", leader.id, err)
+			}
+			time.Sleep(rp / 4)
+		}
+		cancelled := time.Now()
+		leader.cancel()
+		select {
+		case cur = <-started:
+		case <-time.After(timeout):
+			t.Fatalf("no new leader within %v of cancelling %s", timeout, leader.id)
+		}
+		if cur.p == leader {
+			t.Fatalf("%s led again after its Run was cancelled", leader.id)
+		}
+		lat = append(lat, cur.at.Sub(cancelled))
+		t.Logf("%s: handover %s → %s in %s; Lease requests meanwhile: %s", mode, leader.id, cur.p.id, ms(lat[len(lat)-1]),
+			requestsBetween(live, cancelled, cur.at))
+		if err := leader.stop(); err != nil {
+			t.Error(err)
+		}
+		live = removeProc(live, leader)
+		add()
+	}
+	t.Logf("%s: handovers %v", mode, lat)
+	return lat
+}
+
+// requestsBetween lists the Lease requests of ps sent in [from, to], in
+// order, as "+offset id VERB".
+func requestsBetween(ps []*proc, from, to time.Time) string {
+	type sent struct {
+		at   time.Time
+		what string
+	}
+	var all []sent
+	for _, p := range ps {
+		for _, r := range p.reqs.all() {
+			if !r.at.Before(from) && !r.at.After(to) {
+				all = append(all, sent{r.at, p.id + " " + r.verb})
+			}
+		}
+	}
+	sort.Slice(all, func(i, j int) bool { return all[i].at.Before(all[j].at) })
+	var out []string
+	for _, s := range all {
+		out = append(out, "+"+ms(s.at.Sub(from))+" "+s.what)
+	}
+	return strings.Join(out, ", ")
+}
+
+func removeProc(ps []*proc, p *proc) []*proc {
+	var out []*proc
+	for _, x := range ps {
+		if x != p {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
+// ---- row c: crash failover ----
+
+// failoverRun is one SIGKILL of a leader, timed from its last renewal as the
+// benchmark's watch on the Lease saw it.
+type failoverRun struct {
+	taken time.Duration // until the watch saw the new holder's acquisition
+	leads time.Duration // until the new leader's history says it leads
+	kill  time.Duration // from the SIGKILL until the new leader leads
+}
+
+// benchFailover kills the leader n times (candidate processes: the new
+// leader takes over once the lease expired); three candidates, one new one
+// started after each kill.
+func benchFailover(t *testing.T, c *cluster, mode string, n int) []failoverRun {
+	lt := failoverTiming
+	lease := leaseName(t)
+	c.createReleasedLease(t, lease)
+	w := c.watchLease(t, lease)
+	args := []string{"-lease-duration", lt.ld.String(), "-renew-deadline", lt.rd.String(), "-retry-period", lt.rp.String()}
+	var live []*candidate
+	seq := 0
+	add := func() {
+		live = append(live, c.startCandidate(t, fmt.Sprintf("%s-%d", mode, seq), candOpts{mode: mode, lease: lease, args: args}))
+		seq++
+	}
+	for i := 0; i < 3; i++ {
+		add()
+	}
+	leader := waitLeader(t, electionTimeout(lt), live...)
+	var runs []failoverRun
+	for len(runs) < n {
+		// At least two renewals, so that every follower has seen the
+		// leader's record, then at a random point between renewals.
+		time.Sleep(2*lt.rp + rand.N(lt.rp))
+		killed := leader.kill()
+		live = others(leader, live...)
+		next, on, _ := waitNewLeader(t, electionTimeout(lt), killed, live...)
+		last, taken, ok := w.takeover(leader.id, killed, 2*time.Second)
+		if !ok {
+			t.Fatalf("the watch saw no takeover of %s's Lease by %s; changes: %v", leader.id, next.id, w.changes())
+		}
+		if taken.holder != next.id {
+			t.Fatalf("the watch saw %s take over, the histories %s", taken.holder, next.id)
+		}
+		r := failoverRun{taken: taken.at.Sub(last.at), leads: on.Sub(last.at), kill: on.Sub(killed)}
+		t.Logf("%s: SIGKILL %s; last renewal seen %s before the kill; %s took the Lease %s after it and leads %s after it (%s after the kill)",
+			mode, leader.id, ms(killed.Sub(last.at)), next.id, ms(r.taken), ms(r.leads), ms(r.kill))
+		runs = append(runs, r)
+		add()
+		leader = next
+	}
+	return runs
+}
+
+// ---- row e: N candidates on one Lease ----
+
+// benchScale measures the apiserver and etcd with nobody campaigning, then
+// with N in-process candidates of each implementation on one Lease.
+func benchScale(t *testing.T, c *cluster, p perfParams, res *perfResults) {
+	ctx := context.Background()
+	sample := func() load {
+		t.Helper()
+		l, err := c.sampleLoad(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	window := func(a, b load, what string) loadRates {
+		t.Helper()
+		if a.apiPID != b.apiPID || a.etcdPID != b.etcdPID {
+			t.Fatalf("%s: the apiserver or etcd restarted during the window", what)
+		}
+		r := rates(a, b)
+		t.Logf("%s: %v", what, r)
+		return r
+	}
+	// The idle baseline is measured before and after the candidates, and
+	// their mean subtracted: the apiserver's own background work varies.
+	idle := func(what string) loadRates {
+		t.Helper()
+		time.Sleep(5 * time.Second) // the previous candidates are gone
+		s0 := sample()
+		time.Sleep(p.scaleIdle)
+		return window(s0, sample(), what)
+	}
+	before := idle("idle baseline, before")
+
+	for _, mode := range implementations {
+		lease := leaseName(t) + "-" + mode
+		c.createReleasedLease(t, lease)
+		started := time.Now()
+		ps, err := c.startProcs(p.scaleN, "n-"+mode, procOpts{mode: mode, lease: lease, timing: productionTiming})
+		if err != nil {
+			t.Fatal(err)
+		}
+		stopped := false
+		stop := func() {
+			if !stopped {
+				stopped = true
+				if err := stopProcs(ps); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+		t.Cleanup(stop)
+		if _, err := leaderOf(ps, electionTimeout(productionTiming)); err != nil {
+			t.Fatalf("%d %s candidates: %v", p.scaleN, mode, err)
+		}
+		t.Logf("%d %s candidates started, one leads after %v", p.scaleN, mode, time.Since(started).Round(time.Millisecond))
+		time.Sleep(p.scaleWarmup)
+		s0 := sample()
+		time.Sleep(p.scaleWindow)
+		s1 := sample()
+		r := window(s0, s1, fmt.Sprintf("%d %s candidates", p.scaleN, mode))
+		counted := 0
+		for _, p := range ps {
+			_, fwd := p.reqs.count(s0.at, s1.at)
+			counted += fwd
+		}
+		res.set(func() {
+			res.scale[mode] = r
+			res.scaleCounted[mode] = float64(counted) / s1.at.Sub(s0.at).Seconds()
+		})
+		stop()
+	}
+	after := idle("idle baseline, after")
+	res.set(func() { res.scaleIdles = [2]loadRates{before, after} })
+}
+
+// meanRates is the mean of two windows' rates.
+func meanRates(a, b loadRates) loadRates {
+	avg := func(x, y float64) float64 { return (x + y) / 2 }
+	return loadRates{
+		window:      a.window + b.window,
+		apiCPU:      avg(a.apiCPU, b.apiCPU),
+		etcdCPU:     avg(a.etcdCPU, b.etcdCPU),
+		selfCPU:     avg(a.selfCPU, b.selfCPU),
+		leaseReqs:   avg(a.leaseReqs, b.leaseReqs),
+		openWatches: max(a.openWatches, b.openWatches),
+	}
+}
+
+// ---- row f: what an idle follower costs its process ----
+
+// benchOverhead starts a leader, then n followers of one implementation in
+// this process, and returns the goroutines and KiB of live heap each
+// follower adds once it is idle (relect's watches its Lease, client-go's
+// polls).
+func benchOverhead(t *testing.T, c *cluster, mode string, n int) (goroutines, heapKiB float64) {
+	lease := leaseName(t) + "-" + mode
+	c.createReleasedLease(t, lease)
+	leader, err := c.startProc(procOpts{mode: mode, lease: lease, id: mode + "-leader", timing: productionTiming})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var followers []*proc
+	defer func() {
+		if err := stopProcs(append(followers, leader)); err != nil {
+			t.Error(err)
+		}
+	}()
+	if _, err := leaderOf([]*proc{leader}, electionTimeout(productionTiming)); err != nil {
+		t.Fatal(err)
+	}
+	// The leader has settled: it renews at its regular pace.
+	if err := leader.reqs.waitSince("PUT", time.Now().Add(productionTiming.rp), 2*productionTiming.rp+slack); err != nil {
+		t.Fatal(err)
+	}
+	g0, h0 := liveHeap()
+	followers, err = c.startProcs(n, mode+"-follower", procOpts{mode: mode, lease: lease, timing: productionTiming})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := "GET" // client-go's followers poll
+	if mode == modeRelect {
+		idle = "WATCH"
+	}
+	waitFor(t, electionTimeout(productionTiming), fmt.Sprintf("%d %s followers to %s the Lease", n, mode, idle), func() bool {
+		for _, f := range followers {
+			if !f.reqs.has(idle) {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(2 * productionTiming.rp)
+	g1, h1 := liveHeap()
+	goroutines = float64(g1-g0) / float64(n)
+	heapKiB = float64(int64(h1)-int64(h0)) / float64(n) / 1024
+	t.Logf("%s: %d followers: goroutines %d → %d, live heap %d → %d KiB", mode, n, g0, g1, h0>>10, h1>>10)
+	return goroutines, heapKiB
+}
+
+// liveHeap returns the number of goroutines and the bytes of heap in use
+// after a full collection.
+func liveHeap() (goroutines int, heap uint64) {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return runtime.NumGoroutine(), m.HeapAlloc
+}
+
+// ---- the table ----
+
+// machine describes where the benchmark ran.
+func (c *cluster) machine(t *testing.T) string {
+	t.Helper()
+	cpu := "?"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	mem := "?"
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb float64
+		if _, err := fmt.Sscanf(string(data), "MemTotal: %f kB", &kb); err == nil {
+			mem = fmt.Sprintf("%.1f GiB", kb/(1<<20))
+		}
+	}
+	apiVersion := "?"
+	if v, err := c.client(t).Discovery().ServerVersion(); err == nil {
+		apiVersion = v.GitVersion
+	}
+	etcdVersion := "?"
+	if out, err := exec.Command(filepath.Join(os.Getenv(envAssets), "etcd"), "--version").Output(); err == nil {
+		for _, line := range strings.Split(string(out), "\n") {
+			if v, ok := strings.CutPrefix(line, "etcd Version: "); ok {
+				etcdVersion = "v" + strings.TrimSpace(v)
+			}
+		}
+	}
+	race := ""
+	if raceEnabled {
+		race = " — built with -race: the figures are distorted"
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s memory; %s %s/%s; kube-apiserver %s, etcd %s%s",
+		runtime.NumCPU(), cpu, mem, runtime.Version(), runtime.GOOS, runtime.GOARCH, apiVersion, etcdVersion, race)
+}
+
+func (r *perfResults) table(machine string, took time.Duration) string {
+	r.set(func() {}) // the maps exist even if a row failed
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	p := r.p
+	fmt.Fprintf(&b, "relect vs the client-go loop (elastic-agent PR #4542), one run of `%s=%s` in %v on %s.\n\n",
+		envPerf, r.size, took.Round(time.Second), machine)
+	fmt.Fprintf(&b, "| row | measure | relect | client-go loop | client-go ÷ relect |\n|---|---|---:|---:|---:|\n")
+	row := func(id, what, rel, cg, ratio string) {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", id, what, rel, cg, ratio)
+	}
+	win := r.window.Minutes()
+	var footnotes []string
+	// perCandidate formats a rate per candidate-minute: a mean, and a
+	// ratio that is a lower bound when relect sent nothing (computed as
+	// if each of its candidates had sent one request in the window).
+	perCandidate := func(id, what string, m map[string][]float64) {
+		rel, cg := mean(m[modeRelect]), mean(m[modeClientGo])
+		ratio := ratioOf(cg, rel)
+		if len(m[modeRelect]) > 0 && rel == 0 && win > 0 {
+			ratio = fmt.Sprintf("> %s ¹", ratioOf(cg, 1/win))
+		}
+		row(id, what, fmt.Sprintf("%.1f", rel), fmt.Sprintf("%.1f", cg), ratio)
+	}
+	prod := productionTiming.String()
+	perCandidate("a", fmt.Sprintf("Lease API requests per follower per minute, steady state (%d followers + 1 leader; %s; %s window)",
+		steadyCandidates-1, prod, roundDur(r.window)), r.followerRates)
+	perCandidate("a", "the leader's Lease API requests per minute", r.leaderRates)
+
+	hp := func(suffix string, q float64) (string, string, string) {
+		rel, cg := percentile(r.handover[modeRelect+suffix], q), percentile(r.handover[modeClientGo+suffix], q)
+		return fmtDur(rel), fmtDur(cg), ratioOf(cg.Seconds(), rel.Seconds())
+	}
+	rel, cg, ratio := hp("", 0.5)
+	row("b", fmt.Sprintf("graceful handover: leader's Run cancelled (between renewals, ≥ RP into its term) → next OnStartedLeading, p50 (%d handovers each, 3 candidates; %s)", p.handovers, prod), rel, cg, ratio)
+	rel, cg, ratio = hp("", 0.99)
+	row("b", "the same, p99 (nearest rank: with fewer than 100 handovers, the maximum)", rel, cg, ratio)
+	rel, cg, ratio = hp("-fresh", 0.5)
+	row("b", fmt.Sprintf("the same for a fresh leader, cancelled %v after it began to lead, p50", freshHandover), rel, cg, ratio)
+	rel, cg, ratio = hp("-fresh", 0.99)
+	row("b", "the same for a fresh leader, p99", rel, cg, ratio)
+
+	fo := func(f func(failoverRun) time.Duration) (string, string, string) {
+		var out [2]string
+		var p50 [2]time.Duration
+		for i, mode := range implementations {
+			var ds []time.Duration
+			for _, run := range r.failover[mode] {
+				ds = append(ds, f(run))
+			}
+			p50[i] = percentile(ds, 0.5)
+			out[i] = fmtDur(p50[i]) + " / " + fmtDur(percentile(ds, 1))
+		}
+		return out[0], out[1], ratioOf(p50[1].Seconds(), p50[0].Seconds())
+	}
+	ft := failoverTiming
+	rel, cg, ratio = fo(func(f failoverRun) time.Duration { return f.taken })
+	row("c", fmt.Sprintf("crash failover (SIGKILL of the leader's process): the killed leader's last renewal → the Lease taken over, both as a watch saw them, p50 / max (%d runs each, 3 candidates; %s)",
+		p.failovers, ft), rel, cg, ratio)
+	within := func(mode string) string {
+		k := 0
+		for _, run := range r.failover[mode] {
+			if run.taken <= ft.ld+100*time.Millisecond {
+				k++
+			}
+		}
+		return fmt.Sprintf("%d of %d", k, len(r.failover[mode]))
+	}
+	row("c", "runs taken over within LD + 100 ms of the last renewal", within(modeRelect), within(modeClientGo), "")
+	rel, cg, ratio = fo(func(f failoverRun) time.Duration { return f.leads })
+	row("c", "last renewal → the new leader's own OnStartedLeading / IsLeader, p50 / max", rel, cg, ratio)
+
+	perCandidate("d1", fmt.Sprintf("Lease API calls per candidate per minute, every Lease call answered HTTP 500 (%d candidates each; %s; %s window)",
+		faultCandidates, prod, roundDur(r.window)), r.faultRates["d1"])
+	perCandidate("d2", "the same, the Lease stolen every second by a thief writing a fresh renewTime", r.faultRates["d2"])
+	bu := r.budget
+	verdict := "never exceeded"
+	if bu.exceeded() {
+		verdict = "**EXCEEDED**"
+	}
+	row("d", fmt.Sprintf("relect's budget (its defaults: %.3g/s sustained, burst %d): most calls beyond the sustained rate in any interval, over rows a and d", bu.rate, bu.burst),
+		fmt.Sprintf("%.1f of %d: %s", bu.excess, bu.burst, verdict), "no budget", "")
+
+	idle := meanRates(r.scaleIdles[0], r.scaleIdles[1])
+	sc := func(f func(loadRates) float64, base bool, format string) (string, string, string) {
+		rel, cg := f(r.scale[modeRelect]), f(r.scale[modeClientGo])
+		ratio := ratioOf(cg, rel)
+		if base {
+			rel, cg = rel-f(idle), cg-f(idle)
+			ratio = ratioOf(cg, rel)
+			// The two idle windows differ by this much: a smaller
+			// difference from the baseline is noise.
+			if noise := math.Abs(f(r.scaleIdles[0]) - f(r.scaleIdles[1])); rel <= noise {
+				ratio = fmt.Sprintf("— (relect within the idle noise, %s)", fmt.Sprintf(format, noise))
+			}
+		}
+		return fmt.Sprintf(format, rel), fmt.Sprintf(format, cg), ratio
+	}
+	n := p.scaleN
+	apiReqs := func(l loadRates) float64 { return l.leaseReqs }
+	rel, cg, ratio = sc(apiReqs, false, "%.2f")
+	row("e", fmt.Sprintf("apiserver lease requests per second, N = %d candidates on one Lease (%s; %s windows), raw", n, prod, roundDur(p.scaleWindow)), rel, cg, ratio)
+	rel, cg, ratio = sc(apiReqs, true, "%.2f")
+	row("e", fmt.Sprintf("the same, above the idle baseline (%.2f/s) ²", idle.leaseReqs), rel, cg, ratio)
+	for _, x := range []struct {
+		name string
+		f    func(loadRates) float64
+	}{
+		{"kube-apiserver", func(l loadRates) float64 { return l.apiCPU }},
+		{"etcd", func(l loadRates) float64 { return l.etcdCPU }},
+	} {
+		rel, cg, ratio = sc(x.f, false, "%.2f")
+		row("e", fmt.Sprintf("%s CPU seconds per minute, raw", x.name), rel, cg, ratio)
+		rel, cg, ratio = sc(x.f, true, "%.2f")
+		row("e", fmt.Sprintf("the same, above the idle baseline (%.2f s/min) ²", x.f(idle)), rel, cg, ratio)
+	}
+	rel, cg, ratio = sc(func(l loadRates) float64 { return l.selfCPU }, false, "%.2f")
+	row("e", fmt.Sprintf("the %d candidates' own CPU seconds per minute (the test process)", n), rel, cg, ratio)
+
+	row("f", fmt.Sprintf("goroutines per idle follower (%d followers in one process; %s)", p.overheadN, prod),
+		fmt.Sprintf("%.1f", r.goroutines[modeRelect]), fmt.Sprintf("%.1f", r.goroutines[modeClientGo]),
+		ratioOf(r.goroutines[modeClientGo], r.goroutines[modeRelect]))
+	row("f", "live heap KiB per idle follower (after GC)",
+		fmt.Sprintf("%.1f", r.heapKiB[modeRelect]), fmt.Sprintf("%.1f", r.heapKiB[modeClientGo]),
+		ratioOf(r.heapKiB[modeClientGo], r.heapKiB[modeRelect]))
+
+	footnotes = append(footnotes,
+		"¹ relect sent no request in the window: the ratio is a lower bound, computed as if each of its candidates had sent one.",
+		fmt.Sprintf("Cross-check of rows a and d (one %s window): the benchmark's transports counted %.0f lease requests sent to the apiserver; the apiserver's apiserver_request_total{resource=\"leases\"} grew by %.0f, of which its own lease traffic at the idle rate of row e accounts for %.0f.",
+			roundDur(r.window), r.countedReqs, r.apiReqs, idle.leaseReqs*r.window.Seconds()),
+		fmt.Sprintf("² The idle baseline is the mean of two %s windows without candidates, before and after: kube-apiserver %.2f and %.2f CPU s/min, etcd %.2f and %.2f, lease requests %.2f/s and %.2f/s.",
+			roundDur(p.scaleIdle), r.scaleIdles[0].apiCPU, r.scaleIdles[1].apiCPU, r.scaleIdles[0].etcdCPU, r.scaleIdles[1].etcdCPU, r.scaleIdles[0].leaseReqs, r.scaleIdles[1].leaseReqs),
+		fmt.Sprintf("Row e: lease requests per second counted by the candidates' transports: relect %.2f, client-go loop %.2f; lease watches open at the end of the window: relect %.0f, client-go loop %.0f, idle %.0f.",
+			r.scaleCounted[modeRelect], r.scaleCounted[modeClientGo], r.scale[modeRelect].openWatches, r.scale[modeClientGo].openWatches, idle.openWatches))
+	b.WriteString("\n")
+	for _, f := range footnotes {
+		b.WriteString(f + "\n\n")
+	}
+	return b.String()
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return math.NaN()
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
+
+// percentile is the nearest-rank percentile q (0 < q ≤ 1) of ds: with
+// fewer than 100 values, p99 is the maximum.
+func percentile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return -1
+	}
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	i := int(math.Ceil(q*float64(len(s)))) - 1
+	return s[max(i, 0)]
+}
+
+// ratioOf formats cg ÷ rel.
+func ratioOf(cg, rel float64) string {
+	switch r := cg / rel; {
+	case math.IsNaN(r) || math.IsInf(r, 0) || rel <= 0 || cg < 0:
+		return "—"
+	case r >= 10:
+		return fmt.Sprintf("%.0f×", r)
+	default:
+		return fmt.Sprintf("%.1f×", r)
+	}
+}
+
+func fmtDur(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "—"
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	default:
+		return fmt.Sprintf("%.3f s", d.Seconds())
+	}
+}
+
+func roundDur(d time.Duration) time.Duration { return d.Round(time.Second) }
