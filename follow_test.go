@@ -394,3 +394,24 @@ func TestFollowerBacksOffWhileTheAPIFails(t *testing.T) {
 		a.stop()
 	})
 }
+
+// A follower whose acquiring writes fail while reads and watches work backs
+// off too: each try costs a read and a write.
+func TestFollowerBacksOffWhileWritesFail(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI() // released: the follower tries to acquire at once
+		a := newCandidate(t, api, "a", nil)
+		a.client.FailVerb(relecttest.VerbUpdate, relecttest.Error(500))
+		a.start()
+		const span = 10 * time.Minute
+		time.Sleep(span)
+		synctest.Wait()
+		tries := a.client.Calls(relecttest.VerbUpdate)
+		assert.LessOrEqual(t, tries, 4+int(span/(ld/2)), "at most one try per LeaseDuration/2 once backed off")
+		assert.GreaterOrEqual(t, tries, int(span/ld), "it keeps trying")
+		t.Logf("%d acquiring writes, %d calls in all, in %v", tries, a.client.TotalCalls(), span)
+		a.client.Heal()
+		waitFor(t, ld+10*time.Millisecond, "a leads once writes work", a.e.IsLeader)
+		a.stop()
+	})
+}
