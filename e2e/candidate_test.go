@@ -356,10 +356,9 @@ func names(cands []*candidate) string {
 }
 
 // checkSafety runs the checker over the histories of cands: no two
-// candidates' leader intervals share an instant. Every overlap is an error
-// unless excuse, if not nil, explains it (then it is logged with that
-// explanation). It logs and returns all intervals.
-func checkSafety(t *testing.T, excuse func(history.Overlap) string, cands ...*candidate) []history.Interval {
+// candidates' leader intervals share an instant; every overlap is an error.
+// It logs and returns all intervals.
+func checkSafety(t *testing.T, cands ...*candidate) []history.Interval {
 	t.Helper()
 	var all []history.Interval
 	for _, c := range cands {
@@ -371,15 +370,7 @@ func checkSafety(t *testing.T, excuse func(history.Overlap) string, cands ...*ca
 	}
 	t.Logf("leader intervals:\n%s", strings.Join(lines, "\n"))
 	for _, o := range history.Overlaps(all) {
-		why := ""
-		if excuse != nil {
-			why = excuse(o)
-		}
-		if why == "" {
-			t.Errorf("SAFETY VIOLATION: %v", o)
-		} else {
-			t.Logf("expected overlap (%s): %v", why, o)
-		}
+		t.Errorf("SAFETY VIOLATION: %v", o)
 	}
 	return all
 }

@@ -87,7 +87,7 @@ func TestFailover(t *testing.T) {
 	}
 
 	third.terminate()
-	ivs := checkSafety(t, nil, all...)
+	ivs := checkSafety(t, all...)
 	checkTerms(t, ivs, time.Time{}, time.Time{})
 }
 
@@ -116,5 +116,5 @@ func TestKeepLeaseOnCancel(t *testing.T) {
 		t.Errorf("takeover %v after SIGTERM: sooner than the kept lease allows (%v)", on.Sub(sent), min)
 	}
 	follower.terminate()
-	checkSafety(t, nil, a, b)
+	checkSafety(t, a, b)
 }

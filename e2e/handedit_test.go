@@ -140,7 +140,7 @@ func TestLeaseHandEdits(t *testing.T) {
 	for _, cand := range all {
 		cand.terminate()
 	}
-	ivs := checkSafety(t, nil, all...)
+	ivs := checkSafety(t, all...)
 	// Term numbers start over only when leaseTransitions is wiped by hand:
 	// check each stretch on its own.
 	checkTerms(t, ivs, time.Time{}, wiped)

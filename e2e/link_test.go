@@ -51,5 +51,5 @@ func TestSlowAndCutLinks(t *testing.T) {
 	}
 	leader.terminate()
 	other.terminate()
-	checkSafety(t, nil, a, b)
+	checkSafety(t, a, b)
 }

@@ -76,5 +76,5 @@ func TestMixedFleet(t *testing.T) {
 	}
 	cg3.terminate()
 
-	checkSafety(t, nil, cg1, r1, r2, cg2, r3, cg3)
+	checkSafety(t, cg1, r1, r2, cg2, r3, cg3)
 }

@@ -88,6 +88,6 @@ func TestPartitionedLeader(t *testing.T) {
 	t.Logf("%s leads again %s after SIGTERM of %s", cut.id, ms(on.Sub(sent)), other.id)
 
 	cut.terminate()
-	all := checkSafety(t, nil, a, b)
+	all := checkSafety(t, a, b)
 	checkTerms(t, all, time.Time{}, time.Time{})
 }

@@ -89,7 +89,7 @@ func TestPausedLeader(t *testing.T) {
 	t.Logf("%s leads again %s after SIGTERM of %s", paused.id, ms(on.Sub(sent)), other.id)
 
 	paused.terminate()
-	ivs := checkSafety(t, nil, a, b)
+	ivs := checkSafety(t, a, b)
 	checkTerms(t, ivs, time.Time{}, time.Time{})
 }
 

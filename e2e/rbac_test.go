@@ -109,5 +109,5 @@ func TestRBACForbiddenThenGranted(t *testing.T) {
 	on, _ := b.firstOnAfter(sent)
 	t.Logf("b leads %s after SIGTERM of a", ms(on.Sub(sent)))
 	b.terminate()
-	checkSafety(t, nil, a, b)
+	checkSafety(t, a, b)
 }

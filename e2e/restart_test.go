@@ -60,6 +60,6 @@ func testRestart(t *testing.T, c *cluster, what string, restart func(*testing.T,
 	for _, cand := range all {
 		cand.terminate()
 	}
-	ivs := checkSafety(t, nil, all...)
+	ivs := checkSafety(t, all...)
 	checkTerms(t, ivs, time.Time{}, time.Time{})
 }
