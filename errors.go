@@ -3,12 +3,17 @@ package relect
 import (
 	"errors"
 	"fmt"
+	"runtime/debug"
 )
 
 var (
 	// ErrInvalidOptions is wrapped by every error New returns for invalid
 	// Options; the message names the field.
 	ErrInvalidOptions = errors.New("invalid options")
+
+	// ErrNotInitialized is returned by Run on an Elector that New did not
+	// make (a zero Elector).
+	ErrNotInitialized = errors.New("relect: Elector not made by New")
 
 	// ErrAlreadyRunning is returned by Run when another Run of the same
 	// Elector has not returned yet.
@@ -49,4 +54,16 @@ func (p *PanicError) Error() string {
 func (p *PanicError) Unwrap() error {
 	err, _ := p.Value.(error)
 	return err
+}
+
+// callSafely calls f and returns a *PanicError naming callback if it
+// panicked.
+func callSafely(callback string, f func()) (p *PanicError) {
+	defer func() {
+		if v := recover(); v != nil {
+			p = &PanicError{Callback: callback, Value: v, Stack: debug.Stack()}
+		}
+	}()
+	f()
+	return nil
 }

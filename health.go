@@ -86,6 +86,9 @@ func (e *Elector) HealthCheck(opts HealthOptions) func(*http.Request) error {
 	case opts.CutOffAfter < 0:
 		invalid = fmt.Errorf("relect: HealthOptions.CutOffAfter is negative (%v): %w", opts.CutOffAfter, ErrInvalidOptions)
 	}
+	if e.st == nil {
+		invalid = ErrNotInitialized
+	}
 	if invalid != nil {
 		return func(*http.Request) error { return invalid }
 	}
@@ -95,7 +98,7 @@ func (e *Elector) HealthCheck(opts HealthOptions) func(*http.Request) error {
 	if opts.CutOffAfter == 0 {
 		opts.CutOffAfter = 2 * e.cfg.LeaseDuration
 	}
-	h := &healthCheck{e: e, opts: opts}
+	h := &healthCheck{src: e, opts: opts}
 	return h.check
 }
 
@@ -118,18 +121,28 @@ func (e *Elector) HealthHandler(opts HealthOptions) http.Handler {
 
 // healthCheck is one HealthCheck with its options resolved.
 type healthCheck struct {
-	e    *Elector
+	src  healthSource
 	opts HealthOptions
+}
+
+// healthSource is what a health check reads: one snapshot of the state, and
+// whether Run is active.
+type healthSource interface {
+	healthSnapshot(now time.Time) (snap snapshot, running bool)
+}
+
+func (e *Elector) healthSnapshot(now time.Time) (snapshot, bool) {
+	return e.st.snapshot(now), e.running.Load()
 }
 
 func (h *healthCheck) check(*http.Request) error {
 	now := time.Now()
-	if number, ended, ok := h.e.overrun(now, h.opts.WorkStopTimeout); ok {
+	s, running := h.src.healthSnapshot(now)
+	if s.working && now.Sub(s.workingEnded) > h.opts.WorkStopTimeout {
 		return fmt.Errorf("%w: term %d ended %v ago, OnStartedLeading has not returned (WorkStopTimeout %v)",
-			ErrWorkOverrun, number, now.Sub(ended).Round(time.Millisecond), h.opts.WorkStopTimeout)
+			ErrWorkOverrun, s.workingTerm, now.Sub(s.workingEnded).Round(time.Millisecond), h.opts.WorkStopTimeout)
 	}
-	s := h.e.Stats()
-	if s.FailingSince.IsZero() || !h.e.running.Load() {
+	if s.FailingSince.IsZero() || !running {
 		return nil
 	}
 	failing := now.Sub(s.FailingSince)
@@ -142,24 +155,4 @@ func (h *healthCheck) check(*http.Request) error {
 	}
 	return fmt.Errorf("%w: calls failing for %v (CutOffAfter %v): %d failures in a row, degraded %t, last success %s",
 		ErrCutOff, failing.Round(time.Millisecond), h.opts.CutOffAfter, s.ConsecutiveFailures, s.Degraded, last)
-}
-
-// overrun reports the current term if it ended more than grace before now
-// and its OnStartedLeading has not returned. A campaign stays current, with
-// its term, until serve (the work and the watchdog) has returned.
-func (e *Elector) overrun(now time.Time, grace time.Duration) (number int64, ended time.Time, ok bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.current == nil || e.current.term == nil || !e.current.term.started || e.current.term.workDone {
-		return 0, time.Time{}, false
-	}
-	t := e.current.term
-	ended = t.validUntil
-	if t.ended && t.endedAt.Before(ended) {
-		ended = t.endedAt
-	}
-	if now.Sub(ended) <= grace {
-		return 0, time.Time{}, false
-	}
-	return t.number, ended, true
 }

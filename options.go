@@ -222,14 +222,37 @@ type Options struct {
 
 	// Logger receives relect's logs and those of the wrapped client-go
 	// elector (through klog's contextual logging). Nil discards them.
+	// Records reach its handler in order from a goroutine of relect's,
+	// never from one that runs the election, so a slow handler delays only
+	// the log: when more than 1,024 records wait, the oldest are dropped
+	// and a warning says how many. Run returns once every record queued
+	// during it was handled. Only the handler's Enabled is called on the
+	// election's goroutines (slog asks that it be quick).
 	Logger *slog.Logger
 }
 
-// config is Options after defaults, validated; it is what an Elector runs on.
+// config is Options after defaults, validated, with the values derived from
+// them: what an Elector runs on. It is computed once, in New, and never
+// changes.
 type config struct {
 	Options
 	lock   resourcelock.Interface              // the caller's or one built from Config/Client
 	leases coordinationv1client.LeaseInterface // for followers' watch; nil with Lock
+
+	// identity is the holder identity this candidate writes (Identity, the
+	// generated default, or the Lock's); describe is the Lease as
+	// "namespace/name" (the Lock's Describe). Asked of a Lock once, here,
+	// so that no Lock method runs while relect holds its own lock.
+	identity, describe string
+	// callTimeout bounds each Lease API call but a watch: half the renew
+	// deadline, so a hung request cannot stall a campaign.
+	callTimeout time.Duration
+	// leaseSeconds is LeaseDuration in the Lease's whole seconds.
+	leaseSeconds int
+	// createWait is how long a missing Lease must be seen missing, without
+	// a gap, before this candidate creates it: LeaseDuration (see
+	// docs/design.md, "revoked by hand").
+	createWait time.Duration
 }
 
 // fieldError reports an invalid Options field.
@@ -237,15 +260,33 @@ func fieldError(field, format string, args ...any) error {
 	return fmt.Errorf("relect: Options.%s %s: %w", field, fmt.Sprintf(format, args...), ErrInvalidOptions)
 }
 
-// resolve applies the defaults in one place and validates everything. Errors
-// name the field at fault and wrap ErrInvalidOptions; all of them are
-// returned, joined.
-func resolve(o Options) (*config, error) {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fieldError(field, format, args...))
-	}
+// problems collects the field errors of one resolve.
+type problems []error
 
+func (p *problems) bad(field, format string, args ...any) {
+	*p = append(*p, fieldError(field, format, args...))
+}
+
+// resolve applies the defaults in one place and validates everything, in
+// four steps: where the Lease is (source), the durations, the pacing, and
+// the delivery of events and logs. Errors name the field at fault and wrap
+// ErrInvalidOptions; all of them are returned, joined. Only then does it
+// build the Lease client and derive the config's other values.
+func resolve(o Options) (*config, error) {
+	var p problems
+	resolveSource(&o, &p)
+	durationsOK := resolveDurations(&o, &p)
+	resolvePacing(&o, durationsOK, &p)
+	resolveDelivery(&o, &p)
+	if len(p) > 0 {
+		return nil, errors.Join(p...)
+	}
+	return build(o)
+}
+
+// resolveSource checks where the Lease lives: exactly one of Config, Client
+// and Lock, and a valid namespace, name and identity.
+func resolveSource(o *Options, p *problems) {
 	sources := 0
 	for _, set := range []bool{o.Config != nil, o.Client != nil, o.Lock != nil} {
 		if set {
@@ -254,41 +295,46 @@ func resolve(o Options) (*config, error) {
 	}
 	switch {
 	case sources == 0:
-		bad("Config", "is nil: set exactly one of Config, Client and Lock")
+		p.bad("Config", "is nil: set exactly one of Config, Client and Lock")
 	case sources > 1:
-		bad("Config", "and Client and Lock: set exactly one of them, not %d", sources)
+		p.bad("Config", "and Client and Lock: set exactly one of them, not %d", sources)
 	case o.Lock != nil:
 		if o.Namespace != "" || o.Name != "" || o.Identity != "" {
-			bad("Lock", "is set: leave Namespace, Name and Identity empty, the lock carries them")
+			p.bad("Lock", "is set: leave Namespace, Name and Identity empty, the lock carries them")
 		}
 		if o.Lock.Identity() == "" {
-			bad("Lock", "has an empty Identity()")
+			p.bad("Lock", "has an empty Identity()")
 		}
 	default:
 		if o.Namespace == "" {
-			bad("Namespace", "is empty")
+			p.bad("Namespace", "is empty")
 		} else if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
-			bad("Namespace", "%q is not a valid namespace: %s", o.Namespace, strings.Join(msgs, "; "))
+			p.bad("Namespace", "%q is not a valid namespace: %s", o.Namespace, strings.Join(msgs, "; "))
 		}
 		if o.Name == "" {
-			bad("Name", "is empty")
+			p.bad("Name", "is empty")
 		} else if msgs := validation.IsDNS1123Subdomain(o.Name); len(msgs) > 0 {
-			bad("Name", "%q is not a valid Lease name: %s", o.Name, strings.Join(msgs, "; "))
+			p.bad("Name", "%q is not a valid Lease name: %s", o.Name, strings.Join(msgs, "; "))
 		}
 		if len(o.Identity) > 253 {
-			bad("Identity", "is %d bytes long, more than 253", len(o.Identity))
+			p.bad("Identity", "is %d bytes long, more than 253", len(o.Identity))
 		}
 		if !utf8.ValidString(o.Identity) {
-			bad("Identity", "%q is not valid UTF-8: the API server would store it altered, and "+
+			p.bad("Identity", "%q is not valid UTF-8: the API server would store it altered, and "+
 				"this candidate would not recognise the lease it holds", o.Identity)
 		}
 	}
-
 	if o.OnStartedLeading == nil {
-		bad("OnStartedLeading", "is nil")
+		p.bad("OnStartedLeading", "is nil")
 	}
+}
 
-	durations := []struct {
+// resolveDurations defaults LeaseDuration, RenewDeadline and RetryPeriod
+// and checks each and their relations (client-go's, and relect's own). It
+// reports whether they are valid, which the later steps need.
+func resolveDurations(o *Options, p *problems) (ok bool) {
+	ok = true
+	for _, d := range []struct {
 		field string
 		v     *time.Duration
 		def   time.Duration
@@ -296,46 +342,49 @@ func resolve(o Options) (*config, error) {
 		{"LeaseDuration", &o.LeaseDuration, DefaultLeaseDuration},
 		{"RenewDeadline", &o.RenewDeadline, DefaultRenewDeadline},
 		{"RetryPeriod", &o.RetryPeriod, DefaultRetryPeriod},
-	}
-	durationsOK := true
-	for _, d := range durations {
+	} {
 		switch {
 		case *d.v == 0:
 			*d.v = d.def
 		case *d.v < 0:
-			bad(d.field, "is negative (%v)", *d.v)
-			durationsOK = false
+			p.bad(d.field, "is negative (%v)", *d.v)
+			ok = false
 		}
 	}
-	if o.LeaseDuration > 0 {
-		switch {
-		case o.LeaseDuration%time.Second != 0:
-			bad("LeaseDuration", "%v is not a whole number of seconds (the Lease stores whole seconds)", o.LeaseDuration)
-			durationsOK = false
-		case o.LeaseDuration/time.Second > math.MaxInt32:
-			bad("LeaseDuration", "%v does not fit the Lease's 32-bit leaseDurationSeconds", o.LeaseDuration)
-			durationsOK = false
-		}
+	switch {
+	case o.LeaseDuration <= 0:
+	case o.LeaseDuration%time.Second != 0:
+		p.bad("LeaseDuration", "%v is not a whole number of seconds (the Lease stores whole seconds)", o.LeaseDuration)
+		ok = false
+	case o.LeaseDuration/time.Second > math.MaxInt32:
+		p.bad("LeaseDuration", "%v does not fit the Lease's 32-bit leaseDurationSeconds", o.LeaseDuration)
+		ok = false
 	}
-	if durationsOK {
-		if o.RenewDeadline >= o.LeaseDuration {
-			bad("RenewDeadline", "%v must be less than LeaseDuration %v", o.RenewDeadline, o.LeaseDuration)
-			durationsOK = false
-		}
-		if float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) {
-			bad("RenewDeadline", "%v must be greater than 1.2 × RetryPeriod (%v)", o.RenewDeadline, o.RetryPeriod)
-			durationsOK = false
-		} else if o.RenewDeadline <= o.RetryPeriod+time.Second {
-			bad("RenewDeadline", "%v must be greater than RetryPeriod + 1s (%v): a renewal extends the term only when followers can see it, and the Lease's renew time has whole seconds", o.RenewDeadline, o.RetryPeriod+time.Second)
-			durationsOK = false
-		}
+	if !ok {
+		return false
 	}
+	if o.RenewDeadline >= o.LeaseDuration {
+		p.bad("RenewDeadline", "%v must be less than LeaseDuration %v", o.RenewDeadline, o.LeaseDuration)
+		ok = false
+	}
+	if float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) {
+		p.bad("RenewDeadline", "%v must be greater than 1.2 × RetryPeriod (%v)", o.RenewDeadline, o.RetryPeriod)
+		ok = false
+	} else if o.RenewDeadline <= o.RetryPeriod+time.Second {
+		p.bad("RenewDeadline", "%v must be greater than RetryPeriod + 1s (%v): a renewal extends the term only when followers can see it, and the Lease's renew time has whole seconds", o.RenewDeadline, o.RetryPeriod+time.Second)
+		ok = false
+	}
+	return ok
+}
 
+// resolvePacing defaults and checks the backoff and the token bucket, whose
+// defaults and bounds derive from the durations.
+func resolvePacing(o *Options, durationsOK bool, p *problems) {
 	switch {
 	case o.BackoffInitial < 0:
-		bad("BackoffInitial", "is negative (%v)", o.BackoffInitial)
+		p.bad("BackoffInitial", "is negative (%v)", o.BackoffInitial)
 	case o.BackoffMax < 0:
-		bad("BackoffMax", "is negative (%v)", o.BackoffMax)
+		p.bad("BackoffMax", "is negative (%v)", o.BackoffMax)
 	case durationsOK:
 		if o.BackoffInitial == 0 {
 			o.BackoffInitial = o.RetryPeriod
@@ -344,16 +393,16 @@ func resolve(o Options) (*config, error) {
 			o.BackoffMax = max(o.LeaseDuration, o.BackoffInitial)
 		}
 		if o.BackoffMax < o.BackoffInitial {
-			bad("BackoffMax", "%v is less than BackoffInitial %v", o.BackoffMax, o.BackoffInitial)
+			p.bad("BackoffMax", "%v is less than BackoffInitial %v", o.BackoffMax, o.BackoffInitial)
 		}
 	}
 
 	limit := float64(o.RateLimit)
 	switch {
 	case math.IsNaN(limit) || limit < 0:
-		bad("RateLimit", "%v is not a non-negative number of calls per second", limit)
+		p.bad("RateLimit", "%v is not a non-negative number of calls per second", limit)
 	case o.RateBurst < 0:
-		bad("RateBurst", "is negative (%d)", o.RateBurst)
+		p.bad("RateBurst", "is negative (%d)", o.RateBurst)
 	case o.RateLimit == rate.Inf:
 		// No bucket: RateBurst is ignored.
 	case durationsOK:
@@ -367,40 +416,46 @@ func resolve(o Options) (*config, error) {
 		// A relative tolerance keeps "exactly 2 per RetryPeriod", computed
 		// by the caller in another order, from failing on rounding.
 		if float64(o.RateLimit) < float64(need)*(1-1e-9) {
-			bad("RateLimit", "%.4g calls/s is below the %.4g calls/s (2 per RetryPeriod %v) a leader needs to renew", float64(o.RateLimit), float64(need), o.RetryPeriod)
+			p.bad("RateLimit", "%.4g calls/s is below the %.4g calls/s (2 per RetryPeriod %v) a leader needs to renew", float64(o.RateLimit), float64(need), o.RetryPeriod)
 		}
 		if o.RateBurst < minRateBurst {
-			bad("RateBurst", "%d is below %d, the calls of an acquisition and its first renewal", o.RateBurst, minRateBurst)
+			p.bad("RateBurst", "%d is below %d, the calls of an acquisition and its first renewal", o.RateBurst, minRateBurst)
 		}
 	}
+}
 
+// resolveDelivery defaults and checks what delivers events and logs.
+func resolveDelivery(o *Options, p *problems) {
 	switch {
 	case o.DegradedAfter < 0:
-		bad("DegradedAfter", "is negative (%d)", o.DegradedAfter)
+		p.bad("DegradedAfter", "is negative (%d)", o.DegradedAfter)
 	case o.DegradedAfter == 0:
 		o.DegradedAfter = DefaultDegradedAfter
 	}
-
 	switch {
 	case o.EventBuffer < 0:
-		bad("EventBuffer", "is negative (%d)", o.EventBuffer)
+		p.bad("EventBuffer", "is negative (%d)", o.EventBuffer)
 	case o.EventBuffer > maxEventBuffer:
-		bad("EventBuffer", "%d is more than %d events", o.EventBuffer, maxEventBuffer)
+		p.bad("EventBuffer", "%d is more than %d events", o.EventBuffer, maxEventBuffer)
 	case o.EventBuffer == 0:
 		o.EventBuffer = DefaultEventBuffer
 	}
-
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+}
 
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
+// build makes the config of valid Options: the default identity, the Lease
+// client and lock, and the derived values.
+func build(o Options) (*config, error) {
+	c := &config{
+		Options:      o,
+		callTimeout:  o.RenewDeadline / 2,
+		leaseSeconds: int(o.LeaseDuration / time.Second),
+		createWait:   o.LeaseDuration,
 	}
-
-	c := &config{Options: o}
 	if o.Lock != nil {
-		c.lock = o.Lock
+		c.lock, c.identity, c.describe = o.Lock, o.Lock.Identity(), o.Lock.Describe()
 		return c, nil
 	}
 	if o.Identity == "" {
@@ -424,7 +479,19 @@ func resolve(o Options) (*config, error) {
 		Client:     client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity, EventRecorder: o.EventRecorder},
 	}
+	c.identity, c.describe = c.Identity, c.lock.Describe()
 	return c, nil
+}
+
+// lease returns the Lease's namespace and name: Options.Namespace and Name,
+// or those in the Lock's description ("namespace/name"; name is empty if it
+// has no slash).
+func (c *config) lease() (namespace, name string) {
+	if c.Lock == nil {
+		return c.Namespace, c.Name
+	}
+	namespace, name, _ = strings.Cut(c.describe, "/")
+	return namespace, name
 }
 
 // leaseRESTConfig returns a copy of cfg for the Lease client: no client-side

@@ -57,7 +57,7 @@ func FuzzNew(f *testing.F) {
 		}
 		c := e.cfg
 		if _, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-			Lock: e.lock, LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod,
+			Lock: e.gw, LeaseDuration: c.LeaseDuration, RenewDeadline: c.RenewDeadline, RetryPeriod: c.RetryPeriod,
 			Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: func(context.Context) {}, OnStoppedLeading: func() {}},
 		}); err != nil {
 			t.Fatalf("New accepted options client-go rejects: %v", err)

@@ -1,17 +1,10 @@
 package relect
 
-import (
-	"context"
-	"errors"
-	"maps"
-	"time"
+import "time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-)
-
-// Stats is a snapshot of an Elector's state and counters, for metrics and
-// health checks. Counters start at zero in New and never reset; they add up
-// over successive Runs.
+// Stats is a snapshot of an Elector's state and counters, all read at one
+// instant, for metrics and health checks (Elector.Stats). Counters start at
+// zero in New and never reset; they add up over successive Runs.
 type Stats struct {
 	// Identity is this candidate's holder identity.
 	Identity string
@@ -67,89 +60,6 @@ type CallKey struct {
 	// before the caller's deadline), "canceled" (the campaign stopped) and
 	// "other".
 	Result string
-}
-
-// Stats returns a snapshot of the Elector's state and counters. It never
-// blocks on the API and is safe for concurrent use.
-func (e *Elector) Stats() Stats {
-	term, leading := e.Term()
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s := e.stats
-	s.Calls = maps.Clone(e.stats.Calls)
-	s.Identity, s.Leader = e.Identity(), e.leader
-	s.Leading, s.Term = leading, term
-	if leading {
-		s.ValidUntil = e.current.term.validUntil
-	}
-	s.DroppedEvents = e.events.droppedCount()
-	return s
-}
-
-// callResult classifies a Lease API call's outcome for Stats.Calls.
-func callResult(ctx context.Context, err error) string {
-	switch {
-	case err == nil:
-		return "ok"
-	case apierrors.IsNotFound(err):
-		return "not_found"
-	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-		return "conflict"
-	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return "forbidden"
-	case apierrors.IsTooManyRequests(err):
-		return "throttled"
-	case errors.Is(err, errBudget):
-		return "budget"
-	case ctx.Err() != nil:
-		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
-		return "timeout"
-	case apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err):
-		return "server_error"
-	}
-	var status apierrors.APIStatus
-	if errors.As(err, &status) && status.Status().Code >= 500 {
-		return "server_error"
-	}
-	return "other"
-}
-
-// called records one Lease API call: counters, the degraded signal, and an
-// EventError for a failure, unless the call failed only because ctx (the
-// campaign) was being stopped.
-func (e *Elector) called(ctx context.Context, verb string, err error, waited time.Duration) {
-	result := callResult(ctx, err)
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.stats.Calls == nil {
-		e.stats.Calls = map[CallKey]uint64{}
-	}
-	e.stats.Calls[CallKey{verb, result}]++
-	e.stats.BucketWait += waited
-	switch result {
-	case "canceled":
-		return
-	case "ok", "not_found":
-		e.stats.LastSuccess = time.Now()
-		e.stats.ConsecutiveFailures = 0
-		e.stats.FailingSince = time.Time{}
-		if e.stats.Degraded {
-			e.stats.Degraded = false
-			e.emitLocked(Event{Kind: EventRecovered})
-		}
-		return
-	}
-	e.cfg.Logger.Debug("relect: lease API call failed", "verb", verb, "lease", e.lock.Describe(), "err", err)
-	e.emitLocked(Event{Kind: EventError, Err: &CallError{Verb: verb, Err: err}})
-	if e.stats.ConsecutiveFailures == 0 {
-		e.stats.FailingSince = time.Now()
-	}
-	e.stats.ConsecutiveFailures++
-	if !e.stats.Degraded && e.stats.ConsecutiveFailures >= e.cfg.DegradedAfter {
-		e.stats.Degraded = true
-		e.emitLocked(Event{Kind: EventDegraded, Err: &CallError{Verb: verb, Err: err}})
-	}
 }
 
 // CallError is the Err of an EventError for a failed Lease API call.

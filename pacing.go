@@ -1,11 +1,16 @@
 package relect
 
 import (
+	"context"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 	"golang.org/x/time/rate"
 )
+
+// Pacing: the token bucket every Lease API call waits on (used by the
+// gateway alone), the exponential backoffs between campaigns and between a
+// follower's retries, and the one way relect sleeps.
 
 // newLimiter returns the token bucket every Lease API call of one Elector
 // waits on. It starts full, so a fresh candidate is not delayed.
@@ -66,3 +71,15 @@ func (eb *expBackoff) next() time.Duration {
 
 // reset starts the schedule over.
 func (eb *expBackoff) reset() { eb.b.Reset() }
+
+// sleep waits d, or until ctx is done, and then returns ctx.Err().
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

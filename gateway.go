@@ -1,0 +1,312 @@
+package relect
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"golang.org/x/time/rate"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// gateway is an Elector's one way to the Lease API. Every call — client-go's
+// through the resourcelock.Interface it implements, the follower's reads,
+// acquisitions and watches, the leader's watch, the release — goes through
+// do, which
+//
+//   - paces: it takes a token from the bucket first (the gateway is the
+//     only user of the limiter), so no loop, client-go's or ours, exceeds
+//     the budget;
+//   - bounds: it gives every call but a watch its own timeout (half the
+//     renew deadline), so a hung request cannot stall a campaign;
+//   - accounts: it classifies the outcome and reports it (Stats.Calls and
+//     the degraded signal).
+//
+// On client-go's path it also observes, and reports to the Elector's state,
+// the instant each write is sent (t_send: after the bucket, before the
+// request) and its outcome, and every record read, which drive IsLeader,
+// the term watchdog, new-leader events and loss detection; and it shows
+// client-go a disguised record where client-go's rules would be unsafe
+// (disguise).
+type gateway struct {
+	cfg     *config
+	inner   resourcelock.Interface // the lock client-go's elector would use
+	limiter *rate.Limiter
+	up      gatewayReports
+}
+
+var _ resourcelock.Interface = (*gateway)(nil)
+
+// gatewayReports is what the gateway tells the Elector's state, and the one
+// thing it asks of it.
+type gatewayReports interface {
+	called(verb, result string, err error, waited time.Duration)
+	observed(rec *record) (stranger bool)
+	observedMissing(restart bool)
+	wrote(sent time.Time, rec *record)
+	createAllowedAt() time.Time
+}
+
+func newGateway(cfg *config, up gatewayReports) *gateway {
+	return &gateway{cfg: cfg, inner: cfg.lock, limiter: newLimiter(cfg), up: up}
+}
+
+// errBudget wraps a token-bucket wait that could not finish in time.
+var errBudget = errors.New("relect: Lease API budget exhausted")
+
+// errCreateTooSoon is client-go's Create refused by gateway.Create.
+var errCreateTooSoon = errors.New("relect: the Lease was found missing less than LeaseDuration ago; not creating it yet")
+
+// do makes one Lease API call fn: it waits on the bucket, gives fn a
+// context with the per-call timeout if bounded (not a watch, which lives
+// until stopped), and reports the outcome.
+func (g *gateway) do(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
+	waited, err := g.wait(ctx)
+	if err == nil {
+		cctx := ctx
+		if bounded {
+			var cancel context.CancelFunc
+			cctx, cancel = context.WithTimeout(ctx, g.cfg.callTimeout)
+			defer cancel()
+		}
+		err = fn(cctx)
+	}
+	g.up.called(verb, callResult(ctx, err), err, waited)
+	return err
+}
+
+// wait takes one token, blocking until one is available or ctx ends. It
+// returns how long it waited.
+func (g *gateway) wait(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	if err := g.limiter.Wait(ctx); err != nil {
+		if ctx.Err() != nil {
+			return time.Since(start), ctx.Err()
+		}
+		// The wait would outlast ctx's deadline.
+		return time.Since(start), fmt.Errorf("%w: %v", errBudget, err)
+	}
+	return time.Since(start), nil
+}
+
+// hasTokens reports whether the bucket holds n tokens now.
+func (g *gateway) hasTokens(n float64) bool { return g.limiter.Tokens() >= n }
+
+// Get is client-go's read of the record. The record read is reported; what
+// client-go gets is the record, or its disguise, with its recordKey as the
+// raw bytes client-go compares (so that it sees renewals within one second
+// as new, too).
+func (g *gateway) Get(ctx context.Context) (*record, []byte, error) {
+	var (
+		rec *record
+		raw []byte
+	)
+	err := g.do(ctx, "get", true, func(ctx context.Context) error {
+		var err error
+		rec, raw, err = g.inner.Get(ctx)
+		return err
+	})
+	switch {
+	case err == nil:
+		stranger := g.up.observed(rec)
+		if disguised(rec, stranger, g.cfg.leaseSeconds) {
+			rec = disguise(rec, stranger, g.cfg.leaseSeconds)
+		}
+		return rec, recordKey(rec), nil
+	case apierrors.IsNotFound(err):
+		g.up.observedMissing(false)
+	}
+	return rec, raw, err
+}
+
+// Create is client-go's acquisition of a missing Lease (when followers poll,
+// or its slow path finds the Lease gone). It is refused, without an API
+// call, until the Elector's state allows it (createAllowedAt): a Lease
+// deleted by hand may still be acted on by its holder. client-go retries
+// after RetryPeriod.
+func (g *gateway) Create(ctx context.Context, ler record) error {
+	if at := g.up.createAllowedAt(); time.Now().Before(at) {
+		return fmt.Errorf("%w: not before %s", errCreateTooSoon, at.Format(time.RFC3339Nano))
+	}
+	return g.write(ctx, "create", ler, g.inner.Create)
+}
+
+// Update is client-go's acquisition or renewal, and relect's release.
+func (g *gateway) Update(ctx context.Context, ler record) error {
+	return g.write(ctx, "update", ler, g.inner.Update)
+}
+
+// write sends ler through the inner lock and reports it with its t_send.
+func (g *gateway) write(ctx context.Context, verb string, ler record, call func(context.Context, record) error) error {
+	var sent time.Time
+	err := g.do(ctx, verb, true, func(ctx context.Context) error {
+		sent = time.Now()
+		ler.LeaderTransitions = int(clampTransitions(ler.LeaderTransitions)) // client-go counts past MaxInt32
+		if ler.HolderIdentity == g.cfg.identity {
+			// client-go stamped the renew time before the bucket wait (and
+			// before a slow-path Get); stamp it again now, so that a
+			// delayed renewal still looks new to followers that compare
+			// whole seconds. It is informational: no one compares it
+			// across machines.
+			ler.RenewTime = metav1.NewTime(sent)
+		}
+		return call(ctx, ler)
+	})
+	if err == nil {
+		g.up.wrote(sent, &ler)
+	}
+	return err
+}
+
+// RecordEvent ignores client-go's calls: client-go records "became leader"
+// before the work starts and "stopped leading" on every exit, led or not.
+// relect records its own (campaign.recordEvent), when they happen.
+func (g *gateway) RecordEvent(string) {}
+
+// Identity is this candidate's holder identity.
+func (g *gateway) Identity() string { return g.cfg.identity }
+
+// Describe is the Lease as "namespace/name".
+func (g *gateway) Describe() string { return g.cfg.describe }
+
+// read gets the record as stored (nil if there is no Lease), and refreshes
+// the object the inner lock's next Update is conditional on.
+func (g *gateway) read(ctx context.Context) (*record, error) {
+	var rec *record
+	err := g.do(ctx, "get", true, func(ctx context.Context) error {
+		var err error
+		rec, _, err = g.inner.Get(ctx)
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	}
+	g.up.observed(rec)
+	return rec, nil
+}
+
+// release hands the lease back: it writes releaseRecord(transitions)
+// conditionally on the object this gateway last read or wrote, so a Lease
+// that has passed to another holder is never blanked. If check, or after a
+// conflict (perhaps a write of ours cancelled on our side after the
+// apiserver applied it, or someone else's), it first reads the Lease as
+// stored — not as Get would disguise it — and goes on only while it names
+// us. It gives up when ctx ends, and reports whether the lease is now
+// released by us.
+func (g *gateway) release(ctx context.Context, transitions int, check bool) (bool, error) {
+	for ; ; check = true {
+		if check {
+			cur, err := g.read(ctx)
+			if err != nil || cur == nil || cur.HolderIdentity != g.cfg.identity {
+				return false, err // passed on, deleted, or unreadable
+			}
+			transitions = cur.LeaderTransitions
+		}
+		err := g.Update(ctx, releaseRecord(transitions))
+		if err == nil {
+			return true, nil
+		}
+		if !apierrors.IsConflict(err) {
+			return false, err
+		}
+	}
+}
+
+// getLease reads the Lease for the follower; NotFound is returned as an
+// error.
+func (g *gateway) getLease(ctx context.Context) (*coordinationv1.Lease, error) {
+	var l *coordinationv1.Lease
+	err := g.do(ctx, "get", true, func(ctx context.Context) error {
+		var err error
+		l, err = g.cfg.leases.Get(ctx, g.cfg.Name, metav1.GetOptions{})
+		return err
+	})
+	return l, err
+}
+
+// acquire sends a follower's acquiring write: a Create of the Lease if from
+// is nil, else an Update of from, conditional on its resourceVersion. Its
+// spec is stamped with the instant the write is sent (after the bucket);
+// sent is zero if it was not sent. A successful write is reported.
+func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec func(sent time.Time) coordinationv1.LeaseSpec) (
+	l *coordinationv1.Lease, sent time.Time, err error) {
+	verb := "update"
+	if from == nil {
+		verb = "create"
+	}
+	err = g.do(ctx, verb, true, func(ctx context.Context) error {
+		sent = time.Now()
+		var err error
+		if from == nil {
+			want := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: g.cfg.Namespace, Name: g.cfg.Name}, Spec: spec(sent)}
+			l, err = g.cfg.leases.Create(ctx, want, metav1.CreateOptions{})
+		} else {
+			want := from.DeepCopy()
+			want.Spec = spec(sent)
+			l, err = g.cfg.leases.Update(ctx, want, metav1.UpdateOptions{})
+		}
+		return err
+	})
+	if err == nil {
+		g.up.wrote(sent, recordOf(l))
+	}
+	return l, sent, err
+}
+
+// watch opens a watch on the one Lease (field selector metadata.name),
+// resuming after resourceVersion rv ("": from now).
+func (g *gateway) watch(ctx context.Context, rv string) (watch.Interface, error) {
+	var w watch.Interface
+	err := g.do(ctx, "watch", false, func(ctx context.Context) error {
+		var err error
+		w, err = g.cfg.leases.Watch(ctx, metav1.ListOptions{
+			FieldSelector:   fields.OneTermEqualSelector("metadata.name", g.cfg.Name).String(),
+			ResourceVersion: rv,
+		})
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// callResult classifies a Lease API call's outcome for Stats.Calls (see
+// CallKey.Result); ctx is the caller's, whose end makes a failure
+// "canceled".
+func callResult(ctx context.Context, err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case apierrors.IsNotFound(err):
+		return "not_found"
+	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+		return "conflict"
+	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+		return "forbidden"
+	case apierrors.IsTooManyRequests(err):
+		return "throttled"
+	case errors.Is(err, errBudget):
+		return "budget"
+	case ctx.Err() != nil:
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
+		return "timeout"
+	case apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err):
+		return "server_error"
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) && status.Status().Code >= 500 {
+		return "server_error"
+	}
+	return "other"
+}

@@ -1,0 +1,139 @@
+package relect
+
+import (
+	"encoding/json"
+	"math"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// The rules relect applies to a Lease's leader-election record: when two
+// records are the same, when a record is a release, which leaseTransitions
+// the apiserver accepts, and what client-go is shown of a record it must not
+// act on as stored. They are pure functions of records; whoever reads or
+// writes the Lease applies them.
+
+// record is client-go's view of a Lease's spec.
+type record = resourcelock.LeaderElectionRecord
+
+// recordOf returns the record of a Lease read from the API.
+func recordOf(l *coordinationv1.Lease) *record {
+	return resourcelock.LeaseSpecToLeaderElectionRecord(&l.Spec)
+}
+
+// clientGoView is what a client-go follower compares to tell a new record
+// from the one before: the record's JSON, in which renewTime and
+// acquireTime have whole seconds. Two renewals within one second look the
+// same to it.
+func clientGoView(rec *record) []byte {
+	raw, _ := json.Marshal(rec)
+	return raw
+}
+
+// recordKey identifies a record: its client-go view plus the renew and
+// acquire times at the Lease's precision, the microsecond. Two records are
+// the same record exactly when their keys are equal (sameRecord): relect
+// tells renewals within one second apart, as client-go cannot. The key is
+// also what relect hands client-go as the record's raw bytes, so that
+// client-go, too, sees every renewal as new.
+func recordKey(rec *record) []byte {
+	key := clientGoView(rec)
+	key = append(key, rec.RenewTime.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)...)
+	return append(key, rec.AcquireTime.UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)...)
+}
+
+// sameRecord reports whether a and b are the same record (see recordKey);
+// nil is no record, and never the same as any.
+func sameRecord(a, b *record) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	return string(recordKey(a)) == string(recordKey(b))
+}
+
+// released reports whether a record is a release: no holder, and the lease
+// duration of 1 s that relect and client-go write when they release. A
+// holder emptied any other way (by hand) may still be acted on by whoever
+// held it, until its next renewal: it is waited out like a held lease.
+func released(rec *record) bool {
+	return rec.HolderIdentity == "" && rec.LeaseDurationSeconds == 1
+}
+
+// releaseRecord is the record a release writes: no holder, a lease duration
+// of 1 s (as client-go's), the term's leaseTransitions kept.
+func releaseRecord(transitions int) record {
+	now := time.Now()
+	rec := record{LeaseDurationSeconds: 1, LeaderTransitions: transitions}
+	rec.AcquireTime.Time, rec.RenewTime.Time = now, now
+	return rec
+}
+
+// clampTransitions keeps a leaseTransitions the apiserver accepts: 0 to
+// MaxInt32. Counting past MaxInt32 (a hand edit, or 2^31 changes of holder)
+// would wrap to a negative value the apiserver rejects with 422, wedging the
+// election; it saturates instead, so term numbers stop growing there.
+func clampTransitions(n int) int32 {
+	return int32(min(max(n, 0), math.MaxInt32))
+}
+
+// nextTransitions is the leaseTransitions of an acquisition that follows
+// rec: one more, unless it resumes our own record, saturating at MaxInt32.
+func nextTransitions(rec *record, ours bool) int32 {
+	n := clampTransitions(rec.LeaderTransitions)
+	if !ours && n < math.MaxInt32 {
+		n++
+	}
+	return n
+}
+
+// strangerSuffix marks, for client-go only, a holder that names us but whose
+// record this Elector did not write.
+const strangerSuffix = " (not written by this elector)"
+
+// emptiedHolder stands, for client-go only, for a holder emptied otherwise
+// than by a release (see released).
+const emptiedHolder = "(holder emptied without a release)"
+
+// disguised reports whether client-go must be shown rec otherwise than as
+// stored (see disguise).
+func disguised(rec *record, stranger bool, leaseSeconds int) bool {
+	short := rec.HolderIdentity != "" && rec.LeaseDurationSeconds < leaseSeconds
+	return stranger || short || (rec.HolderIdentity == "" && !released(rec))
+}
+
+// disguise returns what client-go is shown of rec, never what is stored, in
+// the cases where client-go's rules would let this candidate take over
+// while the holder may still act as leader:
+//
+//   - stranger: the record names us, but this Elector did not write it (an
+//     operator's hand edit, or a previous process with the same identity).
+//     client-go would resume it at once, while the candidate that really
+//     held it may still act as leader until its next renewal. Shown as held
+//     by a stranger, it is taken over only once it expires, as a new term.
+//   - a held lease whose duration is shorter than ours (zero, negative, or
+//     just short: a hand edit or a client with other settings). client-go
+//     would take it over that soon after observing it, possibly before the
+//     holder's next renewal reveals the edit. It is shown with our own lease
+//     duration, so a takeover waits at least that long.
+//   - a holder emptied otherwise than by a release: whoever held it may
+//     still act as leader until its next renewal, so it is shown as held, by
+//     a placeholder, for our own lease duration (the record's may be absurd,
+//     and no holder is left to repair it).
+//
+// Leader() and events still report the record as stored.
+func disguise(rec *record, stranger bool, leaseSeconds int) *record {
+	shown := *rec
+	if stranger {
+		shown.HolderIdentity += strangerSuffix
+	}
+	if rec.HolderIdentity == "" && !released(rec) {
+		shown.HolderIdentity = emptiedHolder
+		shown.LeaseDurationSeconds = leaseSeconds
+	}
+	if shown.HolderIdentity != "" && shown.LeaseDurationSeconds < leaseSeconds {
+		shown.LeaseDurationSeconds = leaseSeconds
+	}
+	return &shown
+}

@@ -1,0 +1,106 @@
+package relect
+
+import (
+	"context"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// A watch on the one Lease: the follower reads one while it waits to
+// acquire, and the leader goes on reading the same one during its term
+// (watchTerm). Both open it through the gateway (gateway.watch) and read
+// its events through decode.
+
+// leaseEvent is one event of a watch on the Lease, decoded.
+type leaseEvent struct {
+	kind leaseEventKind
+	// lease is the Lease as changed, the deleted object (nil if the event
+	// did not carry one), or the bookmark's.
+	lease *coordinationv1.Lease
+}
+
+type leaseEventKind uint8
+
+const (
+	leaseIgnored  leaseEventKind = iota // an object that is not a Lease
+	leaseChanged                        // added or modified
+	leaseDeleted                        // deleted
+	leaseProgress                       // a bookmark: a resourceVersion to resume from
+	watchClosed                         // the server ended the watch: resume it from the last resourceVersion
+	watchBroken                         // an error event (410 Gone, say): start over with a read
+)
+
+// decode turns what a watch's result channel delivered (open is false once
+// it is closed) into a leaseEvent.
+func decode(ev watch.Event, open bool) leaseEvent {
+	if !open {
+		return leaseEvent{kind: watchClosed}
+	}
+	l, isLease := ev.Object.(*coordinationv1.Lease)
+	switch ev.Type {
+	case watch.Added, watch.Modified:
+		if isLease {
+			return leaseEvent{kind: leaseChanged, lease: l}
+		}
+	case watch.Deleted:
+		if !isLease {
+			l = nil
+		}
+		return leaseEvent{kind: leaseDeleted, lease: l}
+	case watch.Bookmark:
+		if isLease {
+			return leaseEvent{kind: leaseProgress, lease: l}
+		}
+	default:
+		return leaseEvent{kind: watchBroken}
+	}
+	return leaseEvent{kind: leaseIgnored}
+}
+
+// termWatchReports is what the leader's watch tells the Elector's state.
+type termWatchReports interface {
+	observed(rec *record) (stranger bool)
+	observedMissing(restart bool)
+}
+
+// watchTerm reads the leader's watch w until ctx (the campaign's) is done:
+// a record naming another holder, an emptied holder or a deletion — an
+// operator's hand edit, say — ends the term the moment it is seen, instead
+// of at the next renewal (up to RetryPeriod later). Our own renewals come
+// back as events naming us and change nothing. If the watch ends, renewals
+// alone detect a loss, as with client-go.
+//
+// A nil w is a follower that acquired before it watched (it found the lease
+// free at its first read): watchTerm opens one from rv, the resourceVersion
+// of the acquiring write, so that an edit made before it opens is still
+// shown — at once if the bucket has a token to spare beyond the next
+// renewal's, else after a RetryPeriod, so as not to delay a renewal. A
+// failure to open leaves the renewals to detect a loss.
+func watchTerm(ctx context.Context, gw *gateway, up termWatchReports, w watch.Interface, rv string) {
+	if w == nil {
+		if !gw.hasTokens(2) && sleep(ctx, gw.cfg.RetryPeriod) != nil {
+			return
+		}
+		var err error
+		if w, err = gw.watch(ctx, rv); err != nil {
+			return
+		}
+	}
+	defer w.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, open := <-w.ResultChan():
+			switch e := decode(ev, open); e.kind {
+			case leaseChanged:
+				up.observed(recordOf(e.lease))
+			case leaseDeleted:
+				up.observedMissing(false)
+			case watchClosed, watchBroken:
+				return
+			}
+		}
+	}
+}
