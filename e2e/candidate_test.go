@@ -57,8 +57,8 @@ func (c *cluster) startCandidate(t *testing.T, id string, o candOpts) *candidate
 	if o.mode == "" {
 		o.mode = modeRelect
 	}
-	dir := filepath.Join(t.TempDir(), id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	dir, err := os.MkdirTemp(testDir(t), id+"-")
+	if err != nil {
 		t.Fatal(err)
 	}
 	cand := &candidate{

@@ -23,7 +23,7 @@ import (
 // and every replica exits 0 on SIGTERM.
 func TestControllerExample(t *testing.T) {
 	c := requireCluster(t)
-	dir := t.TempDir()
+	dir := testDir(t)
 	bin := filepath.Join(dir, "controller")
 	build := exec.Command(goTool(), "build", "-o", bin, "./examples/controller")
 	build.Dir = ".." // the example lives in the root module

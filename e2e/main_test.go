@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,9 +23,13 @@ const (
 	// envTimeScale multiplies every lease timing of the suite by a whole
 	// number, for a machine too slow for the defaults.
 	envTimeScale = "RELECT_E2E_TIME_SCALE"
-	// envKeep=1 keeps the scratch directory (control-plane logs) of a
-	// failed run.
+	// envKeep=1 keeps the scratch directory (control-plane logs, every
+	// candidate's stderr and history) of a failed run.
 	envKeep = "RELECT_E2E_KEEP"
+	// envDir, if set, is the scratch directory to use (created if need
+	// be) instead of a new temporary one; hack/test.sh sets it, and
+	// envKeep, so that a failing run's summary can say where the logs are.
+	envDir = "RELECT_E2E_DIR"
 )
 
 // The lease timings every candidate of the suite runs with (times the
@@ -68,7 +73,7 @@ func TestMain(m *testing.M) {
 		renewDeadline *= time.Duration(k)
 		retryPeriod *= time.Duration(k)
 	}
-	dir, err := os.MkdirTemp("", "relect-e2e-")
+	dir, err := scratchDir()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "FAIL:", err)
 		os.Exit(1)
@@ -84,9 +89,30 @@ func TestMain(m *testing.M) {
 	if code == 0 || os.Getenv(envKeep) == "" {
 		os.RemoveAll(dir)
 	} else {
-		fmt.Fprintln(os.Stderr, "e2e: kept", dir)
+		fmt.Fprintln(os.Stderr, "e2e: kept the logs of this failed run in", dir)
 	}
 	os.Exit(code)
+}
+
+// scratchDir makes the suite's scratch directory: envDir if set, else a new
+// temporary one.
+func scratchDir() (string, error) {
+	if d := os.Getenv(envDir); d != "" {
+		return d, os.MkdirAll(d, 0o755)
+	}
+	return os.MkdirTemp("", "relect-e2e-")
+}
+
+// testDir returns a directory for t's files (candidates' stderr and
+// histories, a program's logs) under the suite's scratch directory, which
+// is kept when the run fails (envKeep), unlike t.TempDir.
+func testDir(t *testing.T) string {
+	t.Helper()
+	d := filepath.Join(workDir, "tests", strings.ReplaceAll(t.Name(), "/", "_"))
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // requireCluster returns the control plane shared by the whole suite,

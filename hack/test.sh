@@ -12,14 +12,69 @@
 #      (≈ 3.5 min; prints the table; docs/performance.md has the full mode).
 #
 # RELECT_SKIP_E2E=1 runs only step 1.
+#
+# Each step's output is also written to a log under .cache/test-logs/<run>/
+# (RELECT_TEST_LOGS to choose another directory). A failing run ends with a
+# one-screen summary: the step that failed, the failing tests, and where the
+# full logs are — the step's output and, for the e2e steps, the control
+# plane's logs and every candidate's stderr and history. A passing run
+# deletes them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-echo "== go test -race ./... (library, relecttest, examples; the simulation at race size)"
-go test -race -count=1 ./...
+logs="${RELECT_TEST_LOGS:-$PWD/.cache/test-logs/$(date +%Y%m%d-%H%M%S)-$$}"
+mkdir -p "$logs"
+step_name="" step_log=""
 
-echo "== the fault simulation at full size (10,000 schedules; RELECT_SIM_SCHEDULES for more)"
-go test -count=1 -run 'TestSimulation$' -v . | grep -v '^=== \|^    --- \|^        --- '
+# step NAME LOG COMMAND...: runs COMMAND, its output shown and kept in LOG.
+step() {
+	step_name=$1 step_log=$logs/$2
+	shift 2
+	echo "== $step_name"
+	"$@" 2>&1 | tee "$step_log"
+}
+
+summary() {
+	local status=$?
+	if [[ $status -eq 0 ]]; then
+		rm -rf "$logs"
+		return
+	fi
+	{
+		echo
+		echo "==================== hack/test.sh FAILED (exit $status) ===================="
+		echo "step:   ${step_name:-before the first step}"
+		if [[ -n "$step_log" && -f "$step_log" ]]; then
+			local failed
+			failed=$(grep -E -e '--- FAIL:|^FAIL|^panic:|\[build failed\]|test timed out|SAFETY VIOLATION|FENCING' "$step_log" |
+				sed 's/^/        /' | head -25 || true)
+			echo "failing tests and packages:"
+			echo "${failed:-        (none named: see the log)}"
+			echo "log of the step: $step_log"
+		fi
+		if [[ -d "$logs/e2e" ]]; then
+			echo "e2e logs (control plane; each test's candidates: stderr.log, history.jsonl): $logs/e2e"
+		fi
+		echo "============================================================================"
+	} >&2
+}
+trap summary EXIT
+
+simulation() {
+	go test -count=1 -run 'TestSimulation$' -v . | grep -v '^=== \|^    --- \|^        --- '
+}
+e2e_suite() {
+	(cd e2e && RELECT_E2E_DIR="$logs/e2e" go test -count=1 -timeout 30m ./...)
+}
+e2e_benchmark() {
+	(cd e2e && RELECT_E2E_DIR="$logs/e2e" RELECT_PERF=short RELECT_PERF_OUT="$logs/performance.md" \
+		go test -count=1 -timeout 15m -run '^TestPerformance$' .)
+}
+
+step "go test -race ./... (library, relecttest, examples; the simulation at race size)" race.log \
+	go test -race -count=1 ./...
+step "the fault simulation at full size (10,000 schedules; RELECT_SIM_SCHEDULES for more)" simulation.log \
+	simulation
 
 if [[ "${RELECT_SKIP_E2E:-}" == 1 ]]; then
 	echo "== RELECT_SKIP_E2E=1: skipping the real control plane"
@@ -27,15 +82,11 @@ if [[ "${RELECT_SKIP_E2E:-}" == 1 ]]; then
 fi
 
 if [[ -d e2e ]]; then
-	echo "== building kube-apiserver and etcd (cached)"
-	KUBEBUILDER_ASSETS="$(hack/build-control-plane.sh)"
-	export KUBEBUILDER_ASSETS
-	echo "== e2e: real kube-apiserver + etcd"
-	(cd e2e && RELECT_E2E_REQUIRED=1 go test -count=1 -timeout 30m ./...)
-	echo "== e2e: relect vs plain client-go, side by side (RELECT_PERF=short; docs/performance.md)"
-	perf_table="$(mktemp)"
-	(cd e2e && RELECT_E2E_REQUIRED=1 RELECT_PERF=short RELECT_PERF_OUT="$perf_table" \
-		go test -count=1 -timeout 15m -run '^TestPerformance$' .)
-	cat "$perf_table"
-	rm -f "$perf_table"
+	step "building kube-apiserver and etcd (cached)" control-plane.log hack/build-control-plane.sh
+	KUBEBUILDER_ASSETS="$(tail -n 1 "$step_log")"
+	export KUBEBUILDER_ASSETS RELECT_E2E_REQUIRED=1 RELECT_E2E_KEEP=1
+	step "e2e: real kube-apiserver + etcd" e2e.log e2e_suite
+	step "e2e: relect vs plain client-go, side by side (RELECT_PERF=short; docs/performance.md)" performance.log \
+		e2e_benchmark
+	cat "$logs/performance.md"
 fi
