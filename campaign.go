@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -48,7 +49,7 @@ func runCampaign(ctx context.Context, cfg *config, st *state, gw *gateway) (stab
 		w  watch.Interface
 		rv string
 	)
-	if st.startCampaign() {
+	if st.startCampaign() || cfg.Standby {
 		var wrote bool
 		var err error
 		w, rv, wrote, err = follow(cctx, cfg, gw, st)
@@ -57,12 +58,15 @@ func runCampaign(ctx context.Context, cfg *config, st *state, gw *gateway) (stab
 			st.watchForbidden(err)
 		case err != nil: // ctx done
 			if wrote && !cfg.KeepLeaseOnCancel {
-				c.release(nil) // the write may have been applied
+				c.release(nil, "") // the write may have been applied
 			}
 			return false
 		default:
 			followed = true
 		}
+	}
+	if cfg.Standby {
+		return false // a standby follows until ctx is done, and never elects
 	}
 	t := c.elect(followed, w, rv)
 	if t == nil || t.phase == termAborted {
@@ -70,7 +74,7 @@ func runCampaign(ctx context.Context, cfg *config, st *state, gw *gateway) (stab
 			// Stopped between our acquiring write and the term's start:
 			// the write may have been applied even if the client gave up
 			// on it, and followers would wait out a lease nobody serves.
-			c.release(nil)
+			c.release(nil, "")
 		}
 		return false
 	}
@@ -123,19 +127,24 @@ func (c *campaign) elect(followed bool, w watch.Interface, rv string) *term {
 	return c.st.electionOver()
 }
 
-// stepDown ends a campaign whose term was served: it releases the lease if
-// the term ended because the work returned or panicked, or because Run's
-// context is done (unless KeepLeaseOnCancel) — not after a loss or an
-// expiry, when the lease is not, or not known to be, ours — then calls
-// OnStoppedLeading. It reports whether the term was stable.
+// stepDown ends a campaign whose term was served: it hands the lease over
+// if a HandOver (or the Lease's preferred holder) asked for it, releases it
+// if a Yield asked for it, if the term ended because the work returned or
+// panicked, or because Run's context is done (unless KeepLeaseOnCancel) —
+// not after a loss or an expiry, when the lease is not, or not known to be,
+// ours — then calls OnStoppedLeading. It reports whether the term was
+// stable.
 func (c *campaign) stepDown(t *term) (stable bool) {
 	var panicked *PanicError
 	isPanic := errors.As(t.cause, &panicked)
-	release := isPanic || errors.Is(t.cause, ErrWorkReturned) ||
+	release := isPanic || errors.Is(t.cause, ErrWorkReturned) || t.stepDown != nil ||
 		(c.runCtx.Err() != nil && !c.cfg.KeepLeaseOnCancel && !errors.Is(t.cause, ErrLeaseExpired) && !errors.Is(t.cause, ErrLeaseLost))
 	c.recordEvent("stopped leading")
-	if release {
-		c.release(t)
+	switch {
+	case t.stepDown != nil:
+		t.stepDown.done <- c.release(t, t.stepDown.to)
+	case release:
+		c.release(t, "")
 	}
 	if f := c.cfg.OnStoppedLeading; f != nil {
 		if p := callSafely("OnStoppedLeading", f); p != nil {
@@ -159,11 +168,11 @@ func (c *campaign) serve(cgCtx context.Context) {
 	}
 	c.recordEvent("became leader")
 
-	watchdogDone := make(chan struct{})
-	go func() {
-		defer close(watchdogDone)
-		c.watchdog(t)
-	}()
+	var helpers sync.WaitGroup
+	helpers.Go(func() { c.watchdog(t) })
+	if c.cfg.registry && c.cfg.leases != nil {
+		helpers.Go(func() { watchCandidates(ctx, c.cfg, c.gw, c.st) })
+	}
 	var cause error = ErrWorkReturned
 	p := callSafely("OnStartedLeading", func() { c.cfg.OnStartedLeading(ctx) })
 	switch {
@@ -173,7 +182,7 @@ func (c *campaign) serve(cgCtx context.Context) {
 		cause = c.cancelCause(ctx)
 	}
 	c.st.workReturned(t, p, cause)
-	<-watchdogDone
+	helpers.Wait()
 }
 
 // watchdog ends term t when its validity passes without a renewal, or when
@@ -216,11 +225,12 @@ func (c *campaign) cancelCause(ctx context.Context) error {
 	return ErrLeaseExpired
 }
 
-// release gives the lease back, within RenewDeadline, even when Run's
-// context is done: the lease term t holds, or with t nil, the Lease if it
-// names us when read now (the campaign ended while its acquiring write was
-// in flight, and it may have been applied).
-func (c *campaign) release(t *term) {
+// release gives the lease back — or hands it over to to, if not empty —
+// within RenewDeadline, even when Run's context is done: the lease term t
+// holds, or with t nil, the Lease if it names us when read now (the
+// campaign ended while its acquiring write was in flight, and it may have
+// been applied). It reports an error if it did not release (or hand over).
+func (c *campaign) release(t *term, to string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.runCtx), c.cfg.RenewDeadline)
 	defer cancel()
 	var (
@@ -229,18 +239,26 @@ func (c *campaign) release(t *term) {
 		number int64
 	)
 	if t == nil {
-		ok, err = c.gw.release(ctx, 0, true)
+		ok, err = c.gw.release(ctx, 0, to, true)
 	} else {
 		number = t.number
-		ok, err = c.gw.release(ctx, t.held, false)
+		ok, err = c.gw.release(ctx, t.held, to, false)
 	}
 	switch {
 	case err != nil:
-		c.st.emit(Event{Kind: EventError, Err: fmt.Errorf("relect: releasing the lease: %w", err)})
-	case ok:
+		err = fmt.Errorf("relect: releasing the lease: %w", err)
+		c.st.emit(Event{Kind: EventError, Err: err})
+		return err
+	case !ok:
+		return ErrLeaseLost
+	case to != "":
+		c.st.emit(Event{Kind: EventHandedOver, Leader: to, Term: number})
+		c.recordEvent("handed the lease over to " + to)
+	default:
 		c.st.emit(Event{Kind: EventReleased, Leader: c.cfg.identity, Term: number})
 		c.recordEvent("released the lease")
 	}
+	return nil
 }
 
 // recordEvent sends a Kubernetes Event about the Lease to

@@ -3,6 +3,7 @@ package relect
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -182,6 +183,15 @@ func (e *Elector) Run(ctx context.Context) error {
 	// closed, and the log queue is drained last.
 	defer e.logs.start()()
 	defer e.events.close()
+	if e.cfg.registry && e.cfg.leases != nil {
+		// The registration lives as long as Run: joined after the loop
+		// ended (ctx is done then), once it deregistered.
+		rctx, stopRegistering := context.WithCancel(ctx)
+		var registered sync.WaitGroup
+		registered.Go(func() { register(rctx, e.cfg, e.gw, e.st) })
+		defer registered.Wait()
+		defer stopRegistering()
+	}
 	n := newNotifier(e.cfg.OnNewLeader, func(p *PanicError) { e.st.emit(Event{Kind: EventError, Err: p}) })
 	e.st.setNotifier(n)
 	defer func() {
@@ -204,6 +214,124 @@ func (e *Elector) Run(ctx context.Context) error {
 		e.st.backedOff(d)
 		if sleep(ctx, d) != nil {
 			return context.Cause(ctx)
+		}
+	}
+}
+
+// Yield ends this candidate's term and releases the lease so that the next
+// candidate in the line of succession takes it over at once, while this one
+// stays a candidate: its Run goes on, and after its backoff wait it follows
+// the Lease again, behind the others (it is not in the line it published).
+// The term's context is cancelled; Yield blocks until OnStartedLeading has
+// returned and the release was written, or until ctx is done (the yield
+// goes on regardless). It returns nil once the lease is released,
+// ErrNotLeader if this candidate does not lead at the call, ctx's error, or
+// the release's error (the lease then expires as after a crash). Safe for
+// concurrent use; OnStartedLeading must not wait for it (it waits for
+// OnStartedLeading).
+func (e *Elector) Yield(ctx context.Context) error {
+	return e.stepDown(ctx, "")
+}
+
+// HandOver ends this candidate's term and hands the lease over to the
+// candidate named identity: it writes the Lease naming that candidate as
+// holder, for twice RetryPeriod rounded up to whole seconds (4 s by
+// default), and marks the record as a handover. The named candidate, if it
+// is a relect candidate following the Lease (not in a backoff wait), takes
+// it at once with a term of its own; nobody else may take it before that
+// time has passed — plain client-go candidates included, since the Lease
+// names a holder — after which normal succession resumes. This candidate
+// stays a candidate, as with Yield.
+//
+// HandOver blocks until OnStartedLeading has returned and the handover
+// record was written, or until ctx is done. It returns nil once the record
+// is written (not once the successor leads: wait for that with the
+// successor's AwaitLeading, or watch Leader), ErrNotLeader if this
+// candidate does not lead at the call, an error if identity is empty, this
+// candidate's own, or known to stand by, ctx's error, or the write's error.
+// Safe for concurrent use; OnStartedLeading must not wait for it.
+func (e *Elector) HandOver(ctx context.Context, identity string) error {
+	switch {
+	case e.cfg == nil:
+		return ErrNotInitialized
+	case identity == "":
+		return errors.New("relect: HandOver: empty identity")
+	case identity == e.cfg.identity:
+		return errors.New("relect: HandOver: the identity is this candidate's own")
+	}
+	return e.stepDown(ctx, identity)
+}
+
+func (e *Elector) stepDown(ctx context.Context, to string) error {
+	if e.st == nil {
+		return ErrNotInitialized
+	}
+	done, err := e.st.stepDown(to)
+	if err != nil {
+		return err
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Candidates returns the candidates for the lease as this Elector knows
+// them, the leader first, then the line of succession in order, then the
+// others by priority and identity. A leader knows every live registered
+// candidate (it watches the registry, from half a RetryPeriod into its
+// term); a follower knows itself, the leader, and the successors the
+// leader published in the Lease. Plain client-go candidates, and relect
+// candidates with the registry off, are known only as leader. It never
+// blocks on the API and is safe for concurrent use.
+func (e *Elector) Candidates() []Candidate {
+	if e.st == nil {
+		return nil
+	}
+	return e.st.knownCandidates()
+}
+
+// AwaitLeading blocks until this candidate leads, and returns the term's
+// number (see Term); or until ctx is done, and returns its cause. It
+// returns at once if this candidate leads at the call. Leading may end at
+// any moment after it returns: act under the term's context, or check
+// IsLeader. Safe for concurrent use.
+func (e *Elector) AwaitLeading(ctx context.Context) (term int64, err error) {
+	if e.st == nil {
+		return 0, ErrNotInitialized
+	}
+	for {
+		n, leading, _, changed := e.st.await()
+		if leading {
+			return n, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
+	}
+}
+
+// AwaitLeader blocks until a holder of the lease is observed, and returns
+// its identity (see Leader; this candidate's own included); or until ctx is
+// done, and returns its cause. It returns at once if a holder is known at
+// the call. Safe for concurrent use.
+func (e *Elector) AwaitLeader(ctx context.Context) (identity string, err error) {
+	if e.st == nil {
+		return "", ErrNotInitialized
+	}
+	for {
+		_, _, leader, changed := e.st.await()
+		if leader != "" {
+			return leader, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
 		}
 	}
 }

@@ -28,6 +28,18 @@ var (
 	// identity, or deleted.
 	ErrLeaseLost = errors.New("relect: lease lost: held by another identity or deleted")
 
+	// ErrYielded ends a term that Elector.Yield ended.
+	ErrYielded = errors.New("relect: yielded")
+
+	// ErrHandedOver ends a term that Elector.HandOver ended, or that a
+	// Lease naming another preferred holder (spec.preferredHolder) asked
+	// to hand over.
+	ErrHandedOver = errors.New("relect: handed over")
+
+	// ErrNotLeader is returned by Yield and HandOver when this candidate
+	// does not lead at the moment of the call.
+	ErrNotLeader = errors.New("relect: not leading")
+
 	// ErrWorkReturned ends a term when OnStartedLeading returned while the
 	// term was still valid.
 	ErrWorkReturned = errors.New("relect: OnStartedLeading returned")

@@ -22,7 +22,7 @@ const (
 	EventStartedLeading
 	// EventStoppedLeading: the term ended; IsLeader is false from now on
 	// (Err: why, one of ErrLeaseExpired, ErrLeaseLost, ErrWorkReturned,
-	// *PanicError, or Run's context's cause).
+	// ErrYielded, ErrHandedOver, *PanicError, or Run's context's cause).
 	EventStoppedLeading
 	// EventReleased: the lease was released after the term's work returned.
 	EventReleased
@@ -38,6 +38,10 @@ const (
 	EventDegraded
 	// EventRecovered: a Lease API call succeeded after EventDegraded.
 	EventRecovered
+	// EventHandedOver: the lease was handed over (Elector.HandOver, or
+	// the Lease's preferred holder) to Leader, after the term's work
+	// returned (Term: the term that ended).
+	EventHandedOver
 )
 
 var eventKindNames = [...]string{
@@ -50,6 +54,7 @@ var eventKindNames = [...]string{
 	EventError:          "error",
 	EventDegraded:       "degraded",
 	EventRecovered:      "recovered",
+	EventHandedOver:     "handed-over",
 }
 
 // String returns the kind's name in lower case, for logs.
@@ -86,7 +91,7 @@ func (e Event) String() string {
 		s += " leader=" + e.Leader
 	}
 	switch e.Kind {
-	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased:
+	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased, EventHandedOver:
 		s += fmt.Sprintf(" term=%d", e.Term)
 	}
 	if e.Delay != 0 {

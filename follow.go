@@ -22,7 +22,7 @@ const never = 365 * 24 * time.Hour
 // followerReports is what a follower tells the Elector's state, and asks of
 // it.
 type followerReports interface {
-	observed(rec *record) (stranger bool)
+	observed(rec *record, l *coordinationv1.Lease) (stranger bool)
 	observedMissing(restart bool)
 	createAllowedAt() time.Time
 	ours(rec *record) bool
@@ -51,6 +51,15 @@ type follower struct {
 	// without a gap, since the state's missing-Lease wait began; only then
 	// may it be created (see observe).
 	watchedMissing bool
+	// After an acquiring write failed: stale (a conflict) waits for the
+	// watch to show what won, until staleUntil, then reads; retryAt (the
+	// API shed or failed the write) holds the next try back while the
+	// watch goes on.
+	stale      bool
+	staleUntil time.Time
+	retryAt    time.Time
+	// standby: never acquire (Options.Standby), only observe.
+	standby bool
 }
 
 // follow is a follower's campaign when relect has the Lease client (Config
@@ -71,7 +80,7 @@ type follower struct {
 // the watch; wrote reports whether it sent an acquiring write, which may
 // have been applied even if it failed here.
 func follow(ctx context.Context, cfg *config, gw *gateway, up followerReports) (w watch.Interface, rv string, wrote bool, err error) {
-	f := &follower{cfg: cfg, gw: gw, up: up, retry: newRetryBackoff(cfg), needRead: true}
+	f := &follower{cfg: cfg, gw: gw, up: up, retry: newRetryBackoff(cfg), needRead: true, standby: cfg.Standby}
 	if err := f.run(ctx); err != nil {
 		f.stopWatch()
 		return nil, "", f.wrote, err
@@ -99,20 +108,16 @@ func (f *follower) run(ctx context.Context) error {
 			if err == nil {
 				return nil
 			}
-			// Someone else won, the Lease moved on, or the API failed:
-			// read again, and after a failure also start a fresh watch
-			// (its connection may be dead).
-			f.needRead = true
-			if !apierrors.IsConflict(err) && !apierrors.IsAlreadyExists(err) {
-				f.stopWatch()
-				if err := sleep(ctx, f.retry.next()); err != nil {
-					return err
-				}
+			if err := f.acquireFailed(ctx, err); err != nil {
+				return err
 			}
 			continue
 		}
 		if f.w == nil {
 			if err := f.openWatch(ctx); err != nil {
+				if apierrors.IsForbidden(err) && f.standby {
+					return f.poll(ctx) // a standby never falls back on client-go, which writes
+				}
 				if apierrors.IsForbidden(err) {
 					return errWatchForbidden
 				}
@@ -130,16 +135,77 @@ func (f *follower) run(ctx context.Context) error {
 	}
 }
 
-// await waits for the next watch event, or until the Lease may be taken
-// over.
+// acquireFailed decides what follows an acquiring write that failed with
+// err. A conflict means someone else won, or the Lease moved on: the watch
+// will show it, so the follower waits for its next event (no read), or
+// reads if it has no watch, or the watch shows nothing within a retry
+// period. A 429 or 5xx means the API shed or failed the write: the
+// follower tries again after a backoff, reading its healthy watch
+// meanwhile (no new read, no new watch). Anything else (a timeout, a dead
+// connection) may have killed the watch too: it starts over with a read
+// and a new watch, after a backoff.
+func (f *follower) acquireFailed(ctx context.Context, err error) error {
+	switch {
+	case (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)) && f.w != nil:
+		f.stale, f.staleUntil = true, time.Now().Add(f.cfg.RetryPeriod)
+		return nil
+	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+		f.needRead = true
+		return nil
+	case f.w != nil && (apierrors.IsTooManyRequests(err) || callResult(ctx, err) == "server_error"):
+		f.retryAt = time.Now().Add(f.retry.next())
+		return nil
+	}
+	f.needRead = true
+	f.stopWatch()
+	return sleep(ctx, f.retry.next())
+}
+
+// poll is a standby's follow when it may not watch: it reads the Lease
+// every RetryPeriod, with the follower's backoff while reads fail, until
+// ctx is done.
+func (f *follower) poll(ctx context.Context) error {
+	for {
+		wait := f.cfg.RetryPeriod
+		if err := f.read(ctx); err != nil {
+			wait = f.retry.next()
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return err
+		}
+	}
+}
+
+// wakeAt is when the follower acts next without a watch event: when the
+// Lease may be taken over, or a held-back try is due; after a conflict,
+// when it gives up waiting for the watch to show what won.
+func (f *follower) wakeAt() time.Time {
+	switch {
+	case f.standby:
+		return time.Now().Add(never)
+	case f.stale:
+		return f.staleUntil
+	}
+	at := f.expiry()
+	if f.retryAt.After(at) {
+		at = f.retryAt
+	}
+	return at
+}
+
+// await waits for the next watch event, or until the follower acts next
+// (wakeAt).
 func (f *follower) await(ctx context.Context) error {
-	expiry := time.NewTimer(time.Until(f.expiry()))
+	expiry := time.NewTimer(time.Until(f.wakeAt()))
 	defer expiry.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-expiry.C:
-		return nil // due() now holds: the loop tries to acquire
+		if f.stale { // the watch showed nothing since the conflict: read
+			f.stale, f.needRead = false, true
+		}
+		return nil // else due() now holds: the loop tries to acquire
 	case ev, open := <-f.w.ResultChan():
 		switch e := decode(ev, open); e.kind {
 		case watchClosed:
@@ -204,7 +270,7 @@ func (f *follower) openWatch(ctx context.Context) error {
 // does not exist). The observation time moves only when the record changes,
 // as in client-go.
 func (f *follower) observe(l *coordinationv1.Lease, fromWatch bool) {
-	f.known = true
+	f.known, f.stale = true, false
 	if l == nil {
 		// A missing Lease may have been deleted by hand while held, and
 		// its holder lead on, unaware, until its next renewal fails:
@@ -229,7 +295,7 @@ func (f *follower) observe(l *coordinationv1.Lease, fromWatch bool) {
 	if key := recordKey(rec); !bytes.Equal(key, f.key) {
 		f.key, f.observedAt = key, time.Now()
 	}
-	f.up.observed(rec)
+	f.up.observed(rec, l)
 }
 
 // record returns the observed record, or nil.
@@ -242,8 +308,11 @@ func (f *follower) record() *record {
 
 // expiry is when the observed lease may be taken over: if there is none,
 // when it may be created (never before a watch saw it missing; see
-// observe); at once if it was released or is ours; else the observation
-// time plus the longer of the record's lease duration and ours.
+// observe); at once if it is ours, or handed over to us; otherwise when it
+// is free — released; or expired: the observation time plus the longer of
+// the record's lease duration and ours (a handover's own duration, which
+// is nobody's term) — plus this candidate's turn in the line of succession
+// (turn).
 func (f *follower) expiry() time.Time {
 	rec := f.record()
 	switch {
@@ -254,18 +323,36 @@ func (f *follower) expiry() time.Time {
 			return at
 		}
 		return time.Now().Add(never) // not watched missing yet
-	case released(rec) || f.up.ours(rec):
+	case f.up.ours(rec):
 		return time.Time{}
+	}
+	own := time.Duration(f.cfg.leaseSeconds) * time.Second
+	var free time.Time
+	switch h := handOverOf(f.lease); {
+	case h != nil && h.To == f.cfg.identity:
+		return time.Time{}
+	case h != nil:
+		// Nobody leads during a handover: its record's short duration is
+		// the named successor's time to take the lease, then succession
+		// resumes.
+		free = f.observedAt.Add(time.Duration(rec.LeaseDurationSeconds) * time.Second)
+	case released(rec):
+		free = f.observedAt
 	case rec.HolderIdentity == "":
 		// Emptied by hand: our own lease duration, whatever the record
 		// says (it may be absurd, and no holder is left to repair it).
-		return f.observedAt.Add(time.Duration(f.cfg.leaseSeconds) * time.Second)
+		free = f.observedAt.Add(own)
+	default:
+		free = f.observedAt.Add(max(time.Duration(rec.LeaseDurationSeconds)*time.Second, own))
 	}
-	secs := max(rec.LeaseDurationSeconds, f.cfg.leaseSeconds)
-	return f.observedAt.Add(time.Duration(secs) * time.Second)
+	return free.Add(turn(f.lease, f.cfg.identity, f.cfg.successionStep))
 }
 
-func (f *follower) due() bool { return f.known && !time.Now().Before(f.expiry()) }
+// due reports whether the follower tries to acquire now.
+func (f *follower) due() bool {
+	now := time.Now()
+	return f.known && !f.standby && !f.stale && !now.Before(f.retryAt) && !now.Before(f.expiry())
+}
 
 // acquire writes a record naming this candidate: a Create if there is no
 // Lease (leaseTransitions: recreatedTransitions), else an Update conditional

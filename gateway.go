@@ -36,7 +36,8 @@ import (
 // (disguise).
 type gateway struct {
 	cfg     *config
-	inner   resourcelock.Interface // the lock client-go's elector would use
+	inner   resourcelock.Interface // the lock client-go's elector drives through the gateway
+	own     *leaseLock             // inner, when it is relect's own (Config or Client); nil with a Lock
 	limiter *rate.Limiter
 	up      gatewayReports
 }
@@ -47,14 +48,29 @@ var _ resourcelock.Interface = (*gateway)(nil)
 // thing it asks of it.
 type gatewayReports interface {
 	called(verb, result string, err error, waited time.Duration)
-	observed(rec *record) (stranger bool)
+	observed(rec *record, l *coordinationv1.Lease) (stranger bool)
 	observedMissing(restart bool)
 	wrote(sent time.Time, rec *record)
 	createAllowedAt() time.Time
+	annotate(l *coordinationv1.Lease, rec *record)
 }
 
 func newGateway(cfg *config, up gatewayReports) *gateway {
-	return &gateway{cfg: cfg, inner: cfg.lock, limiter: newLimiter(cfg), up: up}
+	g := &gateway{cfg: cfg, inner: cfg.lock, limiter: newLimiter(cfg), up: up}
+	if cfg.lock == nil {
+		g.own = &leaseLock{leases: cfg.leases, ns: cfg.Namespace, name: cfg.Name, identity: cfg.identity, annotate: up.annotate}
+		g.inner = g.own
+	}
+	return g
+}
+
+// lastLease is the Lease object the inner lock last read or wrote, if it is
+// relect's own lock; else nil.
+func (g *gateway) lastLease() *coordinationv1.Lease {
+	if g.own == nil {
+		return nil
+	}
+	return g.own.last()
 }
 
 // errBudget wraps a token-bucket wait that could not finish in time.
@@ -79,6 +95,26 @@ func (g *gateway) do(ctx context.Context, verb string, bounded bool, fn func(con
 	}
 	g.up.called(verb, callResult(ctx, err), err, waited)
 	return err
+}
+
+// doSpare is do for calls that must never delay the election's own (the
+// registry's): it takes a token only once the bucket holds more than the
+// calls of an acquisition and its first renewal (minRateBurst), waiting
+// for the bucket to refill if need be.
+func (g *gateway) doSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
+	start := time.Now()
+	for g.limiter.Limit() != rate.Inf {
+		have := g.limiter.Tokens()
+		if have >= minRateBurst+1 {
+			break
+		}
+		refill := time.Duration((minRateBurst + 1 - have) / float64(g.limiter.Limit()) * float64(time.Second))
+		if err := sleep(ctx, max(refill, time.Millisecond)); err != nil {
+			g.up.called(verb, callResult(ctx, err), err, time.Since(start))
+			return err
+		}
+	}
+	return g.do(ctx, verb, bounded, fn)
 }
 
 // wait takes one token, blocking until one is available or ctx ends. It
@@ -114,7 +150,7 @@ func (g *gateway) Get(ctx context.Context) (*record, []byte, error) {
 	})
 	switch {
 	case err == nil:
-		stranger := g.up.observed(rec)
+		stranger := g.up.observed(rec, g.lastLease())
 		if disguised(rec, stranger, g.cfg.leaseSeconds) {
 			rec = disguise(rec, stranger, g.cfg.leaseSeconds)
 		}
@@ -190,19 +226,20 @@ func (g *gateway) read(ctx context.Context) (*record, error) {
 	case err != nil:
 		return nil, err
 	}
-	g.up.observed(rec)
+	g.up.observed(rec, g.lastLease())
 	return rec, nil
 }
 
-// release hands the lease back: it writes releaseRecord(transitions)
-// conditionally on the object this gateway last read or wrote, so a Lease
-// that has passed to another holder is never blanked. If check, or after a
-// conflict (perhaps a write of ours cancelled on our side after the
-// apiserver applied it, or someone else's), it first reads the Lease as
-// stored — not as Get would disguise it — and goes on only while it names
-// us. It gives up when ctx ends, and reports whether the lease is now
-// released by us.
-func (g *gateway) release(ctx context.Context, transitions int, check bool) (bool, error) {
+// release hands the lease back — or over, to the holder to names (see
+// handOverRecord), if to is not empty: it writes the record conditionally
+// on the object this gateway last read or wrote, so a Lease that has passed
+// to another holder is never blanked. If check, or after a conflict
+// (perhaps a write of ours cancelled on our side after the apiserver
+// applied it, or someone else's), it first reads the Lease as stored — not
+// as Get would disguise it — and goes on only while it names us. It gives
+// up when ctx ends, and reports whether the lease is now released (or
+// handed over) by us.
+func (g *gateway) release(ctx context.Context, transitions int, to string, check bool) (bool, error) {
 	for ; ; check = true {
 		if check {
 			cur, err := g.read(ctx)
@@ -211,7 +248,11 @@ func (g *gateway) release(ctx context.Context, transitions int, check bool) (boo
 			}
 			transitions = cur.LeaderTransitions
 		}
-		err := g.Update(ctx, releaseRecord(transitions))
+		rec := releaseRecord(transitions)
+		if to != "" {
+			rec = handOverRecord(transitions, to, g.cfg.handOverSeconds)
+		}
+		err := g.Update(ctx, rec)
 		if err == nil {
 			return true, nil
 		}
@@ -246,12 +287,15 @@ func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec 
 	err = g.do(ctx, verb, true, func(ctx context.Context) error {
 		sent = time.Now()
 		var err error
+		want := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: g.cfg.Namespace, Name: g.cfg.Name}}
+		if from != nil {
+			want = from.DeepCopy()
+		}
+		want.Spec = spec(sent)
+		g.up.annotate(want, recordOf(want))
 		if from == nil {
-			want := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: g.cfg.Namespace, Name: g.cfg.Name}, Spec: spec(sent)}
 			l, err = g.cfg.leases.Create(ctx, want, metav1.CreateOptions{})
 		} else {
-			want := from.DeepCopy()
-			want.Spec = spec(sent)
 			l, err = g.cfg.leases.Update(ctx, want, metav1.UpdateOptions{})
 		}
 		return err

@@ -76,6 +76,10 @@ func newCandidate(t *testing.T, api *relecttest.LeaseAPI, name string, mod func(
 	return c
 }
 
+// noRegistry turns the candidate registry off, for tests that count the
+// calls made on the election's Lease itself.
+func noRegistry(o *relect.Options) { o.DisableRegistry = true }
+
 // start runs the Elector in the background and records its events.
 func (c *candidate) start() {
 	ctx, cancel := context.WithCancelCause(context.Background())

@@ -14,7 +14,6 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/time/rate"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -39,6 +38,15 @@ const (
 
 	// DefaultDegradedAfter is the default of Options.DegradedAfter.
 	DefaultDegradedAfter = 5
+
+	// DefaultRegistrationRenewal is the default of
+	// Options.RegistrationRenewal: a registered candidate makes one call
+	// every 15 minutes while idle.
+	DefaultRegistrationRenewal = 15 * time.Minute
+
+	// registrationLives is how many renewal periods a registration stays
+	// live after its last renewal was observed.
+	registrationLives = 3
 
 	// DefaultRateBurst is the token bucket's default burst: what a
 	// candidate needs within a second or two without waiting — starting to
@@ -201,6 +209,39 @@ type Options struct {
 	// that followers can take over at once.
 	KeepLeaseOnCancel bool
 
+	// Succession and registry (docs/design.md, "Succession").
+
+	// Priority ranks this candidate in succession: when a leader names its
+	// successors, it names the live candidates with the highest Priority
+	// first (ties in the order of their identities). Succession decides who
+	// tries first when the lease is released or expires, never whether a
+	// leader is ousted: a candidate of higher priority that joins later
+	// waits for the next change. Zero is the default; negative values rank
+	// below it. Needs the registry.
+	Priority int32
+
+	// Standby, when true, makes this Elector a candidate that never
+	// campaigns: it follows the Lease and reports its leader (Leader,
+	// OnNewLeader, Events, Candidates, AwaitLeader) but never writes the
+	// Lease, so it never leads and OnStartedLeading is never called (it
+	// must still be set). It registers as standing by.
+	Standby bool
+
+	// DisableRegistry, when true, turns the candidate registry off: this
+	// candidate publishes no registration, and as leader names no
+	// successors (followers then race for a released lease, as plain
+	// client-go's do). Use it when the candidate may not create or delete
+	// Leases beside the election's. With Lock the registry is always off.
+	DisableRegistry bool
+
+	// RegistrationRenewal is how often a registered candidate renews its
+	// registration, a Lease object named after the election's and its
+	// identity (see Elector.Candidates). A registration lapses, for the
+	// leader, 3 renewals after the last it saw; the leader deletes lapsed
+	// ones. Zero means DefaultRegistrationRenewal (15 minutes). Must be at
+	// least LeaseDuration.
+	RegistrationRenewal time.Duration
+
 	// DegradedAfter is how many Lease API calls must fail in a row before
 	// the Elector reports itself degraded (EventDegraded, Stats.Degraded)
 	// until the next call succeeds. Zero means DefaultDegradedAfter (5).
@@ -236,8 +277,8 @@ type Options struct {
 // changes.
 type config struct {
 	Options
-	lock   resourcelock.Interface              // the caller's or one built from Config/Client
-	leases coordinationv1client.LeaseInterface // for followers' watch; nil with Lock
+	lock   resourcelock.Interface              // Options.Lock; nil with Config or Client
+	leases coordinationv1client.LeaseInterface // the Lease client; nil with Lock
 
 	// identity is the holder identity this candidate writes (Identity, the
 	// generated default, or the Lock's); describe is the Lease as
@@ -253,6 +294,15 @@ type config struct {
 	// a gap, before this candidate creates it: LeaseDuration (see
 	// docs/design.md, "revoked by hand").
 	createWait time.Duration
+	// successionStep is how long each place in a line of succession waits
+	// after the one before it: half the retry period.
+	successionStep time.Duration
+	// handOverSeconds is the lease duration of a handover record: how long
+	// the named successor has to take the lease before normal succession
+	// resumes. Twice the retry period, in whole seconds, at least 1.
+	handOverSeconds int
+	// registry: this candidate registers, and names successors as leader.
+	registry bool
 }
 
 // fieldError reports an invalid Options field.
@@ -268,8 +318,8 @@ func (p *problems) bad(field, format string, args ...any) {
 }
 
 // resolve applies the defaults in one place and validates everything, in
-// four steps: where the Lease is (source), the durations, the pacing, and
-// the delivery of events and logs. Errors name the field at fault and wrap
+// five steps: where the Lease is (source), the durations, the pacing, the
+// registry, and the delivery of events and logs. Errors name the field at fault and wrap
 // ErrInvalidOptions; all of them are returned, joined. Only then does it
 // build the Lease client and derive the config's other values.
 func resolve(o Options) (*config, error) {
@@ -277,6 +327,7 @@ func resolve(o Options) (*config, error) {
 	resolveSource(&o, &p)
 	durationsOK := resolveDurations(&o, &p)
 	resolvePacing(&o, durationsOK, &p)
+	resolveRegistry(&o, durationsOK, &p)
 	resolveDelivery(&o, &p)
 	if len(p) > 0 {
 		return nil, errors.Join(p...)
@@ -424,6 +475,20 @@ func resolvePacing(o *Options, durationsOK bool, p *problems) {
 	}
 }
 
+// resolveRegistry defaults and checks the candidate registry's options.
+func resolveRegistry(o *Options, durationsOK bool, p *problems) {
+	switch {
+	case o.RegistrationRenewal < 0:
+		p.bad("RegistrationRenewal", "is negative (%v)", o.RegistrationRenewal)
+	case o.RegistrationRenewal/time.Second*registrationLives > math.MaxInt32:
+		p.bad("RegistrationRenewal", "%v is too long for a registration's 32-bit leaseDurationSeconds", o.RegistrationRenewal)
+	case o.RegistrationRenewal == 0:
+		o.RegistrationRenewal = DefaultRegistrationRenewal
+	case durationsOK && o.RegistrationRenewal < o.LeaseDuration:
+		p.bad("RegistrationRenewal", "%v is shorter than LeaseDuration %v", o.RegistrationRenewal, o.LeaseDuration)
+	}
+}
+
 // resolveDelivery defaults and checks what delivers events and logs.
 func resolveDelivery(o *Options, p *problems) {
 	switch {
@@ -449,10 +514,12 @@ func resolveDelivery(o *Options, p *problems) {
 // client and lock, and the derived values.
 func build(o Options) (*config, error) {
 	c := &config{
-		Options:      o,
-		callTimeout:  o.RenewDeadline / 2,
-		leaseSeconds: int(o.LeaseDuration / time.Second),
-		createWait:   o.LeaseDuration,
+		Options:         o,
+		callTimeout:     o.RenewDeadline / 2,
+		leaseSeconds:    int(o.LeaseDuration / time.Second),
+		createWait:      o.LeaseDuration,
+		successionStep:  o.RetryPeriod / 2,
+		handOverSeconds: max(1, int((2*o.RetryPeriod+time.Second-1)/time.Second)),
 	}
 	if o.Lock != nil {
 		c.lock, c.identity, c.describe = o.Lock, o.Lock.Identity(), o.Lock.Describe()
@@ -474,12 +541,8 @@ func build(o Options) (*config, error) {
 		client = cs
 	}
 	c.leases = client.CoordinationV1().Leases(c.Namespace)
-	c.lock = &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: c.Namespace, Name: c.Name},
-		Client:     client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: c.Identity, EventRecorder: o.EventRecorder},
-	}
-	c.identity, c.describe = c.Identity, c.lock.Describe()
+	c.identity, c.describe = c.Identity, c.Namespace+"/"+c.Name
+	c.registry = !o.DisableRegistry
 	return c, nil
 }
 

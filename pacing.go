@@ -2,6 +2,7 @@ package relect
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -82,4 +83,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-t.C:
 		return nil
 	}
+}
+
+// jitter returns d ± fraction × d, at random.
+func jitter(d time.Duration, fraction float64) time.Duration {
+	return d + time.Duration((rand.Float64()*2-1)*fraction*float64(d))
 }

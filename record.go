@@ -70,6 +70,18 @@ func releaseRecord(transitions int) record {
 	return rec
 }
 
+// handOverRecord is the record HandOver writes: the successor to named as
+// holder — it has not acquired yet; the annotation written with the record
+// tells it so (annotationHandOver) — for seconds, the time it has to take
+// the lease before normal succession resumes; the term's leaseTransitions
+// kept.
+func handOverRecord(transitions int, to string, seconds int) record {
+	now := time.Now()
+	rec := record{HolderIdentity: to, LeaseDurationSeconds: seconds, LeaderTransitions: transitions}
+	rec.AcquireTime.Time, rec.RenewTime.Time = now, now
+	return rec
+}
+
 // clampTransitions keeps a leaseTransitions the apiserver accepts: 0 to
 // MaxInt32. Counting past MaxInt32 (a hand edit, or 2^31 changes of holder)
 // would wrap to a negative value the apiserver rejects with 422, wedging the
@@ -136,4 +148,112 @@ func disguise(rec *record, stranger bool, leaseSeconds int) *record {
 		shown.LeaseDurationSeconds = leaseSeconds
 	}
 	return &shown
+}
+
+// Succession: what a relect leader writes into the Lease's annotations,
+// beside the record, so that followers know who goes next without asking
+// anyone (see docs/design.md, "Succession"). Both annotations carry the
+// leaseTransitions of the record they were written with: a client-go
+// candidate that takes the Lease over keeps the annotations it read, and a
+// stale annotation is recognised by its term and ignored.
+const (
+	// annotationSuccession holds a succession: the leader's successors, in
+	// order.
+	annotationSuccession = "relect.io/succession"
+	// annotationHandOver marks a record written by HandOver: the holder
+	// named in it has not acquired the lease yet, and may take it at once.
+	annotationHandOver = "relect.io/handover"
+)
+
+// succession is the line of succession a leader publishes.
+type succession struct {
+	// Term is the leaseTransitions of the record it was written with.
+	Term int32 `json:"term"`
+	// Next are the successors, first in line first; at most
+	// maxSuccessors.
+	Next []successor `json:"next,omitempty"`
+}
+
+// successor is one candidate in a succession.
+type successor struct {
+	Identity string `json:"id"`
+	Priority int32  `json:"priority,omitempty"`
+}
+
+// maxSuccessors is how many successors a leader names. A change stalls by
+// one succession step for each of them that is dead; after them, the other
+// candidates try, staggered.
+const maxSuccessors = 3
+
+// handOver is the content of annotationHandOver.
+type handOver struct {
+	Term int32  `json:"term"` // leaseTransitions of the handover record
+	From string `json:"from"` // the leader that handed over
+	To   string `json:"to"`   // the holder it named
+}
+
+// successionOf returns the succession published with l's record, or nil if
+// there is none, it is malformed, or it belongs to another term.
+func successionOf(l *coordinationv1.Lease) *succession {
+	raw, ok := l.Annotations[annotationSuccession]
+	if !ok {
+		return nil
+	}
+	var s succession
+	if json.Unmarshal([]byte(raw), &s) != nil || !sameTerm(l, s.Term) {
+		return nil
+	}
+	return &s
+}
+
+// handOverOf returns the handover that l's record is, or nil: a handover
+// names the record's holder, and was written with its term.
+func handOverOf(l *coordinationv1.Lease) *handOver {
+	raw, ok := l.Annotations[annotationHandOver]
+	if !ok {
+		return nil
+	}
+	var h handOver
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	if json.Unmarshal([]byte(raw), &h) != nil || !sameTerm(l, h.Term) || h.To == "" || h.To != holder || h.From == holder {
+		return nil
+	}
+	return &h
+}
+
+// sameTerm reports whether l's leaseTransitions is term.
+func sameTerm(l *coordinationv1.Lease, term int32) bool {
+	var t int32
+	if l.Spec.LeaseTransitions != nil {
+		t = *l.Spec.LeaseTransitions
+	}
+	return t == term
+}
+
+// rank returns identity's place in s (0: first in line), or -1.
+func (s *succession) rank(identity string) int {
+	if s == nil {
+		return -1
+	}
+	for i, c := range s.Next {
+		if c.Identity == identity {
+			return i
+		}
+	}
+	return -1
+}
+
+// encode returns s as an annotation value.
+func (s *succession) encode() string {
+	raw, _ := json.Marshal(s)
+	return string(raw)
+}
+
+// encode returns h as an annotation value.
+func (h *handOver) encode() string {
+	raw, _ := json.Marshal(h)
+	return string(raw)
 }

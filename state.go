@@ -2,10 +2,16 @@ package relect
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
 )
 
 // state is what an Elector knows and counts: what it observed of the Lease,
@@ -50,12 +56,38 @@ type state struct {
 	// through client-go's acquire loop, as with a Lock, from then on.
 	pollOnly bool
 
+	// Succession (succession.go, registry.go). line is the line of
+	// succession published with the Lease last observed (nil: none).
+	// candidates is the leader's view of the registry, by registration
+	// name; nil while it has none (not leading, or not listed yet).
+	// registryOff: a registry call was forbidden; no more for this Elector.
+	line        *succession
+	candidates  map[string]*seenCandidate
+	registryOff bool
+	// passedOver are the successors that were in line before this
+	// candidate when it acquired, and so did not take their turn: likely
+	// dead. They are left out of the lines it publishes until their
+	// registration is seen renewed: identity → the resourceVersion of the
+	// registration first seen since ("" before).
+	passedOver map[string]string
+	// changed is closed, and replaced, at every change of leader and at
+	// the start and end of every term: AwaitLeader and AwaitLeading wait
+	// on it.
+	changed chan struct{}
+
 	notify *notifier // queues OnNewLeader calls during Run; nil outside
 	stats  Stats     // the counters; snapshot adds the rest
 }
 
 func newState(cfg *config, events *eventQueue, logs *logQueue) *state {
-	return &state{cfg: cfg, events: events, logs: logs, maxTransitions: -1}
+	return &state{cfg: cfg, events: events, logs: logs, maxTransitions: -1, changed: make(chan struct{})}
+}
+
+// changedLocked wakes whoever waits for a change of leader or term.
+// Requires mu.
+func (s *state) changedLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
 }
 
 // emit reports ev: see emitLocked.
@@ -76,7 +108,7 @@ func (s *state) emitLocked(ev Event) {
 		attrs = append(attrs, "leader", ev.Leader)
 	}
 	switch ev.Kind {
-	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased:
+	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased, EventHandedOver:
 		attrs = append(attrs, "term", ev.Term)
 	case EventBackoff:
 		attrs = append(attrs, "delay", ev.Delay)
@@ -105,6 +137,7 @@ func (s *state) setLeaderLocked(holder string, transitions int) {
 		return
 	}
 	s.leader = holder
+	s.changedLocked()
 	if holder == "" {
 		return
 	}
@@ -114,14 +147,24 @@ func (s *state) setLeaderLocked(holder string, transitions int) {
 	}
 }
 
-// observed records a record read or watched. It ends the current term if
-// the record names another holder, and the campaign if it acquired by
-// following and the Lease moved on before client-go resumed it. It reports
-// whether, outside a term, the record names us although this Elector did
-// not write it: a stranger's (see disguise).
-func (s *state) observed(rec *record) (stranger bool) {
+// observed records a record read or watched, with the Lease object it came
+// from if known (l; nil through a Lock). It ends the current term if the
+// record names another holder, and the campaign if it acquired by
+// following and the Lease moved on before client-go resumed it; a Lease
+// that names another preferred holder while we lead asks for a handover
+// (KEP-4355's spec.preferredHolder). It reports whether, outside a term,
+// the record names us although this Elector did not write it: a stranger's
+// (see disguise).
+func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if l != nil {
+		s.line = successionOf(l)
+	}
+	if p := rec.PreferredHolder; p != "" && p != s.cfg.identity && rec.HolderIdentity == s.cfg.identity &&
+		s.term.leading(time.Now()) && s.term.stepDown == nil {
+		s.stepDownLocked(p)
+	}
 	s.missingSince = time.Time{}
 	s.maxTransitions = max(s.maxTransitions, rec.LeaderTransitions)
 	s.setLeaderLocked(rec.HolderIdentity, rec.LeaderTransitions)
@@ -213,6 +256,9 @@ func (s *state) wrote(sent time.Time, rec *record) {
 		s.published, s.publishedAt = view, sent
 	}
 	s.setLeaderLocked(rec.HolderIdentity, rec.LeaderTransitions)
+	if rec.HolderIdentity == s.cfg.identity && s.stopCampaign == nil {
+		s.acquiredLocked()
+	}
 	if rec.HolderIdentity != s.cfg.identity || s.stopCampaign == nil {
 		return
 	}
@@ -281,6 +327,7 @@ func (s *state) startServing(t *term, ctx context.Context, cancel context.Cancel
 	}
 	s.stats.TermsStarted++
 	s.emitLocked(Event{Kind: EventStartedLeading, Leader: s.cfg.identity, Term: t.number})
+	s.changedLocked()
 	return true
 }
 
@@ -295,6 +342,7 @@ func (s *state) endTerm(t *term, cause error) {
 func (s *state) endTermLocked(t *term, cause error) {
 	if t.end(cause, time.Now()) {
 		s.emitLocked(Event{Kind: EventStoppedLeading, Leader: s.cfg.identity, Term: t.number, Err: cause})
+		s.changedLocked()
 	}
 }
 
@@ -424,4 +472,268 @@ func (s *state) snapshot(now time.Time) snapshot {
 		}
 	}
 	return snap
+}
+
+// Leadership controls (Elector.Yield, HandOver, AwaitLeading, AwaitLeader).
+
+// stepDown ends the current term for a Yield (to empty) or a HandOver to
+// to, if this candidate leads now. The campaign then waits for the work to
+// return, writes the release or handover record, and reports its outcome
+// on the returned channel.
+func (s *state) stepDown(to string) (<-chan error, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.term.leading(time.Now()) {
+		return nil, ErrNotLeader
+	}
+	if s.term.stepDown != nil {
+		return nil, errors.New("relect: a Yield or HandOver of this term is already under way")
+	}
+	if to != "" {
+		for _, c := range s.candidates {
+			if c.Identity == to && c.Standby {
+				return nil, fmt.Errorf("relect: HandOver: %q stands by and never leads", to)
+			}
+		}
+	}
+	return s.stepDownLocked(to), nil
+}
+
+// stepDownLocked asks the current, leading term to step down for to (see
+// stepDown). Requires mu.
+func (s *state) stepDownLocked(to string) <-chan error {
+	req := &stepDownRequest{to: to, done: make(chan error, 1)}
+	s.term.stepDown = req
+	cause := ErrYielded
+	if to != "" {
+		cause = ErrHandedOver
+	}
+	s.endTermLocked(s.term, cause)
+	return req.done
+}
+
+// await returns the current term's number and whether this candidate leads
+// now, the holder last observed, and a channel closed at the next change of
+// either.
+func (s *state) await() (number int64, leading bool, leader string, changed <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	number, leading = s.leadingLocked(time.Now())
+	return number, leading, s.leader, s.changed
+}
+
+// The registry's reports (registryReports).
+
+// seenCandidate is a registration in the leader's view, with the local time
+// its current version was first seen: it lapses lease-duration seconds
+// later, unless renewed (client-go's expiry rule, on the local clock).
+type seenCandidate struct {
+	candidate
+	seenAt time.Time
+}
+
+func (c *seenCandidate) live(now time.Time) bool {
+	return now.Before(c.seenAt.Add(time.Duration(c.seconds) * time.Second))
+}
+
+// registryForbidden records that a registry call got 403: the registry is
+// off for this Elector from now on.
+func (s *state) registryForbidden(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.registryOff = true
+	s.emitLocked(Event{Kind: EventError, Err: fmt.Errorf("relect: the candidate registry is off: %w", err)})
+}
+
+// candidatesListed replaces the leader's view with a fresh list.
+func (s *state) candidatesListed(cs []candidate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	old := s.candidates
+	s.candidates = map[string]*seenCandidate{}
+	for _, c := range cs {
+		s.candidates[c.name] = seen(old[c.name], c)
+		s.renewedLocked(c)
+	}
+}
+
+// candidateChanged records a registration added or renewed.
+func (s *state) candidateChanged(c candidate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.candidates != nil {
+		s.candidates[c.name] = seen(s.candidates[c.name], c)
+	}
+	s.renewedLocked(c)
+}
+
+// acquiredLocked records, at this candidate's acquiring write, the
+// successors that were in line before it in the line last observed: they
+// did not take their turn (passedOver). Requires mu.
+func (s *state) acquiredLocked() {
+	if s.line == nil {
+		return
+	}
+	r := s.line.rank(s.cfg.identity)
+	if r < 0 {
+		r = len(s.line.Next)
+	}
+	for _, c := range s.line.Next[:r] {
+		if s.passedOver == nil {
+			s.passedOver = map[string]string{}
+		}
+		s.passedOver[c.Identity] = ""
+	}
+}
+
+// renewedLocked ends c's being passed over once its registration is seen
+// renewed: a resourceVersion other than the first seen since. Requires mu.
+func (s *state) renewedLocked(c candidate) {
+	rv, ok := s.passedOver[c.Identity]
+	switch {
+	case !ok:
+	case rv == "":
+		s.passedOver[c.Identity] = c.rv
+	case rv != c.rv:
+		delete(s.passedOver, c.Identity)
+	}
+}
+
+// seen is c as seen now: its first sighting if it is the version prev was.
+func seen(prev *seenCandidate, c candidate) *seenCandidate {
+	if prev != nil && prev.rv == c.rv {
+		return &seenCandidate{candidate: c, seenAt: prev.seenAt}
+	}
+	return &seenCandidate{candidate: c, seenAt: time.Now()}
+}
+
+// candidateGone records a registration deleted, or departed.
+func (s *state) candidateGone(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.candidates, name)
+}
+
+// candidatesUnknown drops the leader's view: the term ended.
+func (s *state) candidatesUnknown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.candidates = nil
+}
+
+// successionLocked is the line of succession this candidate publishes with
+// a record of term's leaseTransitions, leaving out the identities in
+// except: chosen from the leader's view of the registry, or, before it has
+// one, carried over from the line last observed; nil when the registry is
+// off or nobody is known. Requires mu.
+func (s *state) successionLocked(term int32, except ...string) *succession {
+	if !s.cfg.registry || s.registryOff {
+		return nil
+	}
+	var next []successor
+	if s.candidates != nil {
+		var live []Candidate
+		for _, c := range s.liveLocked(time.Now()) {
+			if _, skip := s.passedOver[c.Identity]; !skip {
+				live = append(live, c)
+			}
+		}
+		next = chooseSuccessors(live, s.cfg.identity)
+	} else if s.line != nil {
+		next = slices.Clone(s.line.Next)
+	}
+	next = slices.DeleteFunc(next, func(c successor) bool {
+		return c.Identity == s.cfg.identity || slices.Contains(except, c.Identity)
+	})
+	if len(next) == 0 {
+		return nil
+	}
+	return &succession{Term: term, Next: next}
+}
+
+// liveLocked returns the live candidates of the leader's view. Requires mu.
+func (s *state) liveLocked(now time.Time) []Candidate {
+	var cs []Candidate
+	for _, c := range s.candidates {
+		if c.live(now) {
+			cs = append(cs, c.Candidate)
+		}
+	}
+	return cs
+}
+
+// annotate sets relect's annotations on a Lease object about to be written
+// with rec (leaseLock, and the follower's acquiring write): the line of
+// succession, and for a record that names another holder — a handover —
+// the handover mark. Annotations of relect's that the write does not carry
+// are removed.
+func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(l.Annotations, annotationSuccession)
+	delete(l.Annotations, annotationHandOver)
+	term := clampTransitions(rec.LeaderTransitions)
+	set := func(k, v string) {
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[k] = v
+	}
+	to := ""
+	if h := rec.HolderIdentity; h != "" && h != s.cfg.identity {
+		to = h
+		set(annotationHandOver, (&handOver{Term: term, From: s.cfg.identity, To: to}).encode())
+	}
+	if sc := s.successionLocked(term, to); sc != nil {
+		set(annotationSuccession, sc.encode())
+	}
+}
+
+// knownCandidates returns the candidates as this Elector knows them: the
+// leader's view of the registry, or, on a follower, itself, the leader and
+// the line of succession last observed.
+func (s *state) knownCandidates() []Candidate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := time.Now()
+	byID := map[string]Candidate{}
+	add := func(c Candidate) {
+		if _, ok := byID[c.Identity]; !ok && c.Identity != "" {
+			byID[c.Identity] = c
+		}
+	}
+	for _, c := range s.liveLocked(now) {
+		add(c)
+	}
+	if s.line != nil {
+		for _, c := range s.line.Next {
+			add(Candidate{Identity: c.Identity, Priority: c.Priority})
+		}
+	}
+	add(Candidate{Identity: s.cfg.identity, Priority: s.cfg.Priority, Standby: s.cfg.Standby})
+	add(Candidate{Identity: s.leader})
+	line := s.line
+	if s.candidates != nil && s.leader == s.cfg.identity {
+		line = s.successionLocked(0)
+	}
+	out := make([]Candidate, 0, len(byID))
+	for _, c := range byID {
+		c.Leader = c.Identity == s.leader
+		c.Successor = line.rank(c.Identity) + 1
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b Candidate) int {
+		switch {
+		case a.Leader != b.Leader:
+			return map[bool]int{true: -1, false: 1}[a.Leader]
+		case (a.Successor == 0) != (b.Successor == 0):
+			return map[bool]int{true: 1, false: -1}[a.Successor == 0]
+		case a.Successor != b.Successor:
+			return a.Successor - b.Successor
+		case a.Priority != b.Priority:
+			return int(b.Priority) - int(a.Priority)
+		}
+		return strings.Compare(a.Identity, b.Identity)
+	})
+	return out
 }

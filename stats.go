@@ -25,8 +25,7 @@ type Stats struct {
 	// LastSuccess is when the Lease API last answered a call of this
 	// candidate, NotFound included; zero if never.
 	LastSuccess time.Time
-	// Calls counts Lease API calls by verb ("get", "create", "update",
-	// "watch") and result (see CallKey).
+	// Calls counts Lease API calls by verb and result (see CallKey).
 	Calls map[CallKey]uint64
 	// BucketWait is the total time calls waited on the token bucket.
 	BucketWait time.Duration
@@ -52,7 +51,11 @@ type Stats struct {
 // CallKey names a class of Lease API calls in Stats.Calls.
 type CallKey struct {
 	// Verb is "get", "create", "update" or "watch" (a follower opening its
-	// watch).
+	// watch) for calls on the election's Lease; for the candidate
+	// registry, "register" (a read or write of this candidate's
+	// registration), "deregister" (its deletion when Run returns), and, on
+	// the leader, "list-candidates", "watch-candidates" and
+	// "delete-candidate" (a lapsed registration).
 	Verb string
 	// Result is one of "ok", "not_found", "conflict", "forbidden",
 	// "throttled" (429), "server_error" (5xx), "timeout" (the request's

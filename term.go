@@ -56,12 +56,21 @@ type term struct {
 	// cause is why the term ended, endedAt when; zero while it has not.
 	cause   error
 	endedAt time.Time
+	// stepDown is the Yield or HandOver that ended the term, if one did.
+	stepDown *stepDownRequest
 	// served is closed when serve returns. client-go starts serve (its
 	// OnStartedLeading) in a goroutine it never joins, exactly once, right
 	// after its acquire loop's write succeeded — the write that made this
 	// term. So a campaign that finds a term after client-go's Run returned
 	// waits on served, and no goroutine of the term outlives the campaign.
 	served chan struct{}
+}
+
+// stepDownRequest is a Yield (to empty) or a HandOver to to, asked of a
+// leading term; done receives the outcome of the release or handover write.
+type stepDownRequest struct {
+	to   string
+	done chan error // 1-buffered
 }
 
 // phase is where a term is in its life (see term).

@@ -60,7 +60,7 @@ func decode(ev watch.Event, open bool) leaseEvent {
 
 // termWatchReports is what the leader's watch tells the Elector's state.
 type termWatchReports interface {
-	observed(rec *record) (stranger bool)
+	observed(rec *record, l *coordinationv1.Lease) (stranger bool)
 	observedMissing(restart bool)
 }
 
@@ -95,7 +95,7 @@ func watchTerm(ctx context.Context, gw *gateway, up termWatchReports, w watch.In
 		case ev, open := <-w.ResultChan():
 			switch e := decode(ev, open); e.kind {
 			case leaseChanged:
-				up.observed(recordOf(e.lease))
+				up.observed(recordOf(e.lease), e.lease)
 			case leaseDeleted:
 				up.observedMissing(false)
 			case watchClosed, watchBroken:

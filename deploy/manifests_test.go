@@ -26,8 +26,9 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// leaseVerbs are exactly the verbs a leader-election Role grants on Leases.
-var leaseVerbs = []string{"create", "get", "list", "patch", "update", "watch"}
+// leaseVerbs are exactly the verbs a leader-election Role grants on Leases:
+// the customary ones, and delete for relect's candidate registry.
+var leaseVerbs = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
 
 // manifestSet describes one directory of manifests.
 type manifestSet struct {

@@ -2,10 +2,12 @@ package relecttest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -289,13 +291,21 @@ func (l *leases) Update(ctx context.Context, lease *coordinationv1.Lease, _ meta
 	return out, err
 }
 
-func (l *leases) Delete(ctx context.Context, name string, _ metav1.DeleteOptions) (err error) {
+// Delete honours a resourceVersion precondition as the apiserver does: a
+// Lease changed since fails with 409 Conflict.
+func (l *leases) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) (err error) {
 	defer l.c.observe(VerbDelete, time.Now(), &err)
 	if err := l.c.enter(ctx, VerbDelete); err != nil {
 		return err
 	}
 	l.c.api.mu.Lock()
 	defer l.c.api.mu.Unlock()
+	if p := opts.Preconditions; p != nil && p.ResourceVersion != nil {
+		if cur := l.c.api.leases[key(l.ns, name)]; cur != nil && cur.ResourceVersion != *p.ResourceVersion {
+			return apierrors.NewConflict(leasesResource, name, fmt.Errorf(
+				"the ResourceVersion in the precondition (%s) does not match the ResourceVersion in record (%s)", *p.ResourceVersion, cur.ResourceVersion))
+		}
+	}
 	return l.c.api.deleteLocked(l.ns, name)
 }
 
@@ -307,7 +317,8 @@ func (l *leases) List(ctx context.Context, opts metav1.ListOptions) (_ *coordina
 	return l.c.api.list(l.ns, opts)
 }
 
-// Watch supports an empty field selector or metadata.name=NAME. Without a
+// Watch supports an empty field selector or metadata.name=NAME, and any
+// label selector. Without a
 // resourceVersion, events start with the next change; with one, the changes
 // after it are replayed first, or the watch fails with 410 Gone
 // (apierrors.IsResourceExpired) if they are too old. The watch ends when Stop
@@ -321,7 +332,11 @@ func (l *leases) Watch(ctx context.Context, opts metav1.ListOptions) (wi watch.I
 	if err != nil {
 		return nil, err
 	}
-	return l.c.api.watch(ctx, l.ns, name, opts.ResourceVersion)
+	sel, err := labelSelector(opts.LabelSelector)
+	if err != nil {
+		return nil, err
+	}
+	return l.c.api.watch(ctx, l.ns, name, sel, opts.ResourceVersion)
 }
 
 func (l *leases) DeleteCollection(context.Context, metav1.DeleteOptions, metav1.ListOptions) error {

@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
@@ -52,6 +53,18 @@ func (a *LeaseAPI) Lease(namespace, name string) *coordinationv1.Lease {
 		return l.DeepCopy()
 	}
 	return nil
+}
+
+// Leases returns copies of every Lease stored in namespace, sorted by name:
+// the election's, and, with relect's candidate registry on, one
+// registration per registered candidate.
+func (a *LeaseAPI) Leases(namespace string) []*coordinationv1.Lease {
+	list, _ := a.list(namespace, metav1.ListOptions{})
+	out := make([]*coordinationv1.Lease, 0, len(list.Items))
+	for i := range list.Items {
+		out = append(out, &list.Items[i])
+	}
+	return out
 }
 
 // Holder returns the Lease's holder identity, or "" if the Lease does not
@@ -263,6 +276,10 @@ func (a *LeaseAPI) list(namespace string, opts metav1.ListOptions) (*coordinatio
 	if err != nil {
 		return nil, err
 	}
+	lsel, err := labelSelector(opts.LabelSelector)
+	if err != nil {
+		return nil, err
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	out := &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatUint(a.rv, 10)}}
@@ -272,7 +289,7 @@ func (a *LeaseAPI) list(namespace string, opts metav1.ListOptions) (*coordinatio
 		}
 		return cmpString(x.Name, y.Name)
 	}) {
-		if (namespace == "" || k.Namespace == namespace) && (sel == "" || sel == k.Name) {
+		if (namespace == "" || k.Namespace == namespace) && (sel == "" || sel == k.Name) && lsel.Matches(labels.Set(a.leases[k].Labels)) {
 			out.Items = append(out.Items, *a.leases[k].DeepCopy())
 		}
 	}
@@ -304,6 +321,15 @@ func nameSelector(s string) (string, error) {
 		return "", apierrors.NewBadRequest(fmt.Sprintf("relecttest: unsupported field selector %q: only metadata.name=NAME", s))
 	}
 	return reqs[0].Value, nil
+}
+
+// labelSelector parses a label selector (empty: everything).
+func labelSelector(s string) (labels.Selector, error) {
+	sel, err := labels.Parse(s)
+	if err != nil {
+		return nil, apierrors.NewBadRequest(err.Error())
+	}
+	return sel, nil
 }
 
 // validateSpec applies the apiserver's validation of a Lease spec.

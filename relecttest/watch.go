@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -18,7 +19,8 @@ import (
 type watcher struct {
 	api       *LeaseAPI
 	namespace string
-	name      string // "" for every Lease of the namespace
+	name      string          // "" for every Lease of the namespace
+	labels    labels.Selector // of the Leases watched
 	out       chan watch.Event
 
 	mu    sync.Mutex
@@ -36,9 +38,9 @@ const historySize = 256
 // watch opens a watch. With a non-empty resourceVersion it first replays the
 // changes after it, as the apiserver does, or fails with 410 Gone when they
 // are no longer in the history.
-func (a *LeaseAPI) watch(ctx context.Context, namespace, name, resourceVersion string) (*watcher, error) {
+func (a *LeaseAPI) watch(ctx context.Context, namespace, name string, sel labels.Selector, resourceVersion string) (*watcher, error) {
 	w := &watcher{
-		api: a, namespace: namespace, name: name,
+		api: a, namespace: namespace, name: name, labels: sel,
 		out:  make(chan watch.Event),
 		wake: make(chan struct{}, 1),
 		stop: make(chan struct{}),
@@ -68,7 +70,8 @@ func (a *LeaseAPI) watch(ctx context.Context, namespace, name, resourceVersion s
 }
 
 func (w *watcher) matches(l *coordinationv1.Lease) bool {
-	return (w.namespace == "" || w.namespace == l.Namespace) && (w.name == "" || w.name == l.Name)
+	return (w.namespace == "" || w.namespace == l.Namespace) && (w.name == "" || w.name == l.Name) &&
+		w.labels.Matches(labels.Set(l.Labels))
 }
 
 // change is one entry of the LeaseAPI's history.

@@ -1,0 +1,332 @@
+package relect
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// The candidate registry: each candidate publishes itself as a small Lease
+// object beside the election's Lease — a registration, renewed every
+// RegistrationRenewal — and the leader watches them (watchCandidates) to
+// name its successors (see docs/design.md, "Succession"). Followers do not
+// watch the registry: they learn the line of succession from the election's
+// Lease, which they watch anyway.
+
+// Registration labels and annotations.
+const (
+	// labelCandidateOf marks a registration with the election's Lease
+	// name (or a hash of it, if it does not fit a label value).
+	labelCandidateOf = "relect.io/candidate-of"
+	// annotationLease is the election's Lease name, for people.
+	annotationLease = "relect.io/lease"
+	// annotationPriority is Options.Priority.
+	annotationPriority = "relect.io/priority"
+	// annotationStandby is "true" for a candidate standing by.
+	annotationStandby = "relect.io/standby"
+)
+
+// registrationName is the name of identity's registration for the Lease
+// named lease: that name (cut to leave room), "-candidate-", and 16 hex
+// digits of a hash of the identity.
+func registrationName(lease, identity string) string {
+	sum := sha256.Sum256([]byte(identity))
+	suffix := "-candidate-" + hex.EncodeToString(sum[:8])
+	if len(lease)+len(suffix) > 253 {
+		lease = lease[:253-len(suffix)]
+	}
+	return strings.TrimRight(lease, ".-") + suffix
+}
+
+// candidateOf is the value of labelCandidateOf for the Lease named lease.
+func candidateOf(lease string) string {
+	if len(lease) <= 63 {
+		return lease // a DNS subdomain this short is a valid label value
+	}
+	sum := sha256.Sum256([]byte(lease))
+	return "sha256-" + hex.EncodeToString(sum[:16])
+}
+
+// registrationSelector selects the registrations of the Lease named lease.
+func registrationSelector(lease string) string {
+	return labels.SelectorFromSet(labels.Set{labelCandidateOf: candidateOf(lease)}).String()
+}
+
+// candidate is one registration as read from the API.
+type candidate struct {
+	Candidate
+	name string // the registration's object name
+	// seconds is its lease duration: it lapses that long after its last
+	// change was observed.
+	seconds int
+	rv      string
+}
+
+// candidateFrom decodes a registration; ok is false if it is not one (no
+// holder: departed).
+func candidateFrom(l *coordinationv1.Lease) (c candidate, ok bool) {
+	rec := recordOf(l)
+	if rec.HolderIdentity == "" {
+		return c, false
+	}
+	p, _ := strconv.ParseInt(l.Annotations[annotationPriority], 10, 32)
+	c = candidate{
+		Candidate: Candidate{Identity: rec.HolderIdentity, Priority: int32(p), Standby: l.Annotations[annotationStandby] == "true"},
+		name:      l.Name, seconds: rec.LeaseDurationSeconds, rv: l.ResourceVersion,
+	}
+	return c, true
+}
+
+// registration is this candidate's own registration object, as it wants it
+// written now.
+func registration(cfg *config, from *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{}
+	if from != nil {
+		l = from.DeepCopy()
+	}
+	l.Namespace, l.Name = cfg.Namespace, registrationName(cfg.Name, cfg.identity)
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[labelCandidateOf] = candidateOf(cfg.Name)
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[annotationLease] = cfg.Name
+	l.Annotations[annotationPriority] = strconv.Itoa(int(cfg.Priority))
+	delete(l.Annotations, annotationStandby)
+	if cfg.Standby {
+		l.Annotations[annotationStandby] = "true"
+	}
+	id := cfg.identity
+	seconds := int32(cfg.RegistrationRenewal / time.Second * registrationLives)
+	t := metav1.NewMicroTime(now)
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &id, &seconds, &t
+	if l.Spec.AcquireTime == nil {
+		l.Spec.AcquireTime = &t
+	}
+	return l
+}
+
+// register keeps this candidate's registration until ctx is done, then
+// deletes it (within RenewDeadline): a Create, or an Update of what a
+// previous process of the same identity left, then an Update every
+// RegistrationRenewal (±10 %). Failures are retried after BackoffMax,
+// doubling up to the renewal period; a 403 ends the registry for this
+// Elector (reported once).
+func register(ctx context.Context, cfg *config, gw *gateway, up registryReports) {
+	var own *coordinationv1.Lease
+	// Retries are not urgent either: from BackoffMax, doubling to the
+	// renewal period, so that a failing API sees few of them.
+	retry := newExpBackoff(cfg.BackoffMax, max(cfg.BackoffMax, cfg.RegistrationRenewal))
+	// Not urgent, and not with the first campaign's calls: a candidate
+	// that is not registered yet still follows, and takes its turn after
+	// the successors named.
+	if sleep(ctx, jitter(cfg.RetryPeriod, 0.5)) != nil {
+		return
+	}
+	for {
+		l, err := writeRegistration(ctx, cfg, gw, own)
+		switch {
+		case err == nil:
+			own = l
+			retry.reset()
+		case apierrors.IsForbidden(err):
+			up.registryForbidden(err)
+			return
+		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
+			own = nil // read it again
+		}
+		wait := jitter(cfg.RegistrationRenewal, 0.1)
+		if err != nil {
+			wait = retry.next()
+		}
+		if sleep(ctx, wait) != nil {
+			break
+		}
+	}
+	if own == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.RenewDeadline)
+	defer cancel()
+	_ = gw.do(dctx, "deregister", true, func(ctx context.Context) error {
+		return cfg.leases.Delete(ctx, own.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &own.ResourceVersion}})
+	})
+}
+
+// writeRegistration creates or updates the registration; with own nil it
+// first reads what is there.
+func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+	name := registrationName(cfg.Name, cfg.identity)
+	if own == nil {
+		err := gw.doSpare(ctx, "register", true, func(ctx context.Context) error {
+			var err error
+			own, err = cfg.leases.Get(ctx, name, metav1.GetOptions{})
+			return err
+		})
+		switch {
+		case apierrors.IsNotFound(err):
+			own = nil
+		case err != nil:
+			return nil, err
+		}
+	}
+	var out *coordinationv1.Lease
+	err := gw.doSpare(ctx, "register", true, func(ctx context.Context) error {
+		var err error
+		if own == nil {
+			out, err = cfg.leases.Create(ctx, registration(cfg, nil, time.Now()), metav1.CreateOptions{})
+		} else {
+			out, err = cfg.leases.Update(ctx, registration(cfg, own, time.Now()), metav1.UpdateOptions{})
+		}
+		return err
+	})
+	return out, err
+}
+
+// registryReports is what the registry tells the Elector's state.
+type registryReports interface {
+	registryForbidden(err error)
+	candidatesListed(cs []candidate)
+	candidateChanged(c candidate)
+	candidateGone(name string)
+	candidatesUnknown()
+}
+
+// watchCandidates keeps the leader's view of the registrations while ctx
+// (the term's) lasts: it lists them, then watches them, resuming after the
+// last resourceVersion when the server ends the watch and listing again
+// after an error; when ctx ends, the view is dropped. It starts half a
+// retry period into the term, so that its calls do not add to the
+// acquisition's. It also deletes registrations that lapsed long ago
+// (deleteLapsed).
+func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryReports) {
+	defer up.candidatesUnknown()
+	if sleep(ctx, cfg.RetryPeriod/2) != nil {
+		return
+	}
+	retry := newRetryBackoff(cfg)
+	selector := registrationSelector(cfg.Name)
+	for ctx.Err() == nil {
+		var list *coordinationv1.LeaseList
+		err := gw.doSpare(ctx, "list-candidates", true, func(ctx context.Context) error {
+			var err error
+			list, err = cfg.leases.List(ctx, metav1.ListOptions{LabelSelector: selector})
+			return err
+		})
+		if err != nil {
+			if apierrors.IsForbidden(err) || sleep(ctx, retry.next()) != nil {
+				return
+			}
+			continue
+		}
+		var cs []candidate
+		for i := range list.Items {
+			if c, ok := candidateFrom(&list.Items[i]); ok {
+				cs = append(cs, c)
+			}
+		}
+		up.candidatesListed(cs)
+		deleteLapsed(ctx, cfg, gw, list.Items)
+		if err := followCandidates(ctx, cfg, gw, up, selector, list.ResourceVersion); err != nil {
+			if apierrors.IsForbidden(err) || sleep(ctx, retry.next()) != nil {
+				return
+			}
+			continue
+		}
+		retry.reset()
+	}
+}
+
+// followCandidates watches the registrations from resourceVersion rv until
+// ctx is done (nil), or the watch fails (its error; a broken watch: a list
+// starts over).
+func followCandidates(ctx context.Context, cfg *config, gw *gateway, up registryReports, selector, rv string) error {
+	for {
+		var w watch.Interface
+		err := gw.doSpare(ctx, "watch-candidates", false, func(ctx context.Context) error {
+			var err error
+			w, err = cfg.leases.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		closed, broken := readCandidates(ctx, w, up, &rv)
+		w.Stop()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case broken:
+			return apierrors.NewResourceExpired("candidate watch broken")
+		case closed:
+			continue // resume from rv
+		}
+	}
+}
+
+// readCandidates reads w's events into the view until ctx is done or the
+// watch ends (closed by the server, or broken by an error event).
+func readCandidates(ctx context.Context, w watch.Interface, up registryReports, rv *string) (closed, broken bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false, false
+		case ev, open := <-w.ResultChan():
+			e := decode(ev, open)
+			if e.lease != nil {
+				*rv = e.lease.ResourceVersion
+			}
+			switch e.kind {
+			case watchClosed:
+				return true, false
+			case watchBroken:
+				return false, true
+			case leaseChanged:
+				if c, ok := candidateFrom(e.lease); ok {
+					up.candidateChanged(c)
+				} else {
+					up.candidateGone(e.lease.Name)
+				}
+			case leaseDeleted:
+				if e.lease != nil {
+					up.candidateGone(e.lease.Name)
+				}
+			}
+		}
+	}
+}
+
+// deleteLapsed deletes, as the leader, up to a few registrations whose
+// renew time is more than twice their lease duration old on the leader's
+// clock — left by candidates that died without deregistering. A 403 (no
+// delete permission) leaves them.
+func deleteLapsed(ctx context.Context, cfg *config, gw *gateway, items []coordinationv1.Lease) {
+	deleted := 0
+	for i := range items {
+		l := &items[i]
+		rec := recordOf(l)
+		lapsed := rec.RenewTime.Add(2 * time.Duration(rec.LeaseDurationSeconds) * time.Second)
+		if rec.RenewTime.IsZero() || time.Now().Before(lapsed) || deleted == 3 {
+			continue
+		}
+		rv := l.ResourceVersion
+		err := gw.doSpare(ctx, "delete-candidate", true, func(ctx context.Context) error {
+			return cfg.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+		})
+		if apierrors.IsForbidden(err) {
+			return
+		}
+		deleted++
+	}
+}

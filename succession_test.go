@@ -1,0 +1,434 @@
+package relect_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+)
+
+// fleet starts n candidates named c00, c01, ... with priority i % 7, the
+// first alone so that it leads, and waits a lease duration: every candidate
+// has registered, and the leader has published its line of succession.
+func fleet(t *testing.T, api *relecttest.LeaseAPI, n int, mod func(i int, o *relect.Options)) []*candidate {
+	t.Helper()
+	var cs []*candidate
+	for i := range n {
+		c := newCandidate(t, api, fmt.Sprintf("c%02d", i), func(o *relect.Options) {
+			o.Priority = int32(i % 7)
+			if mod != nil {
+				mod(i, o)
+			}
+		})
+		c.start()
+		cs = append(cs, c)
+		if i == 0 {
+			synctest.Wait()
+			require.True(t, c.e.IsLeader())
+		}
+	}
+	time.Sleep(ld)
+	synctest.Wait()
+	return cs
+}
+
+func named(cs []*candidate, name string) *candidate {
+	for _, c := range cs {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+func stopAll(cs ...*candidate) {
+	for _, c := range cs {
+		c.stop()
+		c.checkEvents()
+	}
+}
+
+// callLog records every call of a LeaseAPI while it is open.
+type callLog struct {
+	mu    sync.Mutex
+	calls []relecttest.Call
+	stop  func()
+}
+
+func logCalls(api *relecttest.LeaseAPI) *callLog {
+	l := &callLog{}
+	l.stop = api.Observe(func(c relecttest.Call) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.calls = append(l.calls, c)
+	})
+	return l
+}
+
+// by returns the calls each client made, by client, as "verb" strings.
+func (l *callLog) by() map[string][]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := map[string][]string{}
+	for _, c := range l.calls {
+		out[c.Client] = append(out[c.Client], c.Verb)
+	}
+	return out
+}
+
+func (l *callLog) total() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.calls)
+}
+
+// A graceful handover in a fleet of 100 costs the same few calls as in a
+// fleet of 3: the leader's release, then the first successor in line — the
+// highest priority — takes the lease at once, and nobody else sends
+// anything: they learn of the new holder from the watch they have.
+func TestGracefulHandoverIsAFewCallsInAFleet(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 100, nil)
+		leader := cs[0]
+		line := leader.e.Candidates()
+		require.Len(t, line, 100, "the leader knows every registered candidate")
+		require.Equal(t, 1, line[1].Successor)
+		assert.Equal(t, int32(6), line[1].Priority, "the first in line has the highest priority")
+
+		calls := logCalls(api)
+		start := time.Now()
+		leader.stop() // releases
+		synctest.Wait()
+		next := named(cs, line[1].Identity)
+		assert.True(t, next.e.IsLeader(), "the first successor leads at once")
+		assert.Equal(t, start, next.eventsOf(relect.EventStartedLeading)[0].Time)
+		time.Sleep(2 * rp)
+		calls.stop()
+		by := calls.by()
+		for name, verbs := range by {
+			if name != leader.name && name != next.name {
+				t.Errorf("%s sent %v during the handover", name, verbs)
+			}
+		}
+		t.Logf("handover in a fleet of 100: %d calls: %v", calls.total(), by)
+		assert.LessOrEqual(t, calls.total(), 12)
+		stopAll(cs[1:]...)
+	})
+}
+
+// When the leader crashes, the first successor takes over when the lease
+// expires; if it is dead too, the next one a succession step (half a retry
+// period) later, and the one after it is not needed. The new leader then
+// leaves the dead one out of the line it publishes.
+func TestCrashFailoverPassesOverADeadSuccessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 10, func(_ int, o *relect.Options) { o.KeepLeaseOnCancel = true })
+		leader := cs[0]
+		line := leader.e.Candidates()
+		first, second := named(cs, line[1].Identity), named(cs, line[2].Identity)
+		first.client.Partition() // dead, as far as anyone can tell
+		lastRenewal := api.Lease(ns, lease).Spec.RenewTime.Time
+		leader.client.Partition()
+		calls := logCalls(api)
+		waitFor(t, ld+2*rp, "a new leader", second.e.IsLeader)
+		synctest.Wait()
+		on := second.eventsOf(relect.EventStartedLeading)[0].Time
+		assert.Equal(t, lastRenewal.Add(ld+rp/2), on, "the second successor, one step after the expiry")
+		calls.stop()
+		for name, verbs := range calls.by() {
+			if name != leader.name && name != first.name && name != second.name {
+				t.Errorf("%s sent %v during the failover", name, verbs)
+			}
+		}
+		time.Sleep(rp) // the new leader lists the candidates
+		for _, c := range second.e.Candidates() {
+			if c.Identity == first.name {
+				assert.Zero(t, c.Successor, "the successor that did not take its turn is passed over")
+			}
+		}
+		leader.client.Heal()
+		first.client.Heal()
+		stopAll(cs...)
+	})
+}
+
+// Yield ends the term, releases the lease to the first successor, which
+// leads at once, and the yielder stays a candidate: it follows the new
+// leader, and leads again when it is its turn. Yield by a follower is
+// ErrNotLeader.
+func TestYield(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 3, nil)
+		a := cs[0]
+		stopMonitor := monitor(t, 10*time.Millisecond, cs...)
+		assert.ErrorIs(t, cs[1].e.Yield(context.Background()), relect.ErrNotLeader)
+
+		next := named(cs, a.e.Candidates()[1].Identity)
+		require.NoError(t, a.e.Yield(context.Background()))
+		synctest.Wait()
+		assert.True(t, next.e.IsLeader(), "the first successor leads at once")
+		assert.ErrorIs(t, a.eventsOf(relect.EventStoppedLeading)[0].Err, relect.ErrYielded)
+		assert.Equal(t, 1, a.count(relect.EventReleased))
+		time.Sleep(2 * ld)
+		assert.Equal(t, next.name, a.e.Leader(), "the yielder follows")
+		next.stop()
+		waitFor(t, 2*ld, "a leader again", func() bool { return len(leaders(cs...)) == 1 })
+		stopMonitor()
+		next.checkEvents()
+		stopAll(slices.DeleteFunc(cs, func(c *candidate) bool { return c == next })...)
+	})
+}
+
+// HandOver names the successor: it leads at once, nobody else leads in
+// between — not even the first in line — and the handover is an event. A
+// HandOver to someone who never takes the lease lasts its bound (twice the
+// retry period), then normal succession resumes. HandOver to oneself, to
+// nobody, to a standby, or by a follower fails.
+func TestHandOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 5, func(i int, o *relect.Options) { o.Standby = i == 4 })
+		a := cs[0]
+		stopMonitor := monitor(t, 10*time.Millisecond, cs...)
+		last := named(cs, a.e.Candidates()[3].Identity) // the last in line
+		assert.ErrorIs(t, last.e.HandOver(context.Background(), a.name), relect.ErrNotLeader)
+		assert.Error(t, a.e.HandOver(context.Background(), a.name))
+		assert.Error(t, a.e.HandOver(context.Background(), ""))
+		assert.Error(t, a.e.HandOver(context.Background(), "c04"), "c04 stands by")
+
+		require.NoError(t, a.e.HandOver(context.Background(), last.name))
+		synctest.Wait()
+		assert.True(t, last.e.IsLeader(), "the named successor leads at once")
+		handed := a.eventsOf(relect.EventHandedOver)
+		require.Len(t, handed, 1)
+		assert.Equal(t, last.name, handed[0].Leader)
+		assert.ErrorIs(t, a.eventsOf(relect.EventStoppedLeading)[0].Err, relect.ErrHandedOver)
+
+		// To a candidate that is gone: nobody leads for the bound, then
+		// the line of succession takes over.
+		time.Sleep(ld)
+		from := time.Now()
+		require.NoError(t, last.e.HandOver(context.Background(), "gone"))
+		time.Sleep(2*rp - time.Millisecond)
+		assert.Empty(t, leaders(cs...), "nobody takes a handover named to another before its bound")
+		waitFor(t, rp, "normal succession", func() bool { return len(leaders(cs...)) == 1 })
+		t.Logf("leader back %v after a handover to a candidate that is gone", time.Since(from))
+		stopMonitor()
+		stopAll(cs...)
+	})
+}
+
+// A standby never campaigns: it observes and reports the leader, appears in
+// the leader's candidates as standing by, and when it is the only candidate
+// left, nobody leads.
+func TestStandby(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 3, func(i int, o *relect.Options) { o.Standby = i > 0 })
+		a := cs[0]
+		for _, c := range a.e.Candidates() {
+			assert.Equal(t, c.Identity != a.name, c.Standby, "%s", c.Identity)
+			assert.Zero(t, c.Successor, "a standby is never in line")
+		}
+		assert.Equal(t, a.name, cs[1].e.Leader())
+		assert.ErrorIs(t, cs[1].e.Yield(context.Background()), relect.ErrNotLeader)
+		a.stop()
+		time.Sleep(3 * ld)
+		assert.Empty(t, leaders(cs...))
+		assert.Zero(t, cs[1].client.Calls(relecttest.VerbUpdate)+cs[1].client.Calls(relecttest.VerbCreate)-
+			registrationWrites(api, cs[1]), "a standby never writes the Lease")
+		stopAll(cs[1:]...)
+		for _, c := range cs[1:] {
+			assert.Zero(t, c.count(relect.EventStartedLeading))
+		}
+	})
+}
+
+// registrationWrites counts the writes c made to its registration: its
+// Create, and one Update per renewal (none within a test of minutes).
+func registrationWrites(_ *relecttest.LeaseAPI, c *candidate) int {
+	return min(1, c.client.Calls(relecttest.VerbCreate))
+}
+
+// AwaitLeading returns once this candidate leads, with the term; AwaitLeader
+// once anyone does; both return ctx's cause if it ends first.
+func TestAwait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		a := newCandidate(t, api, "a", nil)
+		b := newCandidate(t, api, "b", nil)
+		ctx, cancel := context.WithTimeout(context.Background(), rp)
+		_, err := b.e.AwaitLeader(ctx)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "nobody runs yet")
+		cancel()
+
+		type result struct {
+			term int64
+			err  error
+		}
+		bLeads := make(chan result, 1)
+		go func() {
+			n, err := b.e.AwaitLeading(context.Background())
+			bLeads <- result{n, err}
+		}()
+		a.start()
+		synctest.Wait()
+		b.start()
+		leader, err := b.e.AwaitLeader(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, "a", leader)
+		n, err := a.e.AwaitLeading(context.Background())
+		require.NoError(t, err)
+		assert.Equal(t, int64(1), n)
+		time.Sleep(rp)
+		a.stop()
+		r := <-bLeads
+		require.NoError(t, r.err)
+		assert.Equal(t, int64(2), r.term)
+		assert.True(t, b.e.IsLeader())
+		b.stop()
+	})
+}
+
+// A follower whose acquiring write loses a race (409) does not read the
+// Lease again while its watch is open: the watch shows the winner. One
+// whose write is shed (429) or fails (5xx) backs off and tries again,
+// keeping its watch: no read, no new watch.
+func TestFollowerAfterAFailedAcquisition(t *testing.T) {
+	t.Run("lost race", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			api := newAPI()
+			a := newCandidate(t, api, "a", noRegistry) // no line of succession: b and c race
+			b := newCandidate(t, api, "b", noRegistry)
+			c := newCandidate(t, api, "c", noRegistry)
+			a.start()
+			synctest.Wait()
+			b.start()
+			c.start()
+			time.Sleep(ld)
+			calls := logCalls(api)
+			a.stop() // releases: b and c try at once, one loses
+			synctest.Wait()
+			time.Sleep(ld)
+			calls.stop()
+			winner, loser := b, c
+			if c.e.IsLeader() {
+				winner, loser = c, b
+			}
+			assert.True(t, winner.e.IsLeader())
+			assert.Equal(t, []string{relecttest.VerbUpdate}, calls.by()[loser.name], "the loser's conflicting write, and nothing else")
+			b.stop()
+			c.stop()
+		})
+	})
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"throttled", relecttest.Error(429)},
+		{"server error", relecttest.Error(503)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := newAPI()
+				a := newCandidate(t, api, "a", noRegistry)
+				b := newCandidate(t, api, "b", noRegistry)
+				a.start()
+				synctest.Wait()
+				b.start()
+				time.Sleep(ld)
+				gets, watches := b.client.Calls(relecttest.VerbGet), b.client.Calls(relecttest.VerbWatch)
+				b.client.FailNext(1, tc.err)
+				a.stop() // releases: b's first try fails
+				waitFor(t, ld, "b leads", b.e.IsLeader)
+				assert.Equal(t, watches, b.client.Calls(relecttest.VerbWatch), "the watch was kept")
+				// client-go's acquire loop reads once when it resumes b's write.
+				assert.Equal(t, gets+1, b.client.Calls(relecttest.VerbGet), "no read but client-go's")
+				b.stop()
+			})
+		})
+	}
+}
+
+// A Lease whose spec.preferredHolder names another candidate (KEP-4355) is a
+// request to hand over: the leader hands the lease over to it.
+func TestPreferredHolderIsHandedOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 3, nil)
+		want := named(cs, cs[0].e.Candidates()[2].Identity) // second in line
+		require.NoError(t, api.Edit(ns, lease, func(l *coordinationv1.Lease) {
+			strategy := coordinationv1.OldestEmulationVersion
+			l.Spec.PreferredHolder, l.Spec.Strategy = &want.name, &strategy
+		}))
+		synctest.Wait()
+		assert.True(t, want.e.IsLeader())
+		assert.Equal(t, want.name, cs[0].eventsOf(relect.EventHandedOver)[0].Leader)
+		stopAll(cs...)
+	})
+}
+
+// With the registry off a candidate writes no registration and publishes no
+// line of succession: followers race for a released lease, as plain
+// client-go's do.
+func TestRegistryOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 3, func(_ int, o *relect.Options) { o.DisableRegistry = true })
+		assert.Len(t, api.Leases(ns), 1, "the election's Lease alone")
+		assert.NotContains(t, api.Lease(ns, lease).Annotations, "relect.io/succession")
+		known := []string{}
+		for _, c := range cs[0].e.Candidates() {
+			known = append(known, c.Identity)
+		}
+		assert.Equal(t, []string{"c00"}, known, "a leader without a registry knows only itself")
+		stopAll(cs...)
+	})
+}
+
+// Registrations: one per running candidate, deleted when its Run returns;
+// the leader deletes those left by candidates that died long ago.
+func TestRegistrations(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 3, nil)
+		assert.Len(t, api.Leases(ns), 4, "the election's Lease and three registrations")
+		cs[2].stop()
+		synctest.Wait()
+		assert.Len(t, api.Leases(ns), 3, "deregistered on exit")
+
+		// A candidate that died without deregistering (no API, then gone).
+		cs[1].client.Partition()
+		cs[1].stop()
+		cs[1].client.Heal()
+		names := func() []string {
+			var out []string
+			for _, l := range api.Leases(ns) {
+				out = append(out, l.Name)
+			}
+			return out
+		}
+		require.Len(t, names(), 3)
+		// Lapsed: three renewal periods; deleted once twice that old, at
+		// the leader's next listing (a new term).
+		time.Sleep(6*relect.DefaultRegistrationRenewal + time.Minute)
+		require.NoError(t, cs[0].e.Yield(context.Background()))
+		waitFor(t, 2*ld, "a leader again", cs[0].e.IsLeader)
+		time.Sleep(2 * ld) // its view of the registry: listed once the bucket has tokens to spare
+		assert.True(t, slices.Contains(names(), lease))
+		assert.Len(t, names(), 2, "the dead one's registration was deleted: %v", names())
+		stopAll(cs[0])
+	})
+}
