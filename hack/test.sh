@@ -2,9 +2,11 @@
 # The project's test command (the README's second command): every test, on a
 # fresh machine, with nothing installed by hand.
 #
-#   1. the library, relecttest and examples under the race detector, then
-#      the fault simulation at full size without it (simulated time: about a
-#      minute in all);
+#   1. the library, relecttest, examples, the relect command and the
+#      deploy checks under the race detector, the monitoring kit's PromQL
+#      checks (deploy/monitoring, a module of its own), then the fault
+#      simulation at full size without the race detector (simulated time:
+#      about a minute in all);
 #   2. builds (or reuses) kube-apiserver and etcd from the Go module proxy
 #      into .cache/ (cold: ~15 min on 2 cores; warm: under a second);
 #   3. the real-control-plane scenarios in the e2e module;
@@ -15,8 +17,11 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-echo "== go test -race ./... (library, relecttest, examples; the simulation at race size)"
+echo "== go test -race ./... (library, relecttest, examples, cmd/relect, deploy; the simulation at race size)"
 go test -race -count=1 ./...
+
+echo "== deploy/monitoring: the dashboard's and alerts' PromQL, with Prometheus' parsers"
+(cd deploy/monitoring && go test -count=1 ./...)
 
 echo "== the fault simulation at full size (10,000 schedules; RELECT_SIM_SCHEDULES for more)"
 go test -count=1 -run 'TestSimulation$' -v . | grep -v '^=== \|^    --- \|^        --- '
