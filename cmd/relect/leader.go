@@ -29,9 +29,10 @@ type leaderState struct {
 	// when there is none, or for a moment after a new leader was observed.
 	Term *int64 `json:"term,omitempty"`
 	// ValidUntil, while leading, is when the term ends unless renewed
-	// (relect's Stats.ValidUntil, on this machine's clock). A program may
-	// act as leader only before it: the sidecar keeps the lease until the
-	// latest ValidUntil it handed out has passed.
+	// (relect's Stats.ValidUntil, on this machine's clock), truncated to
+	// the millisecond for every JSON reader. A program may act as leader
+	// only before it: the sidecar keeps the lease until the latest
+	// ValidUntil it handed out has passed.
 	ValidUntil *time.Time `json:"valid_until,omitempty"`
 }
 
@@ -104,7 +105,7 @@ func (v *leaderView) state() leaderState {
 	}
 	if s.Leading && v.termCtx != nil && v.termCtx.Err() == nil {
 		st.Leading, st.Term = true, &s.Term
-		until := s.ValidUntil.Round(0).UTC()
+		until := s.ValidUntil.Round(0).UTC().Truncate(time.Millisecond)
 		st.ValidUntil = &until
 		if s.ValidUntil.After(v.handedOut) {
 			v.handedOut = s.ValidUntil
