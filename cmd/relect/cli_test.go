@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -190,6 +191,26 @@ func TestGoodCommandLineStopsWhenCancelled(t *testing.T) {
 
 	r = runCLI(t, "sidecar", "--kubeconfig="+kc, "--http-addr=127.0.0.1:0", "default/job")
 	assert.Equal(t, exitOK, r.code, r.stderr)
+}
+
+// /healthz must not report the command's own stop as an overrun: CMD's grace
+// period (run), the wait for the validity handed out (sidecar).
+func TestWorkStopTimeoutCoversTheStop(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 10 * time.Second},
+		{[]string{"--lease-duration=60s"}, 26 * time.Second},
+		{[]string{"--work-stop-timeout=3s"}, 3 * time.Second},
+	} {
+		plan, _, err := parseRun(append(append([]string{}, tc.args...), "default/job", "--", "true"), &bytes.Buffer{})
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, plan.s.health.WorkStopTimeout, "run %q", tc.args)
+	}
+	plan, _, err := parseSidecar([]string{"--renew-deadline=4s", "--lease-duration=6s", "--retry-period=1s", "default/job"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, plan.s.health.WorkStopTimeout)
 }
 
 func TestGraceDefaultIsHalfTheMargin(t *testing.T) {

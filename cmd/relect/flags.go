@@ -87,7 +87,7 @@ var healthFlags = []optionFlag{
 	option("cut-off-after", "HealthOptions.CutOffAfter", func(s *settings) *time.Duration { return &s.health.CutOffAfter }, 0,
 		"/healthz fails when Lease API calls have failed in a row, none succeeding, for longer than this (default: 2 × --lease-duration)"),
 	option("work-stop-timeout", "HealthOptions.WorkStopTimeout", func(s *settings) *time.Duration { return &s.health.WorkStopTimeout }, 0,
-		"/healthz fails when the leader's work is still running this long after its term ended (default: --renew-deadline)"),
+		"/healthz fails when the leader's work is still running this long after its term ended (default: what the command's own stop may take: run --grace + 1s, sidecar --renew-deadline + 1s, at least --renew-deadline)"),
 }
 
 // defineOptions defines the flags of table on fs, setting s.
@@ -106,6 +106,18 @@ func orDefault(v, def time.Duration) time.Duration {
 		return def
 	}
 	return v
+}
+
+// defaultWorkStopTimeout sets HealthOptions.WorkStopTimeout, unless given,
+// to stop (how long the command's own leader work may take to return after
+// its term ended) plus a second for scheduling, and at least the library's
+// default, RenewDeadline: a longer stop must not fail /healthz and have
+// the pod restarted.
+func (s *settings) defaultWorkStopTimeout(stop time.Duration) {
+	if s.health.WorkStopTimeout == 0 {
+		rd := orDefault(s.opts.RenewDeadline, relect.DefaultRenewDeadline)
+		s.health.WorkStopTimeout = max(rd, stop+time.Second)
+	}
 }
 
 // fieldNames matches the Options fields relect's errors name, qualified or

@@ -212,6 +212,7 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 	if err := p.resolveGrace(); err != nil {
 		bad(err)
 	}
+	p.s.defaultWorkStopTimeout(p.grace) // CMD may take the grace period to stop
 	if _, _, err := p.logs.loggers(io.Discard); err != nil {
 		bad(err)
 	}

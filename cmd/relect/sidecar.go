@@ -106,6 +106,8 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 		}
 		p.lease = lease
 	}
+	// The work waits up to RenewDeadline after its term (holdTerm).
+	p.s.defaultWorkStopTimeout(orDefault(p.s.opts.RenewDeadline, relect.DefaultRenewDeadline))
 	if p.httpAddr == "" {
 		errs = append(errs, "--http-addr is empty: the sidecar serves /leader, /healthz and /metrics")
 	}
