@@ -241,90 +241,108 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 // record and when its validity passes, until ctx is done. It reads the
 // Lease, then watches that one object from the version read, and reads
 // again when the watch ends. Errors other than a lack of permission are
-// reported on stderr and retried.
+// reported on stderr and retried, waiting 1 s doubling to 30 s.
 func watchStatus(ctx context.Context, leases coordinationv1client.LeaseInterface, ref leaseRef,
 	timeout time.Duration, p *statusPrinter, stderr io.Writer) error {
-	var (
-		current    *coordinationv1.Lease
-		observedAt time.Time
-		retry      = time.Second
-	)
-	show := func(l *coordinationv1.Lease) {
-		now := time.Now()
-		if l == nil || current == nil || !apiequality.Semantic.DeepEqual(l.Spec, current.Spec) {
-			observedAt = now // a follower's observation time: when the record changed
-		}
-		current = l
-		p.print(statusOf(ref, current, now, observedAt))
-		p.flush()
-	}
-	// expiry fires when the current record's validity passes.
-	expiry := time.NewTimer(time.Hour)
-	defer expiry.Stop()
-	arm := func() {
-		expiry.Stop()
-		if st := statusOf(ref, current, time.Now(), observedAt); st.Valid {
-			expiry.Reset(time.Until(*st.Expires) + time.Millisecond)
-		}
-	}
-
+	w := &statusWatch{leases: leases, ref: ref, p: p, expiry: time.NewTimer(time.Hour)}
+	defer w.expiry.Stop()
+	retry := time.Second
 	for ctx.Err() == nil {
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		lease, err := leases.Get(rctx, ref.name, metav1.GetOptions{})
-		cancel()
-		rv := ""
-		switch {
-		case apierrors.IsNotFound(err):
-			show(nil)
-		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-			return fmt.Errorf("reading Lease %s: %w", ref, err)
-		case err != nil:
-			if ctx.Err() == nil {
-				fmt.Fprintf(stderr, "relect status: reading Lease %s: %v (retrying in %v)\n", ref, err, retry)
-			}
-			sleep(ctx, retry)
-			retry = min(2*retry, 30*time.Second)
-			continue
-		default:
-			show(lease)
-			rv = lease.ResourceVersion
-		}
-		arm()
-		w, err := leases.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + ref.name, ResourceVersion: rv})
+		wi, err := w.start(ctx, timeout)
 		switch {
 		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-			return fmt.Errorf("watching Lease %s (--watch needs RBAC watch on leases): %w", ref, err)
+			return fmt.Errorf("lease %s (--watch needs RBAC get and watch on leases): %w", ref, err)
 		case err != nil:
 			if ctx.Err() == nil {
-				fmt.Fprintf(stderr, "relect status: watching Lease %s: %v (retrying in %v)\n", ref, err, retry)
+				fmt.Fprintf(stderr, "relect status: Lease %s: %v (retrying in %v)\n", ref, err, retry)
 			}
 			sleep(ctx, retry)
 			retry = min(2*retry, 30*time.Second)
 			continue
 		}
 		retry = time.Second
-		for open := true; open && ctx.Err() == nil; {
-			select {
-			case <-ctx.Done():
-			case <-expiry.C:
-				p.print(statusOf(ref, current, time.Now(), observedAt))
-				p.flush()
-			case ev, ok := <-w.ResultChan():
-				l, isLease := ev.Object.(*coordinationv1.Lease)
-				switch {
-				case !ok || ev.Type == watch.Error || !isLease:
-					open = false // closed, or an error (410 Gone): read again
-				case ev.Type == watch.Deleted:
-					show(nil)
-				case ev.Type == watch.Added || ev.Type == watch.Modified:
-					show(l)
-				}
-				arm()
-			}
-		}
-		w.Stop()
+		w.follow(ctx, wi)
+		wi.Stop()
 	}
 	return nil
+}
+
+// statusWatch is the state of watchStatus: the current record and when it
+// was first observed, as a follower keeps them.
+type statusWatch struct {
+	leases     coordinationv1client.LeaseInterface
+	ref        leaseRef
+	p          *statusPrinter
+	current    *coordinationv1.Lease // nil: missing
+	observedAt time.Time
+	expiry     *time.Timer // fires when the current record's validity passes
+}
+
+// start reads the Lease, shows it, and opens a watch from the version read.
+func (w *statusWatch) start(ctx context.Context, timeout time.Duration) (watch.Interface, error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	lease, err := w.leases.Get(rctx, w.ref.name, metav1.GetOptions{})
+	cancel()
+	rv := ""
+	switch {
+	case apierrors.IsNotFound(err):
+		w.show(nil)
+	case err != nil:
+		return nil, fmt.Errorf("reading: %w", err)
+	default:
+		w.show(lease)
+		rv = lease.ResourceVersion
+	}
+	wi, err := w.leases.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + w.ref.name, ResourceVersion: rv})
+	if err != nil {
+		return nil, fmt.Errorf("watching: %w", err)
+	}
+	return wi, nil
+}
+
+// follow shows every change the watch delivers, and the record again when
+// its validity passes, until the watch ends (closed, or an error such as
+// 410 Gone) or ctx is done.
+func (w *statusWatch) follow(ctx context.Context, wi watch.Interface) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.expiry.C:
+			w.print()
+		case ev, ok := <-wi.ResultChan():
+			l, isLease := ev.Object.(*coordinationv1.Lease)
+			switch {
+			case !ok || ev.Type == watch.Error || !isLease:
+				return
+			case ev.Type == watch.Deleted:
+				w.show(nil)
+			case ev.Type == watch.Added || ev.Type == watch.Modified:
+				w.show(l)
+			}
+		}
+	}
+}
+
+// show makes l the current record — observed now if its spec changed, as a
+// follower's observation time — prints it, and arms the expiry timer.
+func (w *statusWatch) show(l *coordinationv1.Lease) {
+	if l == nil || w.current == nil || !apiequality.Semantic.DeepEqual(l.Spec, w.current.Spec) {
+		w.observedAt = time.Now()
+	}
+	w.current = l
+	st := w.print()
+	w.expiry.Stop()
+	if st.Valid {
+		w.expiry.Reset(time.Until(*st.Expires) + time.Millisecond)
+	}
+}
+
+func (w *statusWatch) print() leaseStatus {
+	st := statusOf(w.ref, w.current, time.Now(), w.observedAt)
+	w.p.print(st)
+	w.p.flush()
+	return st
 }
 
 func sleep(ctx context.Context, d time.Duration) {
