@@ -53,7 +53,7 @@ const sidecarTail = `Examples:
 
 Exit codes:
   0  stopped by SIGTERM or SIGINT (the lease released)
-  1  relect failed while running (its HTTP server, the state file)
+  1  relect failed: its HTTP server, or --file could not be written at start
   2  bad command line or kubeconfig (the message names the flag)
 `
 
