@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"os"
+	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -21,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/util/validation"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
@@ -41,6 +45,16 @@ type manifestSet struct {
 	fieldEnv map[string]string
 	// clusterRules are the ClusterRole's rules, if the set has one.
 	clusterRules []rbacv1.PolicyRule
+	// relect, for a set that deploys the relect command (cmd/relect)
+	// instead of an example program, says how.
+	relect *relectUse
+}
+
+// relectUse is how a manifest set runs the relect command.
+type relectUse struct {
+	container  string // the container that runs it
+	subcommand string // run or sidecar
+	native     bool   // a native sidecar: an init container with restartPolicy Always
 }
 
 var manifestSets = []manifestSet{
@@ -63,6 +77,20 @@ var manifestSets = []manifestSet{
 		clusterRules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}},
 		},
+	},
+	{
+		dir:      "relect-run",
+		kinds:    []string{"Deployment", "Role", "RoleBinding", "ServiceAccount"},
+		replicas: 2,
+		fieldEnv: map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"},
+		relect:   &relectUse{container: "job", subcommand: "run"},
+	},
+	{
+		dir:      "relect-sidecar",
+		kinds:    []string{"Deployment", "Role", "RoleBinding", "ServiceAccount"},
+		replicas: 2,
+		fieldEnv: map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"},
+		relect:   &relectUse{container: "relect", subcommand: "sidecar", native: true},
 	},
 }
 
@@ -87,8 +115,16 @@ func decodeAll(t *testing.T) map[string][]object {
 	decoder := strictDecoder()
 	byDir := map[string][]object{}
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil {
 			return err
+		}
+		if d.IsDir() {
+			// A directory with a go.mod is a module of its own, with its own
+			// checks (monitoring: not Kubernetes' built-in kinds).
+			if _, err := os.Stat(filepath.Join(path, "go.mod")); path != "." && err == nil {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		if ext := filepath.Ext(path); ext != ".yaml" && ext != ".yml" {
 			return nil
@@ -206,6 +242,10 @@ func checkSet(t *testing.T, m manifestSet, objs []object) {
 	sel, err := metav1.LabelSelectorAsSelector(selector)
 	if err != nil || sel.Empty() || !sel.Matches(labels.Set(template.Labels)) {
 		t.Errorf("the workload's selector %v does not select its pod template's labels %v (err %v)", selector, template.Labels, err)
+	}
+	if m.relect != nil {
+		checkRelectPod(t, m, template.Spec, sa)
+		return
 	}
 	checkPod(t, m, template.Spec, sa)
 }
@@ -341,6 +381,142 @@ func programSource(t *testing.T, program string) string {
 	}
 	var b strings.Builder
 	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(data)
+	}
+	return b.String()
+}
+
+// varRef matches a Kubernetes dependent variable reference, $(NAME), in a
+// container's command or args. An undefined one is left as it is.
+var varRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
+
+// checkRelectPod checks a pod template that runs the relect command: the
+// container's arguments are the subcommand, flags the command defines, one
+// LEASE in the ServiceAccount's namespace and, for run, a CMD after --; the
+// variables they refer to come from the downward API; the liveness probe is
+// /healthz on the port of --http-addr; --file lies on a writable volume.
+func checkRelectPod(t *testing.T, m manifestSet, pod corev1.PodSpec, sa *corev1.ServiceAccount) {
+	t.Helper()
+	use := m.relect
+	if pod.ServiceAccountName != sa.Name {
+		t.Errorf("pod serviceAccountName %q, want %q", pod.ServiceAccountName, sa.Name)
+	}
+	containers := pod.Containers
+	if use.native {
+		containers = pod.InitContainers
+	}
+	i := slices.IndexFunc(containers, func(c corev1.Container) bool { return c.Name == use.container })
+	if i < 0 {
+		t.Fatalf("no container %s (native sidecar: %v)", use.container, use.native)
+	}
+	c := containers[i]
+	if use.native && (c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways) {
+		t.Errorf("init container %s is not a native sidecar (restartPolicy Always): the pod would wait for it to exit", c.Name)
+	}
+	if c.Image == "" {
+		t.Errorf("container %s has no image", c.Name)
+	}
+	if len(c.Command) > 0 && path.Base(c.Command[0]) != "relect" {
+		t.Errorf("container %s command %q, want relect", c.Name, c.Command)
+	}
+	source := goSource(t, filepath.Join("..", "cmd", "relect"))
+
+	for name, fieldPath := range m.fieldEnv {
+		j := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == name })
+		if j < 0 || c.Env[j].ValueFrom == nil || c.Env[j].ValueFrom.FieldRef == nil || c.Env[j].ValueFrom.FieldRef.FieldPath != fieldPath {
+			t.Errorf("container %s: env %s must come from the downward API %s", c.Name, name, fieldPath)
+		}
+	}
+	for _, arg := range append(slices.Clone(c.Command), c.Args...) {
+		for _, ref := range varRef.FindAllStringSubmatch(arg, -1) {
+			if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == ref[1] }) {
+				t.Errorf("arg %q refers to $(%s), which container %s does not define: Kubernetes would pass it literally", arg, ref[1], c.Name)
+			}
+		}
+	}
+
+	args := c.Args
+	if len(args) == 0 || args[0] != use.subcommand {
+		t.Fatalf("container %s args %q, want relect %s", c.Name, args, use.subcommand)
+	}
+	flags := map[string]string{}
+	var leases []string
+	rest := args[1:]
+	for len(rest) > 0 && rest[0] != "--" {
+		arg := rest[0]
+		rest = rest[1:]
+		if !strings.HasPrefix(arg, "-") {
+			leases = append(leases, arg)
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(arg, "-"), "=")
+		if !strings.HasPrefix(arg, "--") || !hasValue && name != "keep-lease-on-cancel" && name != "verbose" {
+			t.Errorf("arg %q: write flags as --name=value", arg)
+		}
+		if !strings.Contains(source, `"`+name+`"`) {
+			t.Errorf("arg %q: relect defines no flag %q", arg, name)
+		}
+		flags[name] = value
+	}
+	if len(leases) != 1 {
+		t.Fatalf("args %q: want one LEASE (NAMESPACE/NAME), got %q", args, leases)
+	}
+	ns, name, ok := strings.Cut(leases[0], "/")
+	if !ok || (ns != "$(POD_NAMESPACE)" && ns != sa.Namespace) || len(validation.IsDNS1123Subdomain(name)) > 0 {
+		t.Errorf("LEASE %q: want $(POD_NAMESPACE)/NAME or %s/NAME: the Role grants only in %s", leases[0], sa.Namespace, sa.Namespace)
+	}
+	switch use.subcommand {
+	case "run":
+		if len(rest) < 2 {
+			t.Errorf("args %q: relect run needs -- CMD", args)
+		}
+	case "sidecar":
+		if len(rest) > 0 {
+			t.Errorf("args %q: relect sidecar takes no CMD", args)
+		}
+	}
+
+	_, port, err := net.SplitHostPort(flags["http-addr"])
+	if err != nil {
+		t.Fatalf("--http-addr=%q: %v (the probes need it)", flags["http-addr"], err)
+	}
+	probe := c.LivenessProbe
+	if probe == nil || probe.HTTPGet == nil || probe.HTTPGet.Path != "/healthz" {
+		t.Errorf("container %s: want a liveness probe GET /healthz", c.Name)
+	} else if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool {
+		return fmt.Sprint(p.ContainerPort) == port &&
+			(probe.HTTPGet.Port.StrVal == p.Name || probe.HTTPGet.Port.IntValue() == int(p.ContainerPort))
+	}) {
+		t.Errorf("container %s: the liveness probe's port %s is not --http-addr's %s", c.Name, probe.HTTPGet.Port.String(), port)
+	}
+	if p := c.ReadinessProbe; p != nil && p.HTTPGet != nil && p.HTTPGet.Path == "/leader" {
+		t.Errorf("container %s: readiness must not follow leadership", c.Name)
+	}
+	if file := flags["file"]; file != "" {
+		if !slices.ContainsFunc(c.VolumeMounts, func(v corev1.VolumeMount) bool {
+			return !v.ReadOnly && strings.HasPrefix(path.Dir(file)+"/", strings.TrimSuffix(v.MountPath, "/")+"/")
+		}) {
+			t.Errorf("--file=%s is on no writable volume of container %s", file, c.Name)
+		}
+	}
+}
+
+// goSource returns the Go source of the non-test files in dir, concatenated.
+func goSource(t *testing.T, dir string) string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Go files in %s (err %v)", dir, err)
+	}
+	var b strings.Builder
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
 		data, err := os.ReadFile(f)
 		if err != nil {
 			t.Fatal(err)

@@ -2,9 +2,11 @@
 # The project's test command (the README's second command): every test, on a
 # fresh machine, with nothing installed by hand.
 #
-#   1. the library, relecttest and examples under the race detector, then
-#      the fault simulation at full size without it (simulated time: about a
-#      minute in all);
+#   1. the library, relecttest, examples, the relect command and the
+#      deploy checks under the race detector, the monitoring kit's PromQL
+#      checks (deploy/monitoring, a module of its own), then the fault
+#      simulation at full size without the race detector (simulated time:
+#      about a minute in all);
 #   2. builds (or reuses) kube-apiserver and etcd from the Go module proxy
 #      into .cache/ (cold: ~15 min on 2 cores; warm: under a second);
 #   3. the real-control-plane scenarios in the e2e module;
@@ -63,6 +65,9 @@ trap summary EXIT
 simulation() {
 	go test -count=1 -run 'TestSimulation$' -v . | grep -v '^=== \|^    --- \|^        --- '
 }
+monitoring() {
+	(cd deploy/monitoring && go test -count=1 ./...)
+}
 e2e_suite() {
 	(cd e2e && RELECT_E2E_DIR="$logs/e2e" go test -count=1 -timeout 30m ./...)
 }
@@ -71,8 +76,11 @@ e2e_benchmark() {
 		go test -count=1 -timeout 15m -run '^TestPerformance$' .)
 }
 
-step "go test -race ./... (library, relecttest, examples; the simulation at race size)" race.log \
+step "go test -race ./... (library, relecttest, examples, cmd/relect, deploy; the simulation at race size)" race.log \
 	go test -race -count=1 ./...
+step "deploy/monitoring: the dashboard's and alerts' PromQL, with Prometheus' parsers" monitoring.log \
+	monitoring
+
 step "the fault simulation at full size (10,000 schedules; RELECT_SIM_SCHEDULES for more)" simulation.log \
 	simulation
 

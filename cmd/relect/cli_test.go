@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// writeKubeconfig writes a kubeconfig for a server nobody listens on (the
+// tests that use it fail before any request) and returns its path.
+func writeKubeconfig(t *testing.T) string {
+	t.Helper()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["c"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
+	kc.AuthInfos["u"] = &clientcmdapi.AuthInfo{Token: "t"}
+	kc.Contexts["x"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	kc.CurrentContext = "x"
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	require.NoError(t, clientcmd.WriteToFile(*kc, path))
+	return path
+}
+
+// cliResult is what one command line did.
+type cliResult struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCLI runs args with a context that is already done, so that a command
+// line that passes every check returns at once instead of campaigning.
+func runCLI(t *testing.T, args ...string) cliResult {
+	t.Helper()
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	var out, errOut bytes.Buffer
+	var code int
+	require.NotPanics(t, func() { code = cli(ctx, args, &out, &errOut) }, "args %q", args)
+	return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+func TestBadCommandLines(t *testing.T) {
+	kc := writeKubeconfig(t)
+	notExec := filepath.Join(t.TempDir(), "not-executable")
+	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
+
+	for _, tc := range []struct {
+		name string
+		args []string
+		code int
+		want []string // substrings of stderr
+	}{
+		{"no command", nil, exitUsage, []string{"Usage:"}},
+		{"unknown command", []string{"elect"}, exitUsage, []string{`unknown command "elect"`}},
+		{"help of an unknown command", []string{"help", "elect"}, exitUsage, []string{`unknown command "elect"`}},
+
+		{"run: no arguments", []string{"run"}, exitUsage, []string{"missing -- before CMD"}},
+		{"run: missing --", []string{"run", "default/job", "echo", "hi"}, exitUsage, []string{"missing -- before CMD"}},
+		{"run: CMD flags without --", []string{"run", "default/job", "ls", "-l"}, exitUsage,
+			[]string{"unknown shorthand flag: 'l'", "CMD and its arguments go after --"}},
+		{"run: unknown flag", []string{"run", "--leese-duration=3s", "default/job", "--", "true"}, exitUsage,
+			[]string{"unknown flag: --leese-duration", "relect run --help"}},
+		{"run: missing LEASE", []string{"run", "--", "true"}, exitUsage, []string{"missing LEASE"}},
+		{"run: missing CMD", []string{"run", "default/job", "--"}, exitUsage, []string{"missing CMD after --"}},
+		{"run: two LEASEs", []string{"run", "default/a", "default/b", "--", "true"}, exitUsage, []string{"want one LEASE before --"}},
+		{"run: LEASE without namespace", []string{"run", "job", "--", "true"}, exitUsage, []string{`LEASE "job": want NAMESPACE/NAME`}},
+		{"run: LEASE with two slashes", []string{"run", "default/a/b", "--", "true"}, exitUsage, []string{`LEASE "default/a/b": want NAMESPACE/NAME`}},
+		{"run: bad namespace", []string{"run", "Default/job", "--", "true"}, exitUsage, []string{`"Default" is not a valid namespace`}},
+		{"run: bad name", []string{"run", "default/Job_1", "--", "true"}, exitUsage, []string{`"Job_1" is not a valid Lease name`}},
+		{"run: duration not a duration", []string{"run", "--lease-duration=soon", "default/job", "--", "true"}, exitUsage,
+			[]string{`invalid argument "soon" for "--lease-duration"`}},
+		{"run: bad --restart", []string{"run", "--restart=sometimes", "default/job", "--", "true"}, exitUsage, []string{`--restart "sometimes"`}},
+		{"run: bad --signal", []string{"run", "--signal=STOPPLEASE", "default/job", "--", "true"}, exitUsage, []string{`--signal "STOPPLEASE"`}},
+		{"run: bad signal number", []string{"run", "--signal=99", "default/job", "--", "true"}, exitUsage, []string{`--signal "99"`}},
+		{"run: negative --grace", []string{"run", "--grace=-1s", "default/job", "--", "true"}, exitUsage, []string{"--grace -1s is negative"}},
+		{"run: --grace beyond the margin", []string{"run", "--grace=5s", "default/job", "--", "true"}, exitUsage,
+			[]string{"--grace 5s is not less than --lease-duration − --renew-deadline (15s − 10s = 5s)", "raise --lease-duration"}},
+		{"run: --grace beyond a custom margin", []string{"run", "--lease-duration=3s", "--renew-deadline=2s", "--grace=1s", "default/job", "--", "true"}, exitUsage,
+			[]string{"--grace 1s is not less than"}},
+		{"run: negative --restart-delay", []string{"run", "--restart-delay=-1s", "default/job", "--", "true"}, exitUsage, []string{"--restart-delay -1s is negative"}},
+		{"run: bad --log-format", []string{"run", "--log-format=xml", "default/job", "--", "true"}, exitUsage, []string{`--log-format "xml"`}},
+		{"run: every error at once", []string{"run", "--restart=x", "--signal=y", "--grace=-1s", "default/job", "--", "true"}, exitUsage,
+			[]string{`--restart "x"`, `--signal "y"`, "--grace -1s"}},
+		{"run: CMD not found", []string{"run", "default/job", "--", "relect-no-such-command"}, exitNoCommand,
+			[]string{`CMD "relect-no-such-command"`, "not found"}},
+		{"run: CMD path not found", []string{"run", "default/job", "--", "/nonexistent/cmd"}, exitNoCommand, []string{`CMD "/nonexistent/cmd"`}},
+		{"run: CMD not executable", []string{"run", "default/job", "--", notExec}, exitCannotRun, []string{"permission denied"}},
+		{"run: no kubeconfig", []string{"run", "--kubeconfig=/nonexistent/kubeconfig", "default/job", "--", "true"}, exitUsage,
+			[]string{"loading the kubeconfig", "/nonexistent/kubeconfig"}},
+		{"run: unknown context", []string{"run", "--kubeconfig=" + kc, "--context=nope", "default/job", "--", "true"}, exitUsage,
+			[]string{"loading the kubeconfig", `"nope"`}},
+
+		// Checked by relect.New, reported in terms of the flags.
+		{"run: negative duration", []string{"run", "--kubeconfig=" + kc, "--lease-duration", "-1s", "default/job", "--", "true"}, exitUsage,
+			[]string{"--lease-duration is negative (-1s)"}},
+		{"run: sub-second lease duration", []string{"run", "--kubeconfig=" + kc, "--lease-duration=1500ms", "--renew-deadline=1s", "default/job", "--", "true"}, exitUsage,
+			[]string{"--lease-duration 1.5s is not a whole number of seconds"}},
+		{"run: renew deadline beyond the lease", []string{"run", "--kubeconfig=" + kc, "--renew-deadline=20s", "default/job", "--", "true"}, exitUsage,
+			[]string{"--renew-deadline 20s must be less than --lease-duration 15s"}},
+		{"run: renew deadline vs retry period", []string{"run", "--kubeconfig=" + kc, "--retry-period=9s", "default/job", "--", "true"}, exitUsage,
+			[]string{"--renew-deadline 10s must be greater than 1.2 × --retry-period (9s)"}},
+		{"run: small burst", []string{"run", "--kubeconfig=" + kc, "--rate-burst=2", "default/job", "--", "true"}, exitUsage,
+			[]string{"--rate-burst 2 is below 4"}},
+		{"run: small budget", []string{"run", "--kubeconfig=" + kc, "--rate-limit=0.1", "default/job", "--", "true"}, exitUsage,
+			[]string{"--rate-limit 0.1 calls/s is below"}},
+		{"run: backoff max below initial", []string{"run", "--kubeconfig=" + kc, "--backoff-initial=10s", "--backoff-max=5s", "default/job", "--", "true"}, exitUsage,
+			[]string{"--backoff-max 5s is less than --backoff-initial 10s"}},
+		{"run: negative health option", []string{"run", "--kubeconfig=" + kc, "--cut-off-after=-1s", "default/job", "--", "true"}, exitUsage,
+			[]string{"--cut-off-after is negative"}},
+		{"run: bad identity", []string{"run", "--kubeconfig=" + kc, "--identity=" + strings.Repeat("x", 300), "default/job", "--", "true"}, exitUsage,
+			[]string{"--identity is 300 bytes long"}},
+
+		{"status: no LEASE", []string{"status"}, exitUsage, []string{"want one LEASE"}},
+		{"status: two LEASEs", []string{"status", "default/a", "default/b"}, exitUsage, []string{"want one LEASE"}},
+		{"status: bad LEASE", []string{"status", "default"}, exitUsage, []string{`LEASE "default": want NAMESPACE/NAME`}},
+		{"status: bad output", []string{"status", "-o", "yaml", "default/job"}, exitUsage, []string{`--output "yaml"`}},
+		{"status: bad timeout", []string{"status", "--request-timeout=0s", "default/job"}, exitUsage, []string{"--request-timeout 0s"}},
+		{"status: no kubeconfig", []string{"status", "--kubeconfig=/nonexistent/kubeconfig", "default/job"}, exitUsage, []string{"loading the kubeconfig"}},
+
+		{"sidecar: no LEASE", []string{"sidecar"}, exitUsage, []string{"want one LEASE"}},
+		{"sidecar: no address", []string{"sidecar", "--http-addr=", "default/job"}, exitUsage, []string{"--http-addr is empty"}},
+		{"sidecar: bad durations", []string{"sidecar", "--kubeconfig=" + kc, "--renew-deadline=1s", "default/job"}, exitUsage,
+			[]string{"--renew-deadline 1s must be greater than 1.2 × --retry-period (2s)"}},
+		{"sidecar: bad health option", []string{"sidecar", "--kubeconfig=" + kc, "--work-stop-timeout=-2s", "default/job"}, exitUsage,
+			[]string{"--work-stop-timeout is negative"}},
+		{"sidecar: address in use", []string{"sidecar", "--kubeconfig=" + kc, "--http-addr=256.0.0.1:1", "default/job"}, exitUsage,
+			[]string{"--http-addr"}},
+
+		{"version: arguments", []string{"version", "x"}, exitUsage, []string{"takes no arguments"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := runCLI(t, tc.args...)
+			assert.Equal(t, tc.code, r.code, "exit code; stderr:\n%s", r.stderr)
+			for _, w := range tc.want {
+				assert.Contains(t, r.stderr, w)
+			}
+			assert.NotContains(t, r.stderr, "Options.", "errors must name flags, not the library's fields")
+			assert.NotContains(t, r.stderr, "panic")
+		})
+	}
+}
+
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"help"}, []string{"relect run", "relect status", "relect sidecar", "Exit codes"}},
+		{[]string{"--help"}, []string{"relect run"}},
+		{[]string{"help", "run"}, []string{"RELECT_TERM", "RELECT_IDENTITY", "RELECT_LEASE", "--grace", "Examples:", "Exit codes:", "127", "(default 15s)"}},
+		{[]string{"run", "--help"}, []string{"--lease-duration", "--renew-deadline", "--retry-period", "--backoff-initial", "--backoff-max",
+			"--rate-limit", "--rate-burst", "--degraded-after", "--keep-lease-on-cancel", "--cut-off-after", "--work-stop-timeout",
+			"--signal", "--restart", "--kubeconfig", "--context", "half of that margin"}},
+		{[]string{"run", "-h"}, []string{"Usage: relect run"}},
+		{[]string{"status", "--help"}, []string{"--watch", "-o, --output", "estimate", "Exit codes:", "does not exist"}},
+		{[]string{"sidecar", "--help"}, []string{"/leader", "/healthz", "/metrics", "--file", "valid_until", "Exit codes:"}},
+	} {
+		r := runCLI(t, tc.args...)
+		assert.Equal(t, exitOK, r.code, "%q", tc.args)
+		for _, w := range tc.want {
+			assert.Contains(t, r.stdout, w, "%q", tc.args)
+		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	r := runCLI(t, "version")
+	assert.Equal(t, exitOK, r.code)
+	assert.True(t, strings.HasPrefix(r.stdout, "relect "), r.stdout)
+}
+
+// A command line that passes every check starts campaigning; with its
+// context already done it stops at once and exits 0.
+func TestGoodCommandLineStopsWhenCancelled(t *testing.T) {
+	kc := writeKubeconfig(t)
+	r := runCLI(t, "run", "--kubeconfig="+kc, "--lease-duration=3s", "--renew-deadline=2s", "--retry-period=500ms",
+		"--grace=900ms", "--signal=INT", "--restart=never", "default/job", "--", "true", "-x", "--y")
+	assert.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "campaigning")
+	assert.Contains(t, r.stderr, `cmd="[true -x --y]"`)
+
+	r = runCLI(t, "sidecar", "--kubeconfig="+kc, "--http-addr=127.0.0.1:0", "default/job")
+	assert.Equal(t, exitOK, r.code, r.stderr)
+}
+
+// /healthz must not report the command's own stop as an overrun: CMD's grace
+// period (run), the wait for the validity handed out (sidecar).
+func TestWorkStopTimeoutCoversTheStop(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{nil, 10 * time.Second},
+		{[]string{"--lease-duration=60s"}, 26 * time.Second},
+		{[]string{"--work-stop-timeout=3s"}, 3 * time.Second},
+	} {
+		plan, _, err := parseRun(append(append([]string{}, tc.args...), "default/job", "--", "true"), &bytes.Buffer{})
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, plan.s.health.WorkStopTimeout, "run %q", tc.args)
+	}
+	plan, _, err := parseSidecar([]string{"--renew-deadline=4s", "--lease-duration=6s", "--retry-period=1s", "default/job"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, plan.s.health.WorkStopTimeout)
+}
+
+func TestGraceDefaultIsHalfTheMargin(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "2.5s"},
+		{[]string{"--lease-duration=3s", "--renew-deadline=2s"}, "500ms"},
+		{[]string{"--lease-duration=60s"}, "25s"},
+		{[]string{"--grace=4s"}, "4s"},
+	} {
+		args := append(append([]string{}, tc.args...), "default/job", "--", "true")
+		plan, _, err := parseRun(args, &bytes.Buffer{})
+		require.NoError(t, err, "%q", args)
+		assert.Equal(t, tc.want, plan.grace.String(), "%q", args)
+	}
+}

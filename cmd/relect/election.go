@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/relect/relect"
+	"github.com/relect/relect/metrics"
+)
+
+// newElector builds the Elector for opts (with its connection and
+// callbacks set) and checks health as /healthz will use it. Invalid options
+// are reported as a usage error naming the flags.
+func newElector(opts relect.Options, health relect.HealthOptions) (*relect.Elector, error) {
+	e, err := relect.New(opts)
+	if errors.Is(err, relect.ErrInvalidOptions) {
+		return nil, optionsError(err, electionFlags)
+	}
+	if err != nil {
+		return nil, err
+	}
+	// A HealthCheck with invalid options fails every check with an error
+	// that says so; before Run the check otherwise passes.
+	if err := e.HealthCheck(health)(nil); errors.Is(err, relect.ErrInvalidOptions) {
+		return nil, optionsError(err, healthFlags)
+	}
+	return e, nil
+}
+
+// httpServer serves GET /leader (JSON), /healthz (relect's health check)
+// and /metrics (relect's metrics, on a registry of its own).
+type httpServer struct {
+	srv    *http.Server
+	served chan struct{}
+}
+
+// errHTTP wraps a failure of the HTTP server after it started.
+var errHTTP = errors.New("HTTP server")
+
+// startHTTP listens on addr at once, so that a bad address fails before
+// the campaign, and serves until stop. If serving fails later, it calls
+// fail with the error.
+func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.HealthOptions, fail func(error)) (*httpServer, error) {
+	collector, err := metrics.NewCollector(e, metrics.Options{})
+	if err != nil {
+		return nil, err
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collector); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /leader", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Cache-Control", "no-store")
+		_ = json.NewEncoder(w).Encode(view.state())
+	})
+	mux.Handle("GET /healthz", e.HealthHandler(health))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, usagef("--http-addr: %v", err)
+	}
+	s := &httpServer{
+		srv:    &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		served: make(chan struct{}),
+	}
+	go func() {
+		defer close(s.served)
+		if err := s.srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+			fail(fmt.Errorf("%w: %v", errHTTP, err))
+		}
+	}()
+	return s, nil
+}
+
+// stop shuts the server down, waiting up to 5 s for requests in flight,
+// and returns when it has stopped serving.
+func (s *httpServer) stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = s.srv.Shutdown(ctx)
+	<-s.served
+}
+
+// pump logs the events of one Run and shows them to view until Run closes
+// the channel. With a file it also rewrites the file whenever the state
+// changes: after each event, and every tick (renewals extend the validity
+// without an event).
+func pump(events <-chan relect.Event, log *slog.Logger, view *leaderView, file *stateFile, tick time.Duration) {
+	var ticks <-chan time.Time
+	if file != nil {
+		t := time.NewTicker(tick)
+		defer t.Stop()
+		ticks = t.C
+	}
+	for {
+		open := true
+		select {
+		case ev, ok := <-events:
+			if open = ok; ok {
+				logEvent(log, ev)
+				view.observe(ev)
+			}
+		case <-ticks:
+		}
+		if file != nil {
+			if err := file.write(view.state()); err != nil {
+				log.Warn("writing the state file", "err", err)
+			}
+		}
+		if !open {
+			return
+		}
+	}
+}
+
+// logEvent logs one relect event: failures at warning level, the rest at
+// info.
+func logEvent(log *slog.Logger, ev relect.Event) {
+	attrs := []any{}
+	if ev.Leader != "" {
+		attrs = append(attrs, "leader", ev.Leader)
+	}
+	switch ev.Kind {
+	case relect.EventNewLeader, relect.EventStartedLeading, relect.EventStoppedLeading, relect.EventReleased:
+		attrs = append(attrs, "term", ev.Term)
+	}
+	if ev.Delay != 0 {
+		attrs = append(attrs, "delay", ev.Delay)
+	}
+	if ev.Err != nil {
+		attrs = append(attrs, "err", ev.Err)
+	}
+	level := slog.LevelInfo
+	if ev.Kind == relect.EventError || ev.Kind == relect.EventDegraded {
+		level = slog.LevelWarn
+	}
+	log.Log(context.Background(), level, ev.Kind.String(), attrs...)
+}

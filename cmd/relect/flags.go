@@ -1,0 +1,222 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/spf13/pflag"
+	"golang.org/x/time/rate"
+)
+
+// settings is what the flags of run and sidecar set for the library.
+type settings struct {
+	opts   relect.Options
+	health relect.HealthOptions
+}
+
+// optionFlag is one flag that sets one field of relect.Options or
+// relect.HealthOptions.
+type optionFlag struct {
+	name string // the flag, without dashes
+	// field is the field it sets, as relect's errors name it
+	// ("Options.LeaseDuration"), so that they can be told in terms of flags.
+	field  string
+	define func(fs *pflag.FlagSet, s *settings)
+}
+
+// optionValue are the field types a flag can set.
+type optionValue interface {
+	time.Duration | int | bool | string | rate.Limit
+}
+
+// option makes the optionFlag for the field ptr points to. def is the
+// flag's default: the library's, or zero where the library derives it (say
+// so in usage).
+func option[T optionValue](name, field string, ptr func(*settings) *T, def T, usage string) optionFlag {
+	return optionFlag{name: name, field: field, define: func(fs *pflag.FlagSet, s *settings) {
+		switch p := any(ptr(s)).(type) {
+		case *time.Duration:
+			fs.DurationVar(p, name, any(def).(time.Duration), usage)
+		case *int:
+			fs.IntVar(p, name, any(def).(int), usage)
+		case *bool:
+			fs.BoolVar(p, name, any(def).(bool), usage)
+		case *string:
+			fs.StringVar(p, name, any(def).(string), usage)
+		case *rate.Limit:
+			fs.Float64Var((*float64)(p), name, float64(any(def).(rate.Limit)), usage)
+		}
+	}}
+}
+
+// electionFlags are the library's Options as flags, in the order of the
+// help. Adding an option to the command is adding a line here. (EventBuffer
+// is left out: the command reads its events as they come.)
+var electionFlags = []optionFlag{
+	option("identity", "Options.Identity", func(s *settings) *string { return &s.opts.Identity }, "",
+		"holder identity written into the Lease; unique per candidate (default: host name + \"_\" + 16 random hex digits; in a pod use --identity=$(POD_NAME))"),
+	option("lease-duration", "Options.LeaseDuration", func(s *settings) *time.Duration { return &s.opts.LeaseDuration }, relect.DefaultLeaseDuration,
+		"how long followers wait, after they last saw the Lease change, before taking it from a silent holder: the failover time after a crash; whole seconds"),
+	option("renew-deadline", "Options.RenewDeadline", func(s *settings) *time.Duration { return &s.opts.RenewDeadline }, relect.DefaultRenewDeadline,
+		"how long after sending its last successful renewal a leader still leads: its term ends then at the latest, even if the API hangs; less than --lease-duration"),
+	option("retry-period", "Options.RetryPeriod", func(s *settings) *time.Duration { return &s.opts.RetryPeriod }, relect.DefaultRetryPeriod,
+		"pause between a leader's renewals and between a follower's retries"),
+	option("backoff-initial", "Options.BackoffInitial", func(s *settings) *time.Duration { return &s.opts.BackoffInitial }, 0,
+		"first wait before campaigning again after a term shorter than --lease-duration (default: --retry-period)"),
+	option("backoff-max", "Options.BackoffMax", func(s *settings) *time.Duration { return &s.opts.BackoffMax }, 0,
+		"longest such wait; waits double from --backoff-initial (default: --lease-duration)"),
+	option("rate-limit", "Options.RateLimit", func(s *settings) *rate.Limit { return &s.opts.RateLimit }, 0,
+		"sustained budget of Lease API calls per second, enforced by a token bucket; at least 2 per --retry-period (default: 2 per --retry-period)"),
+	option("rate-burst", "Options.RateBurst", func(s *settings) *int { return &s.opts.RateBurst }, relect.DefaultRateBurst,
+		"size of the token bucket, in calls; at least 4"),
+	option("degraded-after", "Options.DegradedAfter", func(s *settings) *int { return &s.opts.DegradedAfter }, relect.DefaultDegradedAfter,
+		"Lease API calls that must fail in a row before relect reports itself degraded (log, relect_degraded)"),
+	option("keep-lease-on-cancel", "Options.KeepLeaseOnCancel", func(s *settings) *bool { return &s.opts.KeepLeaseOnCancel }, false,
+		"on SIGTERM or SIGINT keep the lease instead of releasing it: followers then take over only after --lease-duration"),
+}
+
+// healthFlags are the library's HealthOptions as flags, for the commands
+// that serve /healthz.
+var healthFlags = []optionFlag{
+	option("cut-off-after", "HealthOptions.CutOffAfter", func(s *settings) *time.Duration { return &s.health.CutOffAfter }, 0,
+		"/healthz fails when Lease API calls have failed in a row, none succeeding, for longer than this (default: 2 × --lease-duration)"),
+	option("work-stop-timeout", "HealthOptions.WorkStopTimeout", func(s *settings) *time.Duration { return &s.health.WorkStopTimeout }, 0,
+		"/healthz fails when the leader's work is still running this long after its term ended (default: what the command's own stop may take: run --grace + 1s, sidecar --renew-deadline + 1s, at least --renew-deadline)"),
+}
+
+// defineOptions defines the flags of table on fs, setting s.
+func defineOptions(fs *pflag.FlagSet, s *settings, table ...[]optionFlag) {
+	for _, t := range table {
+		for _, f := range t {
+			f.define(fs, s)
+		}
+	}
+}
+
+// orDefault is v, or def when v is zero: what relect.New makes of a zero
+// duration.
+func orDefault(v, def time.Duration) time.Duration {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// defaultWorkStopTimeout sets HealthOptions.WorkStopTimeout, unless given,
+// to stop (how long the command's own leader work may take to return after
+// its term ended) plus a second for scheduling, and at least the library's
+// default, RenewDeadline: a longer stop must not fail /healthz and have
+// the pod restarted.
+func (s *settings) defaultWorkStopTimeout(stop time.Duration) {
+	if s.health.WorkStopTimeout == 0 {
+		rd := orDefault(s.opts.RenewDeadline, relect.DefaultRenewDeadline)
+		s.health.WorkStopTimeout = max(rd, stop+time.Second)
+	}
+}
+
+// fieldNames matches the Options fields relect's errors name, qualified or
+// bare (LeaseDuration, Options.LeaseDuration, HealthOptions.CutOffAfter).
+var fieldNames = regexp.MustCompile(`\b(?:(?:Health)?Options\.)?[A-Z][A-Za-z]+\b`)
+
+// optionsError turns an error of relect.New or of a HealthCheck, which
+// names Options fields, into a usage error that names the flags: one line
+// per invalid field.
+func optionsError(err error, tables ...[]optionFlag) error {
+	flagOf := map[string]string{
+		"Options.Namespace": "LEASE's namespace",
+		"Options.Name":      "LEASE's name",
+	}
+	for _, t := range tables {
+		for _, f := range t {
+			flagOf[f.field] = "--" + f.name
+			_, bare, _ := strings.Cut(f.field, ".")
+			if _, dup := flagOf[bare]; !dup {
+				flagOf[bare] = "--" + f.name
+			}
+		}
+	}
+	var errs []error
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	} else {
+		errs = []error{err}
+	}
+	lines := make([]string, 0, len(errs))
+	for _, e := range errs {
+		msg := strings.TrimPrefix(e.Error(), "relect: ")
+		msg = strings.TrimSuffix(msg, ": "+relect.ErrInvalidOptions.Error())
+		msg = fieldNames.ReplaceAllStringFunc(msg, func(name string) string {
+			if f, ok := flagOf[name]; ok {
+				return f
+			}
+			return name
+		})
+		lines = append(lines, msg)
+	}
+	return usagef("%s", strings.Join(lines, "\n"))
+}
+
+// logFlags choose the format and level of relect's own log on stderr.
+type logFlags struct {
+	format  string
+	verbose bool
+}
+
+func (l *logFlags) define(fs *pflag.FlagSet) {
+	fs.StringVar(&l.format, "log-format", "text", "log format on stderr: text or json")
+	fs.BoolVarP(&l.verbose, "verbose", "v", false, "also log the library's and client-go's debug messages")
+}
+
+// loggers returns the command's logger, and the library's: nil (discard)
+// unless --verbose.
+func (l *logFlags) loggers(stderr io.Writer) (cmdLog, libLog *slog.Logger, err error) {
+	level := slog.LevelInfo
+	if l.verbose {
+		level = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	var h slog.Handler
+	switch l.format {
+	case "text":
+		h = slog.NewTextHandler(stderr, opts)
+	case "json":
+		h = slog.NewJSONHandler(stderr, opts)
+	default:
+		return nil, nil, usagef("--log-format %q: want text or json", l.format)
+	}
+	cmdLog = slog.New(h)
+	if l.verbose {
+		libLog = cmdLog
+	}
+	return cmdLog, libLog, nil
+}
+
+// newFlagSet returns a flag set that reports errors to its caller instead
+// of printing them, with flags in the order they are defined.
+func newFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("relect "+name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.SortFlags = false
+	return fs
+}
+
+// parseFlags parses args into fs. On --help it prints head, the flags and
+// tail to stdout and reports helped.
+func parseFlags(fs *pflag.FlagSet, args []string, head, tail string, stdout io.Writer) (helped bool, err error) {
+	err = fs.Parse(args)
+	if errors.Is(err, pflag.ErrHelp) {
+		fmt.Fprintf(stdout, "%s\nFlags:\n%s\n%s", head, fs.FlagUsagesWrapped(100), tail)
+		return true, nil
+	}
+	if err != nil {
+		return false, usagef("%v", err)
+	}
+	return false, nil
+}

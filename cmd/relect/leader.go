@@ -1,0 +1,160 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/relect/relect"
+)
+
+// leaderState is what GET /leader serves and --file holds.
+type leaderState struct {
+	// Lease is "namespace/name".
+	Lease string `json:"lease"`
+	// Identity is this candidate's holder identity.
+	Identity string `json:"identity"`
+	// Leader is the holder last observed; "" when released or not seen yet.
+	Leader string `json:"leader"`
+	// Leading is true while this candidate leads (relect's IsLeader), and
+	// only while its term's work has not been told to stop.
+	Leading bool `json:"leading"`
+	// Term is this candidate's term number while it leads, otherwise the
+	// Lease's leaseTransitions observed with the current leader; absent
+	// when there is none, or for a moment after a new leader was observed.
+	Term *int64 `json:"term,omitempty"`
+	// ValidUntil, while leading, is when the term ends unless renewed
+	// (relect's Stats.ValidUntil, on this machine's clock), truncated to
+	// the millisecond for every JSON reader. A program may act as leader
+	// only before it: the sidecar keeps the lease until the latest
+	// ValidUntil it handed out has passed.
+	ValidUntil *time.Time `json:"valid_until,omitempty"`
+}
+
+// leaderView computes leaderState from an Elector. It is safe for
+// concurrent use.
+type leaderView struct {
+	e     *relect.Elector
+	lease string
+
+	// mu guards the fields below, and makes computing a state and recording
+	// the validity it hands out one step (see handedOutUntil).
+	mu sync.Mutex
+	// termCtx is the context of the term whose work is running, nil
+	// between terms; a state says leading only while it is not done.
+	termCtx context.Context
+	// observedLeader and observedTerm are the last leader observed in the
+	// events and its term number.
+	observedLeader string
+	observedTerm   int64
+	// handedOut is the latest ValidUntil in a state returned, with its
+	// monotonic clock reading.
+	handedOut time.Time
+}
+
+func newLeaderView(e *relect.Elector, lease leaseRef) *leaderView {
+	return &leaderView{e: e, lease: lease.String()}
+}
+
+// observe takes the term numbers from events.
+func (v *leaderView) observe(ev relect.Event) {
+	switch ev.Kind {
+	case relect.EventNewLeader, relect.EventStartedLeading:
+		v.mu.Lock()
+		v.observedLeader, v.observedTerm = ev.Leader, ev.Term
+		v.mu.Unlock()
+	}
+}
+
+// begin is called by a term's work when it starts, with the term's
+// context; end when it has been told to stop. end returns the latest
+// validity handed out: after end, no state says leading for this term.
+func (v *leaderView) begin(ctx context.Context) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.termCtx = ctx
+}
+
+func (v *leaderView) end() (handedOutUntil time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.termCtx = nil
+	return v.handedOut
+}
+
+// state returns the current state and records the validity it hands out.
+// Leading needs both relect's IsLeader (from one Stats snapshot) and the
+// term's work not yet told to stop: relect cancels the term's context a
+// moment before IsLeader turns false in some cases, and a state must never
+// hand out a validity after end has read the latest.
+func (v *leaderView) state() leaderState {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	s := v.e.Stats()
+	st := leaderState{Lease: v.lease, Identity: s.Identity, Leader: s.Leader}
+	if s.Leader != "" && s.Leader == v.observedLeader {
+		// Leader is read from the Elector, the term from its events, which
+		// come a moment later.
+		term := v.observedTerm
+		st.Term = &term
+	}
+	if s.Leading && v.termCtx != nil && v.termCtx.Err() == nil {
+		st.Leading, st.Term = true, &s.Term
+		until := s.ValidUntil.Round(0).UTC().Truncate(time.Millisecond)
+		st.ValidUntil = &until
+		if s.ValidUntil.After(v.handedOut) {
+			v.handedOut = s.ValidUntil
+		}
+	}
+	return st
+}
+
+// stateFile keeps a file holding the latest leaderState, rewritten
+// atomically (a temporary file in the same directory, renamed over it) so
+// that readers never see a partial one.
+type stateFile struct {
+	path string
+	last []byte
+}
+
+// write writes st unless the file already holds it.
+func (f *stateFile) write(st leaderState) error {
+	data, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	data = append(data, '\n')
+	if bytes.Equal(data, f.last) {
+		return nil
+	}
+	if err := writeAtomic(f.path, data); err != nil {
+		return fmt.Errorf("--file: %w", err)
+	}
+	f.last = data
+	return nil
+}
+
+func writeAtomic(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // fails harmlessly once renamed
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,144 @@
+// Command relect is leader election on a Kubernetes Lease for any program,
+// and an operator's view of an election, built on the relect library.
+//
+//	relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]
+//	relect status [flags] NAMESPACE/NAME
+//	relect sidecar [flags] NAMESPACE/NAME
+//
+// run campaigns for the Lease and runs CMD while it leads: CMD is signalled,
+// then its process group killed, before the term's safety margin runs out,
+// and the lease is released only after CMD has exited. status shows the
+// holder, term, renew age and validity of a Lease, once or as it changes.
+// sidecar campaigns and tells other programs the result over HTTP and in a
+// file. Run "relect help COMMAND" for a command's flags, examples and exit
+// codes; docs/command.md in the repository has the reasoning.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+)
+
+// Exit codes shared by every command; each command's help lists its own.
+const (
+	exitOK      = 0
+	exitFailure = 1 // relect failed while running (API, HTTP server)
+	exitUsage   = 2 // the command line or the kubeconfig is wrong
+	// exitNotFound: status found no such Lease.
+	exitNotFound = 3
+	// exitCannotRun and exitNoCommand follow env(1), timeout(1) and
+	// docker run: CMD exists but cannot be run, or does not exist.
+	exitCannotRun = 126
+	exitNoCommand = 127
+)
+
+const topUsage = `relect: leader election on a Kubernetes Lease for any program.
+
+Usage:
+  relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]  run CMD while this process leads
+  relect status [flags] NAMESPACE/NAME                show who holds a Lease, once or as it changes
+  relect sidecar [flags] NAMESPACE/NAME               campaign, and serve the result over HTTP and in a file
+  relect version                                      print relect's version
+  relect help [COMMAND]                               show a command's flags, examples and exit codes
+
+The cluster is found as kubectl finds it: --kubeconfig, else $KUBECONFIG,
+else ~/.kube/config, else the pod's service account (in-cluster);
+--context picks a kubeconfig context.
+
+Examples:
+  relect run default/nightly-backup -- /usr/local/bin/backup --all
+  relect status kube-system/kube-scheduler
+  relect status -o json --watch default/nightly-backup
+
+Exit codes: 0 success; 1 relect failed while running; 2 bad command line or
+kubeconfig; each command's help lists its own.
+`
+
+// command is one subcommand: it parses args (without its own name) and
+// returns the process's exit code.
+type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
+
+var commands = map[string]command{
+	"run":     runCommand,
+	"status":  statusCommand,
+	"sidecar": sidecarCommand,
+	"version": versionCommand,
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	go func() {
+		// After the first signal a second one ends relect at once, as if
+		// it handled none; CMD dies with it (see run's help).
+		<-ctx.Done()
+		stop()
+	}()
+	os.Exit(cli(ctx, os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// cli runs the command line args and returns the exit code.
+func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, topUsage)
+		return exitUsage
+	}
+	name, rest := args[0], args[1:]
+	switch name {
+	case "help", "-h", "--help", "-help":
+		if len(rest) == 0 {
+			fmt.Fprint(stdout, topUsage)
+			return exitOK
+		}
+		if cmd, ok := commands[rest[0]]; ok {
+			return cmd(ctx, []string{"--help"}, stdout, stderr)
+		}
+		fmt.Fprintf(stderr, "relect help: unknown command %q\n\n%s", rest[0], topUsage)
+		return exitUsage
+	}
+	cmd, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "relect: unknown command %q\n\n%s", name, topUsage)
+		return exitUsage
+	}
+	return cmd(ctx, rest, stdout, stderr)
+}
+
+func versionCommand(_ context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] != "--help" && args[0] != "-h" {
+		fmt.Fprintf(stderr, "relect version: takes no arguments, got %q\n", args)
+		return exitUsage
+	}
+	version := "(unknown)"
+	if info, ok := debug.ReadBuildInfo(); ok {
+		version = info.Main.Version
+	}
+	fmt.Fprintln(stdout, "relect", version)
+	return exitOK
+}
+
+// usageError is a bad command line: relect prints it, a hint, and exits 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{msg: fmt.Sprintf(format, args...)}
+}
+
+// report prints err for the command named cmd and returns the exit code it
+// calls for: 2 for a usage error (with a pointer to the help), 1 otherwise.
+func report(stderr io.Writer, cmd string, err error) int {
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "relect %s: %v\nRun 'relect %s --help' for usage.\n", cmd, err, cmd)
+		return exitUsage
+	}
+	fmt.Fprintf(stderr, "relect %s: %v\n", cmd, err)
+	return exitFailure
+}

@@ -1,0 +1,420 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/relect/relect"
+)
+
+const runHead = `Usage: relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]
+
+Campaigns for the Lease NAMESPACE/NAME and runs CMD while this process
+leads, with these variables added to its environment:
+
+  RELECT_TERM      the term number, a fencing token: it grows with every
+                   change of holder (the Lease's leaseTransitions)
+  RELECT_IDENTITY  this candidate's holder identity (--identity)
+  RELECT_LEASE     NAMESPACE/NAME
+
+CMD runs in a process group of its own, with stdin from /dev/null and
+relect's stdout and stderr. When the term ends — the Lease could not be
+renewed within --renew-deadline, it was seen held by someone else, or relect
+got SIGTERM or SIGINT — relect sends --signal to CMD's process group, waits
+up to --grace for CMD to exit, then kills the group with SIGKILL, waits for
+CMD, and only then releases the Lease (on SIGTERM or SIGINT) or campaigns
+again. When CMD exits, whatever is left of its process group is killed.
+
+The grace period. A term ends at the latest --renew-deadline after the last
+successful renewal was sent, and another candidate may lead from
+--lease-duration after it: CMD must be gone within
+--lease-duration − --renew-deadline (the safety margin, 5s with the
+defaults) of its term's end. The default grace is half of that margin
+(2.5s with the defaults); the other half is for the kill and the reap. A
+--grace of the margin or more is refused; to give CMD longer, raise
+--lease-duration (a crashed leader is then replaced later by as much).
+
+If relect itself dies, CMD dies with it: on Linux and FreeBSD CMD gets
+SIGKILL from the kernel when relect exits for any reason, SIGKILL included
+(processes CMD started are killed by relect when a term ends, but not when
+relect itself is killed: have CMD exec its work, or run relect as the
+container's entrypoint, where the container's end kills them). On other
+systems (macOS, other BSDs) CMD survives a relect killed with SIGKILL. A
+second SIGTERM or SIGINT ends relect at once (and with it CMD).
+
+--restart says what happens when CMD exits by itself while relect leads:
+  always      run CMD again after --restart-delay, in the same term
+  on-failure  run it again if its status is not 0; end as with never if 0
+  never       end the term, release the Lease, and exit with CMD's status
+              (like consul lock)
+`
+
+const runTail = `Examples:
+  # One backup runner among the replicas of a Deployment:
+  relect run --identity="$POD_NAME" default/nightly-backup -- /usr/local/bin/backup --all
+
+  # Shorter failover (6 s after a crash), CMD gets SIGINT and 1 s to stop:
+  relect run --lease-duration=6s --renew-deadline=4s --retry-period=1s \
+      --signal=INT --grace=1s default/exporter -- python3 exporter.py
+
+  # Run once as leader, then give the lease up and exit with CMD's status:
+  relect run --restart=never default/migrate -- ./migrate-db
+
+  # Serve /leader, /healthz and /metrics for probes and Prometheus:
+  relect run --http-addr=:4040 default/my-job -- my-job
+
+Exit codes:
+  0    stopped by SIGTERM or SIGINT: CMD was stopped, the Lease released
+  2    bad command line or kubeconfig (the message names the flag)
+  126  CMD cannot be run (not executable)
+  127  CMD not found
+  N    with --restart=never (or on-failure and status 0): CMD's exit
+       status, or 128 + the signal's number if a signal killed it
+  1    relect failed while running (its HTTP server)
+`
+
+// restartPolicy is --restart.
+type restartPolicy string
+
+const (
+	restartAlways    restartPolicy = "always"
+	restartOnFailure restartPolicy = "on-failure"
+	restartNever     restartPolicy = "never"
+)
+
+// restarts reports whether CMD, having exited with st while leading, is run
+// again.
+func (p restartPolicy) restarts(st exitStatus) bool {
+	switch p {
+	case restartAlways:
+		return true
+	case restartOnFailure:
+		return st.code != 0
+	}
+	return false
+}
+
+// runPlan is a checked run command line.
+type runPlan struct {
+	cluster      clusterFlags
+	logs         logFlags
+	s            settings
+	lease        leaseRef
+	argv         []string // CMD and its arguments
+	signal       syscall.Signal
+	grace        time.Duration // resolved: never zero
+	policy       restartPolicy
+	restartDelay time.Duration
+	httpAddr     string
+}
+
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if !runSupported {
+		fmt.Fprintln(stderr, "relect run: needs Unix process groups and signals; on this system use relect sidecar")
+		return exitFailure
+	}
+	plan, helped, err := parseRun(args, stdout)
+	if helped {
+		return exitOK
+	}
+	if err != nil {
+		var notRunnable *cmdError
+		if errors.As(err, &notRunnable) {
+			fmt.Fprintf(stderr, "relect run: %v\n", err)
+			return notRunnable.code
+		}
+		return report(stderr, "run", err)
+	}
+	cfg, err := plan.cluster.restConfig()
+	if err != nil {
+		return report(stderr, "run", err)
+	}
+	return runElection(ctx, plan, relect.Options{Config: cfg}, stdout, stderr)
+}
+
+// cmdError is a CMD that cannot be run: code is 126 or 127.
+type cmdError struct {
+	code int
+	err  error
+}
+
+func (e *cmdError) Error() string { return e.err.Error() }
+
+// parseRun parses and checks the command line, everything but the
+// kubeconfig and the library's own validation (relect.New). CMD is looked
+// up last, so that a bad flag is reported first.
+func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error) {
+	p := &runPlan{}
+	var signal, restart string
+	fs := newFlagSet("run")
+	p.cluster.define(fs)
+	defineOptions(fs, &p.s, electionFlags)
+	fs.StringVar(&signal, "signal", "TERM", "signal sent to CMD's process group when the term ends (name or number)")
+	fs.DurationVar(&p.grace, "grace", 0, "how long CMD has to exit after --signal before its process group is killed; less than --lease-duration − --renew-deadline (default: half of that)")
+	fs.StringVar(&restart, "restart", string(restartAlways), "when CMD exits by itself while leading: always, on-failure or never")
+	fs.DurationVar(&p.restartDelay, "restart-delay", time.Second, "pause before CMD is run again (--restart)")
+	fs.StringVar(&p.httpAddr, "http-addr", "", "address to serve GET /leader, /healthz and /metrics on, e.g. :4040 (default: none)")
+	defineOptions(fs, &p.s, healthFlags)
+	p.logs.define(fs)
+
+	helped, err := parseFlags(fs, args, runHead, runTail, stdout)
+	if helped || err != nil {
+		if err != nil && !slices.Contains(args, "--") {
+			err = usagef("%v\n(CMD and its arguments go after --: relect run [flags] NAMESPACE/NAME -- CMD [ARGS...])", err)
+		}
+		return nil, helped, err
+	}
+
+	var errs []string
+	bad := func(err error) { errs = append(errs, err.Error()) }
+	positional, dash := fs.Args(), fs.ArgsLenAtDash()
+	switch {
+	case dash < 0:
+		bad(usagef("missing -- before CMD: relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]"))
+	case dash == 0:
+		bad(usagef("missing LEASE (NAMESPACE/NAME) before --"))
+	case dash > 1:
+		bad(usagef("want one LEASE before --, got %d arguments: %q", dash, positional[:dash]))
+	case dash == len(positional):
+		bad(usagef("missing CMD after --"))
+	}
+	if dash >= 1 {
+		lease, err := parseLease(positional[0])
+		if err != nil {
+			bad(err)
+		}
+		p.lease = lease
+		p.argv = positional[dash:]
+	}
+	if p.signal, err = parseSignal(signal); err != nil {
+		bad(err)
+	}
+	switch p.policy = restartPolicy(restart); p.policy {
+	case restartAlways, restartOnFailure, restartNever:
+	default:
+		bad(usagef("--restart %q: want always, on-failure or never", restart))
+	}
+	if p.restartDelay < 0 {
+		bad(usagef("--restart-delay %v is negative", p.restartDelay))
+	}
+	if err := p.resolveGrace(); err != nil {
+		bad(err)
+	}
+	p.s.defaultWorkStopTimeout(p.grace) // CMD may take the grace period to stop
+	if _, _, err := p.logs.loggers(io.Discard); err != nil {
+		bad(err)
+	}
+	if len(errs) > 0 {
+		return nil, false, usagef("%s", strings.Join(errs, "\n"))
+	}
+	if err := lookCmd(p.argv[0]); err != nil {
+		return nil, false, err
+	}
+	return p, false, nil
+}
+
+// resolveGrace checks --grace against the safety margin and applies its
+// default. Durations relect.New will refuse are left to it to report.
+func (p *runPlan) resolveGrace() error {
+	ld := orDefault(p.s.opts.LeaseDuration, relect.DefaultLeaseDuration)
+	rd := orDefault(p.s.opts.RenewDeadline, relect.DefaultRenewDeadline)
+	margin := ld - rd
+	switch {
+	case p.grace < 0:
+		return usagef("--grace %v is negative", p.grace)
+	case rd <= 0 || margin <= 0:
+		return nil // relect.New reports these durations
+	case p.grace == 0:
+		p.grace = margin / 2
+	case p.grace >= margin:
+		return usagef("--grace %v is not less than --lease-duration − --renew-deadline (%v − %v = %v): "+
+			"CMD could still run when another candidate may lead; to give CMD longer, raise --lease-duration", p.grace, ld, rd, margin)
+	}
+	return nil
+}
+
+// lookCmd checks that CMD can be run, as the shell would before running it.
+func lookCmd(name string) error {
+	_, err := exec.LookPath(name)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, fs.ErrPermission):
+		return &cmdError{code: exitCannotRun, err: fmt.Errorf("CMD %q: %w", name, err)}
+	default:
+		return &cmdError{code: exitNoCommand, err: fmt.Errorf("CMD %q: %w", name, err)}
+	}
+}
+
+// errCmdEnded is the cause with which the runner stops Run when CMD ended
+// the term by exiting (--restart).
+var errCmdEnded = errors.New("CMD exited")
+
+// runElection campaigns through conn (its Config or Client) and runs CMD as
+// plan says, until ctx is done or CMD ends it; it returns the exit code.
+func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout, stderr io.Writer) int {
+	log, libLog, err := plan.logs.loggers(stderr)
+	if err != nil {
+		return report(stderr, "run", err)
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	r := &runner{
+		plan: plan, env: os.Environ(), stdout: stdout, stderr: stderr,
+		log: log, stopRun: stop,
+	}
+	opts := plan.s.opts
+	opts.Config, opts.Client = conn.Config, conn.Client
+	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
+	opts.OnStartedLeading, opts.OnStoppedLeading = r.lead, r.stopped
+	opts.Logger = libLog
+	e, err := newElector(opts, plan.s.health)
+	if err != nil {
+		return report(stderr, "run", err)
+	}
+	r.identity, r.view = e.Identity(), newLeaderView(e, plan.lease)
+	if plan.httpAddr != "" {
+		srv, err := startHTTP(plan.httpAddr, e, r.view, plan.s.health, func(err error) { stop(err) })
+		if err != nil {
+			return report(stderr, "run", err)
+		}
+		defer srv.stop()
+	}
+
+	events := e.Events()
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		pump(events, log, r.view, nil, 0)
+	}()
+	log.Info("campaigning", "lease", plan.lease.String(), "identity", r.identity, "cmd", plan.argv,
+		"grace", plan.grace, "restart", plan.policy, "parent_death_signal", parentDeathSignal)
+	err = e.Run(ctx)
+	<-pumped
+
+	if st, ok := r.finalStatus(); ok {
+		log.Info("exiting with CMD's status", "status", st.code)
+		return st.code
+	}
+	if errors.Is(err, errHTTP) {
+		return report(stderr, "run", err)
+	}
+	log.Info("stopped")
+	return exitOK
+}
+
+// runner runs CMD during each term: its lead method is the Elector's
+// OnStartedLeading, stopped its OnStoppedLeading.
+type runner struct {
+	plan           *runPlan
+	env            []string // relect's environment
+	stdout, stderr io.Writer
+	log            *slog.Logger
+	identity       string
+	view           *leaderView
+	stopRun        context.CancelCauseFunc
+
+	mu    sync.Mutex
+	final *exitStatus // CMD's status that ended relect (--restart), or nil
+}
+
+// lead runs CMD, again per --restart, until the term ends; then it stops
+// CMD (signal, grace, kill) and returns only when CMD has exited.
+func (r *runner) lead(ctx context.Context) {
+	r.view.begin(ctx)
+	defer r.view.end()
+	term, _ := relect.TermFromContext(ctx)
+	env := append(slices.Clone(r.env),
+		"RELECT_TERM="+strconv.FormatInt(term, 10),
+		"RELECT_IDENTITY="+r.identity,
+		"RELECT_LEASE="+r.plan.lease.String())
+	for {
+		st, stopped := r.runOnce(ctx, env, term)
+		if stopped {
+			return
+		}
+		if !r.plan.policy.restarts(st) {
+			r.mu.Lock()
+			r.final = &st
+			r.mu.Unlock()
+			r.log.Info("ending the term: CMD exited", "term", term, "status", st.code, "restart", r.plan.policy)
+			return // the term ends, the lease is released, then stopped ends Run
+		}
+		r.log.Info("running CMD again", "term", term, "after", r.plan.restartDelay, "restart", r.plan.policy)
+		t := time.NewTimer(r.plan.restartDelay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// runOnce runs CMD once. If CMD exits by itself it returns its status;
+// if the term ends first it stops CMD and reports stopped.
+func (r *runner) runOnce(ctx context.Context, env []string, term int64) (st exitStatus, stopped bool) {
+	if ctx.Err() != nil {
+		return exitStatus{}, true
+	}
+	p, err := startProc(r.plan.argv, env, r.stdout, r.stderr)
+	if err != nil {
+		st := startFailure(err)
+		r.log.Error("CMD could not be started", "term", term, "err", err, "status", st.code)
+		return st, false
+	}
+	r.log.Info("started CMD", "term", term, "pid", p.pid)
+	select {
+	case st := <-p.done:
+		r.log.Info("CMD exited", "term", term, "pid", p.pid, "status", st.String())
+		return st, false
+	case <-ctx.Done():
+	}
+
+	ended := time.Now()
+	r.log.Info("term ended: stopping CMD", "term", term, "pid", p.pid, "cause", context.Cause(ctx),
+		"signal", signalName(r.plan.signal), "grace", r.plan.grace)
+	p.signal(r.plan.signal)
+	grace := time.NewTimer(r.plan.grace)
+	defer grace.Stop()
+	select {
+	case st = <-p.done:
+		r.log.Info("CMD exited", "term", term, "pid", p.pid, "status", st.String(), "after", time.Since(ended))
+		return st, true
+	case <-grace.C:
+	}
+	p.signal(syscall.SIGKILL)
+	st = <-p.done
+	r.log.Warn("CMD did not exit within the grace period: killed its process group", "term", term, "pid", p.pid,
+		"grace", r.plan.grace, "status", st.String(), "after", time.Since(ended))
+	return st, true
+}
+
+// stopped ends Run after a term that CMD's exit ended (--restart): the
+// lease has been released by now.
+func (r *runner) stopped() {
+	if _, ok := r.finalStatus(); ok {
+		r.stopRun(errCmdEnded)
+	}
+}
+
+func (r *runner) finalStatus() (exitStatus, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.final == nil {
+		return exitStatus{}, false
+	}
+	return *r.final, true
+}

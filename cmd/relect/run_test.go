@@ -1,0 +1,203 @@
+//go:build linux
+
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// testRun is one relect run in-process, on an in-memory Lease API.
+type testRun struct {
+	cancel context.CancelFunc
+	done   chan int
+	log    *syncBuffer
+}
+
+// startRun starts relect run with args (flags, then the CMD after --) as
+// candidate id of the Lease default/job on api.
+func startRun(t *testing.T, api *relecttest.LeaseAPI, id string, args ...string) *testRun {
+	t.Helper()
+	flags := append(append([]string{"--identity=" + id, "--restart-delay=50ms"}, testDurations...), args...)
+	i := indexOf(flags, "--")
+	plan, _, err := parseRun(append(append(flags[:i:i], "default/job"), flags[i:]...), io.Discard)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &testRun{cancel: cancel, done: make(chan int, 1), log: &syncBuffer{}}
+	go func() {
+		r.done <- runElection(ctx, plan, relect.Options{Client: api.Client(id).Clientset()}, os.Stderr, r.log)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-r.done:
+		default:
+			<-r.done
+		}
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", id, r.log)
+		}
+	})
+	return r
+}
+
+func indexOf(s []string, x string) int {
+	for i, v := range s {
+		if v == x {
+			return i
+		}
+	}
+	return -1
+}
+
+// exitCode waits for the run to return.
+func (r *testRun) exitCode(t *testing.T) int {
+	t.Helper()
+	select {
+	case code := <-r.done:
+		r.done <- code // for the cleanup
+		return code
+	case <-time.After(30 * time.Second):
+		t.Fatal("relect run did not return")
+		return -1
+	}
+}
+
+func readLines(path string) []string {
+	data, _ := os.ReadFile(path)
+	return strings.Fields(string(data))
+}
+
+// --restart=never: CMD's exit ends the term, the lease is released, and
+// relect exits with CMD's status. CMD sees its term, identity and Lease.
+func TestRunNeverEndsWithCmdStatus(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	out := filepath.Join(t.TempDir(), "out")
+	r := startRun(t, api, "a", "--restart=never", "--",
+		"sh", "-c", `echo "$RELECT_TERM $RELECT_IDENTITY $RELECT_LEASE" > `+out+`; exit 3`)
+	assert.Equal(t, 3, r.exitCode(t))
+	data, err := os.ReadFile(out)
+	require.NoError(t, err)
+	assert.Equal(t, "1 a default/job\n", string(data))
+	assert.Equal(t, "", api.Holder("default", "job"), "the lease is released before relect exits")
+}
+
+// --restart=on-failure: CMD runs again while it fails; its first success
+// ends the term and relect exits 0.
+func TestRunOnFailureRestartsUntilSuccess(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	count := filepath.Join(t.TempDir(), "count")
+	script := `n=$(cat ` + count + ` 2>/dev/null || echo 0); n=$((n+1)); echo $n > ` + count + `; [ $n -ge 3 ]`
+	r := startRun(t, api, "a", "--restart=on-failure", "--", "sh", "-c", script)
+	assert.Equal(t, 0, r.exitCode(t))
+	assert.Equal(t, []string{"3"}, readLines(count))
+	assert.Equal(t, "", api.Holder("default", "job"))
+}
+
+// --restart=always: CMD runs again in the same term, and relect keeps the
+// lease until it is stopped.
+func TestRunAlwaysRestartsInTheSameTerm(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	runs := filepath.Join(t.TempDir(), "runs")
+	r := startRun(t, api, "a", "--restart=always", "--", "sh", "-c", `echo "$RELECT_TERM" >> `+runs+`; exit 1`)
+	eventually(t, "three runs", func() bool { return len(readLines(runs)) >= 3 })
+	assert.Equal(t, "a", api.Holder("default", "job"))
+	r.cancel()
+	assert.Equal(t, 0, r.exitCode(t))
+	for _, term := range readLines(runs) {
+		assert.Equal(t, "1", term)
+	}
+	assert.Equal(t, "", api.Holder("default", "job"))
+}
+
+// On cancellation (SIGTERM) CMD gets --signal, exits, and only then is the
+// lease released; relect exits 0.
+func TestRunStopsCmdGracefully(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	log := filepath.Join(t.TempDir(), "log")
+	var (
+		mu sync.Mutex
+		// linesAtRelease is what CMD had written when the release was
+		// sent to the API (nil until then).
+		linesAtRelease []string
+	)
+	api.Observe(func(c relecttest.Call) {
+		if c.Verb != relecttest.VerbUpdate || c.Err != nil || api.Holder("default", "job") != "" {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if linesAtRelease == nil {
+			linesAtRelease = append([]string{}, readLines(log)...)
+		}
+	})
+	// A margin of 1 s and a grace of 900 ms: CMD takes 100 ms to stop.
+	r := startRun(t, api, "a", "--lease-duration=3s", "--renew-deadline=2s", "--grace=900ms", "--signal=INT", "--",
+		"sh", "-c", `trap 'sleep 0.1; echo stopped >> `+log+`; exit 0' INT; echo started >> `+log+`; while :; do sleep 0.05; done`)
+	eventually(t, "CMD started", func() bool { return len(readLines(log)) > 0 })
+	r.cancel()
+	assert.Equal(t, 0, r.exitCode(t))
+	assert.Equal(t, []string{"started", "stopped"}, readLines(log))
+	assert.Equal(t, "", api.Holder("default", "job"))
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, []string{"started", "stopped"}, linesAtRelease, "the lease was released before CMD had stopped")
+	assert.Contains(t, r.log.String(), `msg="CMD exited"`)
+}
+
+// A CMD that ignores the signal is killed, with its group, after the grace
+// period, and the lease is released after that.
+func TestRunKillsCmdAfterGrace(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	r := startRun(t, api, "a", "--grace=300ms", "--",
+		"sh", "-c", `trap '' TERM; echo $$ > `+pidFile+`; while :; do sleep 0.05; done`)
+	var pid int
+	eventually(t, "CMD started", func() bool {
+		lines := readLines(pidFile)
+		if len(lines) == 1 {
+			pid, _ = strconv.Atoi(lines[0])
+		}
+		return pid > 0
+	})
+	cancelled := time.Now()
+	r.cancel()
+	assert.Equal(t, 0, r.exitCode(t))
+	took := time.Since(cancelled)
+	assert.GreaterOrEqual(t, took, 300*time.Millisecond, "killed before the grace period ended")
+	assert.False(t, alive(pid), "CMD outlived relect run")
+	assert.Contains(t, r.log.String(), "did not exit within the grace period")
+	t.Logf("relect run returned %v after it was cancelled (grace 300ms)", took.Round(time.Millisecond))
+}
+
+// A CMD that cannot be started (removed after relect checked it) is a
+// failure of CMD: with --restart=never relect exits 127.
+func TestRunCmdGoneAtStart(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	bin := filepath.Join(t.TempDir(), "cmd")
+	require.NoError(t, os.WriteFile(bin, []byte("#!/bin/sh\nexit 0\n"), 0o755))
+	flags := append(append([]string{"--identity=a", "--restart=never"}, testDurations...), "default/job", "--", bin)
+	plan, _, err := parseRun(flags, io.Discard)
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(bin))
+	code := runElection(context.Background(), plan, relect.Options{Client: api.Client("a").Clientset()}, io.Discard, io.Discard)
+	assert.Equal(t, exitNoCommand, code)
+}

@@ -1,0 +1,189 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/relect/relect"
+)
+
+const sidecarHead = `Usage: relect sidecar [flags] NAMESPACE/NAME
+
+Campaigns for the Lease NAMESPACE/NAME, for a program that would rather ask
+whether it leads than be started by relect run, and serves on --http-addr:
+
+  GET /leader   {"lease":"default/my-app","identity":"my-app-7d9f-x2x",
+                 "leader":"my-app-7d9f-x2x","leading":true,"term":4,
+                 "valid_until":"2026-01-02T15:04:05.123Z"}
+  GET /healthz  relect's health check (liveness): 200 "ok", or 503 and why
+  GET /metrics  relect's Prometheus metrics
+
+With --file PATH it also keeps that JSON in a file, replaced atomically
+(written beside it, then renamed) on every change, including every renewal.
+
+leading is true while this candidate leads; term is its term number then (a
+fencing token), otherwise the term observed with the current leader;
+valid_until, present while leading, is when the term ends unless renewed.
+A program that acts as leader must stop by the time the endpoint says
+otherwise: act only while leading is true AND the clock is before the
+valid_until you read, and finish each action before it. Then no two
+programs act at once: another candidate can lead only after
+--lease-duration − --renew-deadline past valid_until, and on SIGTERM the
+sidecar keeps the lease until the latest valid_until it handed out (over
+HTTP or in the file) has passed, so a graceful handover waits up to
+--renew-deadline. A program that only polls "leading" must poll at least
+every (--lease-duration − --renew-deadline) minus its longest action.
+
+Do not point a readiness probe at leadership: a Deployment would see its
+standbys as unavailable and a rolling update would stall. To reach the
+leader, ask any pod's /leader for its identity (the pod name with
+--identity=$(POD_NAME)).
+`
+
+const sidecarTail = `Examples:
+  relect sidecar --identity="$POD_NAME" default/my-app
+  relect sidecar --http-addr=127.0.0.1:4040 --file=/run/relect/leader.json default/my-app
+
+  # In the program's container, a shell check:
+  curl -fsS localhost:4040/leader | jq -e '.leading' >/dev/null && echo "I lead"
+
+Exit codes:
+  0  stopped by SIGTERM or SIGINT (the lease released)
+  1  relect failed: its HTTP server, or --file could not be written at start
+  2  bad command line or kubeconfig (the message names the flag)
+`
+
+// sidecarPlan is a checked sidecar command line.
+type sidecarPlan struct {
+	cluster  clusterFlags
+	logs     logFlags
+	s        settings
+	lease    leaseRef
+	httpAddr string
+	file     string
+}
+
+func sidecarCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	plan, helped, err := parseSidecar(args, stdout)
+	if helped {
+		return exitOK
+	}
+	if err != nil {
+		return report(stderr, "sidecar", err)
+	}
+	cfg, err := plan.cluster.restConfig()
+	if err != nil {
+		return report(stderr, "sidecar", err)
+	}
+	return sidecarElection(ctx, plan, relect.Options{Config: cfg}, stderr)
+}
+
+func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool, _ error) {
+	p := &sidecarPlan{}
+	fs := newFlagSet("sidecar")
+	p.cluster.define(fs)
+	defineOptions(fs, &p.s, electionFlags)
+	fs.StringVar(&p.httpAddr, "http-addr", ":4040", "address to serve GET /leader, /healthz and /metrics on")
+	fs.StringVar(&p.file, "file", "", "also keep the /leader JSON in this file, replaced atomically on every change (default: none)")
+	defineOptions(fs, &p.s, healthFlags)
+	p.logs.define(fs)
+	helped, err := parseFlags(fs, args, sidecarHead, sidecarTail, stdout)
+	if helped || err != nil {
+		return nil, helped, err
+	}
+	var errs []string
+	if fs.NArg() != 1 {
+		errs = append(errs, usagef("want one LEASE (NAMESPACE/NAME), got %d arguments: %q", fs.NArg(), fs.Args()).Error())
+	}
+	if fs.NArg() >= 1 {
+		lease, err := parseLease(fs.Arg(0))
+		if err != nil {
+			errs = append(errs, err.Error())
+		}
+		p.lease = lease
+	}
+	// The work waits up to RenewDeadline after its term (holdTerm).
+	p.s.defaultWorkStopTimeout(orDefault(p.s.opts.RenewDeadline, relect.DefaultRenewDeadline))
+	if p.httpAddr == "" {
+		errs = append(errs, "--http-addr is empty: the sidecar serves /leader, /healthz and /metrics")
+	}
+	if _, _, err := p.logs.loggers(io.Discard); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if len(errs) > 0 {
+		return nil, false, usagef("%s", strings.Join(errs, "\n"))
+	}
+	return p, false, nil
+}
+
+// sidecarElection campaigns through conn (its Config or Client) and serves the
+// result until ctx is done; it returns the exit code.
+func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options, stderr io.Writer) int {
+	log, libLog, err := plan.logs.loggers(stderr)
+	if err != nil {
+		return report(stderr, "sidecar", err)
+	}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	var view *leaderView
+	opts := plan.s.opts
+	opts.Config, opts.Client = conn.Config, conn.Client
+	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
+	opts.OnStartedLeading = func(ctx context.Context) { holdTerm(ctx, view, log) }
+	opts.Logger = libLog
+	e, err := newElector(opts, plan.s.health)
+	if err != nil {
+		return report(stderr, "sidecar", err)
+	}
+	view = newLeaderView(e, plan.lease)
+
+	var file *stateFile
+	if plan.file != "" {
+		file = &stateFile{path: plan.file}
+		if err := file.write(view.state()); err != nil {
+			return report(stderr, "sidecar", err)
+		}
+	}
+	srv, err := startHTTP(plan.httpAddr, e, view, plan.s.health, func(err error) { stop(err) })
+	if err != nil {
+		return report(stderr, "sidecar", err)
+	}
+	defer srv.stop()
+
+	events := e.Events()
+	pumped := make(chan struct{})
+	go func() {
+		defer close(pumped)
+		// Renewals come every RetryPeriod without an event: look four
+		// times as often.
+		pump(events, log, view, file, orDefault(plan.s.opts.RetryPeriod, relect.DefaultRetryPeriod)/4)
+	}()
+	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", plan.httpAddr, "file", plan.file)
+	err = e.Run(ctx)
+	<-pumped
+	if errors.Is(err, errHTTP) {
+		return report(stderr, "sidecar", err)
+	}
+	log.Info("stopped")
+	return exitOK
+}
+
+// holdTerm is the sidecar's leader work: nothing, until the term ends. Then
+// it keeps the term's lease until the latest validity handed out to a
+// program has passed — relect releases the lease only after it returns —
+// so that a program acting before the valid_until it read never overlaps
+// the next leader, also in a graceful handover. The wait is at most
+// RenewDeadline.
+func holdTerm(ctx context.Context, view *leaderView, log *slog.Logger) {
+	view.begin(ctx)
+	<-ctx.Done()
+	until := view.end()
+	if d := time.Until(until); d > 0 {
+		log.Info("term ended: keeping the lease until the validity handed out has passed", "wait", d)
+		time.Sleep(d)
+	}
+}

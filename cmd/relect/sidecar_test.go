@@ -1,0 +1,218 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// freeAddr returns a loopback address nobody listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// testSidecar is one relect sidecar in-process, on an in-memory Lease API.
+type testSidecar struct {
+	id, addr, file string
+	cancel         context.CancelFunc
+	exited         chan struct{} // closed when the sidecar returned code
+	code           int
+
+	mu sync.Mutex
+	// latestValid is the latest valid_until this test was handed.
+	latestValid time.Time
+}
+
+func startSidecar(t *testing.T, api *relecttest.LeaseAPI, id string) *testSidecar {
+	t.Helper()
+	s := &testSidecar{id: id, addr: freeAddr(t), file: filepath.Join(t.TempDir(), "leader.json"), exited: make(chan struct{})}
+	args := append(append([]string{"--identity=" + id, "--http-addr=" + s.addr, "--file=" + s.file}, testDurations...), "default/job")
+	plan, _, err := parseSidecar(args, io.Discard)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	s.cancel = cancel
+	go func() {
+		defer close(s.exited)
+		s.code = sidecarElection(ctx, plan, relect.Options{Client: api.Client(id).Clientset()}, io.Discard)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-s.exited:
+		case <-time.After(30 * time.Second):
+			t.Errorf("sidecar %s did not stop", id)
+		}
+	})
+	return s
+}
+
+// leader asks GET /leader, retrying while the server starts.
+func (s *testSidecar) leader(t *testing.T) leaderState {
+	t.Helper()
+	var resp *http.Response
+	var err error
+	for range 100 {
+		if resp, err = http.Get("http://" + s.addr + "/leader"); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	var st leaderState
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	if st.ValidUntil != nil {
+		s.mu.Lock()
+		if st.ValidUntil.After(s.latestValid) {
+			s.latestValid = *st.ValidUntil
+		}
+		s.mu.Unlock()
+	}
+	return st
+}
+
+func (s *testSidecar) fileState(t *testing.T) leaderState {
+	t.Helper()
+	data, err := os.ReadFile(s.file)
+	require.NoError(t, err)
+	var st leaderState
+	require.NoError(t, json.Unmarshal(data, &st), "%s", data)
+	return st
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}
+
+// Two sidecars: /leader and the file say who leads and with which term,
+// /healthz and /metrics serve the library's, and on a graceful handover the
+// next leader starts only after the validity handed out by the last one has
+// passed.
+func TestSidecarHandover(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	a := startSidecar(t, api, "a")
+	eventually(t, "a leads", func() bool { return a.leader(t).Leading })
+	b := startSidecar(t, api, "b")
+	eventually(t, "b sees a", func() bool { st := b.leader(t); return st.Leader == "a" && st.Term != nil })
+
+	st := a.leader(t)
+	assert.Equal(t, leaderState{Lease: "default/job", Identity: "a", Leader: "a", Leading: true, Term: ptr(int64(1)), ValidUntil: st.ValidUntil}, st)
+	require.NotNil(t, st.ValidUntil)
+	assert.WithinDuration(t, time.Now().Add(1500*time.Millisecond), *st.ValidUntil, 1500*time.Millisecond)
+	assert.Equal(t, leaderState{Lease: "default/job", Identity: "b", Leader: "a", Term: ptr(int64(1))}, b.leader(t))
+	eventually(t, "a's file says it leads", func() bool { return a.fileState(t).Leading })
+	eventually(t, "b's file names a", func() bool { return b.fileState(t).Leader == "a" })
+	fileValid := a.fileState(t).ValidUntil
+	require.NotNil(t, fileValid)
+
+	code, body := get(t, "http://"+a.addr+"/healthz")
+	assert.Equal(t, http.StatusOK, code, body)
+	code, body = get(t, "http://"+a.addr+"/metrics")
+	assert.Equal(t, http.StatusOK, code)
+	assert.Contains(t, body, `relect_is_leader{lease="job",lease_namespace="default"} 1`)
+
+	// Keep asking a while it hands over, as a program would.
+	asking := make(chan struct{})
+	go func() {
+		defer close(asking)
+		for {
+			select {
+			case <-a.exited:
+				return
+			default:
+			}
+			if resp, err := http.Get("http://" + a.addr + "/leader"); err == nil {
+				var st leaderState
+				if json.NewDecoder(resp.Body).Decode(&st) == nil && st.ValidUntil != nil {
+					a.mu.Lock()
+					if st.ValidUntil.After(a.latestValid) {
+						a.latestValid = *st.ValidUntil
+					}
+					a.mu.Unlock()
+				}
+				resp.Body.Close()
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	a.cancel()
+	var bLeads time.Time
+	eventually(t, "b leads", func() bool {
+		leading := b.leader(t).Leading
+		if bLeads.IsZero() && api.Holder("default", "job") == "b" {
+			bLeads = time.Now()
+		}
+		return leading && !bLeads.IsZero()
+	})
+	<-asking
+	assert.Equal(t, 0, a.code)
+	a.mu.Lock()
+	latest := a.latestValid
+	a.mu.Unlock()
+	if fileValid.After(latest) {
+		latest = *fileValid
+	}
+	assert.True(t, latest.Before(bLeads), "b took over at %v, before the validity a handed out (%v) had passed", bLeads, latest)
+	t.Logf("a's last validity handed out ended %v before b was seen holding the lease", bLeads.Sub(latest).Round(time.Millisecond))
+
+	st = b.leader(t)
+	assert.Equal(t, ptr(int64(2)), st.Term)
+	assert.Equal(t, "b", st.Leader)
+	eventually(t, "a's file says it stopped", func() bool { st := a.fileState(t); return !st.Leading && st.ValidUntil == nil })
+	eventually(t, "b's file says it leads", func() bool { st := b.fileState(t); return st.Leading && *st.Term == 2 })
+}
+
+// The state file is replaced whole: readers see the old JSON or the new,
+// never a mix, and no temporary file is left behind.
+func TestStateFileIsReplacedAtomically(t *testing.T) {
+	dir := t.TempDir()
+	f := &stateFile{path: filepath.Join(dir, "leader.json")}
+	require.NoError(t, f.write(leaderState{Lease: "default/job", Leader: "a"}))
+	before, err := os.Stat(f.path)
+	require.NoError(t, err)
+	require.NoError(t, f.write(leaderState{Lease: "default/job", Leader: "a"}))
+	after, err := os.Stat(f.path)
+	require.NoError(t, err)
+	assert.True(t, os.SameFile(before, after), "an unchanged state is not rewritten")
+	require.NoError(t, f.write(leaderState{Lease: "default/job", Leader: strings.Repeat("b", 200)}))
+	after, err = os.Stat(f.path)
+	require.NoError(t, err)
+	assert.False(t, os.SameFile(before, after), "a new state replaces the file")
+	assert.Equal(t, os.FileMode(0o644), after.Mode().Perm())
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1)
+
+	bad := &stateFile{path: filepath.Join(dir, "missing-dir", "leader.json")}
+	err = bad.write(leaderState{})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "--file")
+}

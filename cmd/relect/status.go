@@ -1,0 +1,463 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+)
+
+const statusHead = `Usage: relect status [flags] NAMESPACE/NAME
+
+Shows the Lease NAMESPACE/NAME as an election: its state, holder, term
+(leaseTransitions, the fencing token of the holder's term), how long ago it
+was renewed, whether it is still valid, when it expires, and the candidates
+where the library knows them (this relect publishes none).
+
+States: held (a holder, still valid), expired (a holder that stopped
+renewing), released (no holder, leaseDurationSeconds 1: a release by
+client-go or relect), no-holder (emptied otherwise, by hand: relect
+candidates wait it out), missing (no such Lease).
+
+Validity. A follower judges a lease valid until leaseDurationSeconds after
+the LOCAL time at which it first saw the current record; it never compares
+the record's timestamps with its own clock. A single look cannot know when
+a follower saw the record, so status estimates: valid while renewTime +
+leaseDurationSeconds is after this machine's clock, which assumes the
+holder's clock and this one agree (marked "estimate"). With --watch, status
+judges as a follower does, from the local time it observed each change; the
+first record counts as observed when the watch began, so an old record is
+still shown valid for up to leaseDurationSeconds, as a new follower would
+treat it.
+
+Needs RBAC get on leases, and watch for --watch.
+`
+
+const statusTail = `Examples:
+  relect status kube-system/kube-scheduler
+  relect status -o json default/nightly-backup | jq -r .holder
+  relect status --watch default/nightly-backup
+
+Exit codes:
+  0  the Lease was read (whatever its state), or --watch was stopped by
+     SIGTERM or SIGINT
+  1  the API server could not be read
+  2  bad command line or kubeconfig
+  3  the Lease does not exist (without --watch)
+`
+
+// leaseStatus is one look at a Lease, the JSON of -o json.
+type leaseStatus struct {
+	// Time is when the status was computed, on this machine's clock.
+	Time   time.Time `json:"time"`
+	Lease  string    `json:"lease"`
+	Exists bool      `json:"exists"`
+	// State is held, expired, released, no-holder or missing.
+	State  string `json:"state"`
+	Holder string `json:"holder"`
+	// Term is the Lease's leaseTransitions.
+	Term                 int32      `json:"term"`
+	AcquireTime          *time.Time `json:"acquire_time,omitempty"`
+	RenewTime            *time.Time `json:"renew_time,omitempty"`
+	RenewAgeSeconds      *float64   `json:"renew_age_seconds,omitempty"`
+	LeaseDurationSeconds int32      `json:"lease_duration_seconds"`
+	// Valid: a holder, and the validity below has not passed.
+	Valid bool `json:"valid"`
+	// Expires is when the validity ends (or ended).
+	Expires *time.Time `json:"expires,omitempty"`
+	// ValidityBasis says how Valid and Expires were judged: "renew-time"
+	// (an estimate that assumes synchronized clocks) or "observed" (from
+	// the local time this status observed the record, as a follower).
+	ValidityBasis string `json:"validity_basis,omitempty"`
+	// ObservedAt is when the current record was first observed (--watch).
+	ObservedAt *time.Time `json:"observed_at,omitempty"`
+	// Candidates are the Lease's candidates, where the library publishes
+	// them; CandidatesKnown is false when it does not.
+	Candidates      []string `json:"candidates"`
+	CandidatesKnown bool     `json:"candidates_known"`
+}
+
+// The states of a Lease.
+const (
+	stateHeld     = "held"
+	stateExpired  = "expired"
+	stateReleased = "released"
+	stateNoHolder = "no-holder"
+	stateMissing  = "missing"
+)
+
+// knownCandidates is where status lists a Lease's candidates: those the
+// library publishes for it (standbys registered alongside the Lease, for
+// example). This relect publishes none, so it reports them as not known;
+// the table and -o json show that, and change only here when it does.
+func knownCandidates(*coordinationv1.Lease) (candidates []string, known bool) {
+	return nil, false
+}
+
+// statusOf computes the status of lease (nil: missing) at now. A zero
+// observedAt estimates validity from the renew time; otherwise validity
+// counts from observedAt, as a follower's does.
+func statusOf(ref leaseRef, lease *coordinationv1.Lease, now, observedAt time.Time) leaseStatus {
+	st := leaseStatus{Time: now, Lease: ref.String(), State: stateMissing}
+	if lease == nil {
+		return st
+	}
+	spec := lease.Spec
+	st.Exists = true
+	st.Holder = ptrValue(spec.HolderIdentity)
+	st.Term = ptrValue(spec.LeaseTransitions)
+	st.LeaseDurationSeconds = ptrValue(spec.LeaseDurationSeconds)
+	st.Candidates, st.CandidatesKnown = knownCandidates(lease)
+	if spec.AcquireTime != nil {
+		t := spec.AcquireTime.UTC()
+		st.AcquireTime = &t
+	}
+	if spec.RenewTime != nil {
+		t := spec.RenewTime.UTC()
+		age := now.Sub(t).Seconds()
+		st.RenewTime, st.RenewAgeSeconds = &t, &age
+	}
+	if st.Holder == "" {
+		st.State = stateNoHolder
+		if st.LeaseDurationSeconds == 1 {
+			st.State = stateReleased
+		}
+		return st
+	}
+
+	from := st.RenewTime
+	st.ValidityBasis = "renew-time"
+	if from == nil {
+		from = st.AcquireTime
+	}
+	if !observedAt.IsZero() {
+		from, st.ValidityBasis = &observedAt, "observed"
+		st.ObservedAt = &observedAt
+	}
+	st.State = stateExpired
+	if from != nil {
+		expires := from.Add(time.Duration(st.LeaseDurationSeconds) * time.Second)
+		st.Expires = &expires
+		if now.Before(expires) {
+			st.Valid, st.State = true, stateHeld
+		}
+	}
+	return st
+}
+
+func ptrValue[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// statusCommand is relect status.
+func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	var (
+		cluster clusterFlags
+		output  string
+		watchIt bool
+		timeout time.Duration
+	)
+	fs := newFlagSet("status")
+	cluster.define(fs)
+	fs.StringVarP(&output, "output", "o", "table", "output format: table or json (with --watch: one JSON object per line)")
+	fs.BoolVarP(&watchIt, "watch", "w", false, "keep watching, and show the Lease again on every change and when its validity passes")
+	fs.DurationVar(&timeout, "request-timeout", 10*time.Second, "timeout of each API request (not of the watch)")
+	helped, err := parseFlags(fs, args, statusHead, statusTail, stdout)
+	if helped {
+		return exitOK
+	}
+	if err != nil {
+		return report(stderr, "status", err)
+	}
+	var errs []string
+	if fs.NArg() != 1 {
+		errs = append(errs, fmt.Sprintf("want one LEASE (NAMESPACE/NAME), got %d arguments: %q", fs.NArg(), fs.Args()))
+	}
+	var ref leaseRef
+	if fs.NArg() >= 1 {
+		if ref, err = parseLease(fs.Arg(0)); err != nil {
+			errs = append(errs, err.Error())
+		}
+	}
+	if output != "table" && output != "json" {
+		errs = append(errs, fmt.Sprintf("--output %q: want table or json", output))
+	}
+	if timeout <= 0 {
+		errs = append(errs, fmt.Sprintf("--request-timeout %v: want a positive duration", timeout))
+	}
+	if len(errs) > 0 {
+		return report(stderr, "status", usagef("%s", strings.Join(errs, "\n")))
+	}
+	cfg, err := cluster.restConfig()
+	if err != nil {
+		return report(stderr, "status", err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return report(stderr, "status", err)
+	}
+	leases := cs.CoordinationV1().Leases(ref.namespace)
+	p := newStatusPrinter(stdout, output, watchIt)
+	if watchIt {
+		if err := watchStatus(ctx, leases, ref, timeout, p, stderr); err != nil {
+			return report(stderr, "status", err)
+		}
+		return exitOK
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	lease, err := leases.Get(rctx, ref.name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		p.print(statusOf(ref, nil, time.Now(), time.Time{}))
+		p.flush()
+		fmt.Fprintf(stderr, "relect status: Lease %s does not exist\n", ref)
+		return exitNotFound
+	case err != nil:
+		return report(stderr, "status", fmt.Errorf("reading Lease %s: %w", ref, err))
+	}
+	p.print(statusOf(ref, lease, time.Now(), time.Time{}))
+	p.flush()
+	return exitOK
+}
+
+// watchStatus prints the Lease as it is, then again on every change of its
+// record and when its validity passes, until ctx is done. It reads the
+// Lease, then watches that one object from the version read, and reads
+// again when the watch ends. Errors other than a lack of permission are
+// reported on stderr and retried, waiting 1 s doubling to 30 s.
+func watchStatus(ctx context.Context, leases coordinationv1client.LeaseInterface, ref leaseRef,
+	timeout time.Duration, p *statusPrinter, stderr io.Writer) error {
+	w := &statusWatch{leases: leases, ref: ref, p: p, expiry: time.NewTimer(time.Hour)}
+	defer w.expiry.Stop()
+	retry := time.Second
+	for ctx.Err() == nil {
+		wi, err := w.start(ctx, timeout)
+		switch {
+		case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
+			return fmt.Errorf("lease %s (--watch needs RBAC get and watch on leases): %w", ref, err)
+		case err != nil:
+			if ctx.Err() == nil {
+				fmt.Fprintf(stderr, "relect status: Lease %s: %v (retrying in %v)\n", ref, err, retry)
+			}
+			sleep(ctx, retry)
+			retry = min(2*retry, 30*time.Second)
+			continue
+		}
+		retry = time.Second
+		w.follow(ctx, wi)
+		wi.Stop()
+	}
+	return nil
+}
+
+// statusWatch is the state of watchStatus: the current record and when it
+// was first observed, as a follower keeps them.
+type statusWatch struct {
+	leases     coordinationv1client.LeaseInterface
+	ref        leaseRef
+	p          *statusPrinter
+	current    *coordinationv1.Lease // nil: missing
+	observedAt time.Time
+	expiry     *time.Timer // fires when the current record's validity passes
+}
+
+// start reads the Lease, shows it, and opens a watch from the version read.
+func (w *statusWatch) start(ctx context.Context, timeout time.Duration) (watch.Interface, error) {
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	lease, err := w.leases.Get(rctx, w.ref.name, metav1.GetOptions{})
+	cancel()
+	rv := ""
+	switch {
+	case apierrors.IsNotFound(err):
+		w.show(nil)
+	case err != nil:
+		return nil, fmt.Errorf("reading: %w", err)
+	default:
+		w.show(lease)
+		rv = lease.ResourceVersion
+	}
+	wi, err := w.leases.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + w.ref.name, ResourceVersion: rv})
+	if err != nil {
+		return nil, fmt.Errorf("watching: %w", err)
+	}
+	return wi, nil
+}
+
+// follow shows every change the watch delivers, and the record again when
+// its validity passes, until the watch ends (closed, or an error such as
+// 410 Gone) or ctx is done.
+func (w *statusWatch) follow(ctx context.Context, wi watch.Interface) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.expiry.C:
+			w.print()
+		case ev, ok := <-wi.ResultChan():
+			l, isLease := ev.Object.(*coordinationv1.Lease)
+			switch {
+			case !ok || ev.Type == watch.Error || !isLease:
+				return
+			case ev.Type == watch.Deleted:
+				w.show(nil)
+			case ev.Type == watch.Added || ev.Type == watch.Modified:
+				w.show(l)
+			}
+		}
+	}
+}
+
+// show makes l the current record — observed now if its spec changed, as a
+// follower's observation time — prints it, and arms the expiry timer.
+func (w *statusWatch) show(l *coordinationv1.Lease) {
+	if l == nil || w.current == nil || !apiequality.Semantic.DeepEqual(l.Spec, w.current.Spec) {
+		w.observedAt = time.Now()
+	}
+	w.current = l
+	st := w.print()
+	w.expiry.Stop()
+	if st.Valid {
+		w.expiry.Reset(time.Until(*st.Expires) + time.Millisecond)
+	}
+}
+
+func (w *statusWatch) print() leaseStatus {
+	st := statusOf(w.ref, w.current, time.Now(), w.observedAt)
+	w.p.print(st)
+	w.p.flush()
+	return st
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// statusPrinter prints statuses as a table or as JSON.
+type statusPrinter struct {
+	w      io.Writer
+	json   bool
+	watch  bool
+	tw     *tabwriter.Writer
+	header bool
+}
+
+func newStatusPrinter(w io.Writer, output string, watching bool) *statusPrinter {
+	return &statusPrinter{w: w, json: output == "json", watch: watching, tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
+}
+
+func (p *statusPrinter) print(st leaseStatus) {
+	if p.json {
+		enc := json.NewEncoder(p.w)
+		if !p.watch {
+			enc.SetIndent("", "  ")
+		}
+		_ = enc.Encode(st)
+		return
+	}
+	if !p.header {
+		p.header = true
+		if p.watch {
+			fmt.Fprintln(p.w, candidatesNote(st))
+			fmt.Fprint(p.tw, "TIME\t")
+		}
+		fmt.Fprintln(p.tw, "LEASE\tSTATE\tHOLDER\tTERM\tRENEWED\tVALID\tEXPIRES")
+	}
+	if p.watch {
+		fmt.Fprintf(p.tw, "%s\t", st.Time.Format("15:04:05.000"))
+	}
+	fmt.Fprintf(p.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Lease, st.State, orDash(st.Holder), termCell(st),
+		renewedCell(st), validCell(st), expiresCell(st))
+	if !p.watch {
+		p.tw.Flush()
+		fmt.Fprintln(p.w, candidatesNote(st))
+		if st.ValidityBasis == "renew-time" {
+			fmt.Fprintln(p.w, "* estimate: renewTime + leaseDurationSeconds against this machine's clock (assumes synchronized clocks; --watch judges as a follower does)")
+		}
+	}
+}
+
+// flush writes out a watch's row at once.
+func (p *statusPrinter) flush() { p.tw.Flush() }
+
+func candidatesNote(st leaseStatus) string {
+	if !st.CandidatesKnown {
+		return "candidates: not known (this relect does not publish them)"
+	}
+	if len(st.Candidates) == 0 {
+		return "candidates: none"
+	}
+	return "candidates: " + strings.Join(st.Candidates, ", ")
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func termCell(st leaseStatus) string {
+	if !st.Exists {
+		return "-"
+	}
+	return fmt.Sprint(st.Term)
+}
+
+func renewedCell(st leaseStatus) string {
+	if st.RenewAgeSeconds == nil {
+		return "-"
+	}
+	return age(time.Duration(*st.RenewAgeSeconds*float64(time.Second))) + " ago"
+}
+
+func validCell(st leaseStatus) string {
+	switch {
+	case st.Holder == "":
+		return "-"
+	case st.Valid && st.ValidityBasis == "renew-time":
+		return "yes*"
+	case st.Valid:
+		return "yes"
+	}
+	return "no"
+}
+
+func expiresCell(st leaseStatus) string {
+	if st.Expires == nil {
+		return "-"
+	}
+	if d := st.Expires.Sub(st.Time); d > 0 {
+		return "in " + age(d)
+	}
+	return age(st.Time.Sub(*st.Expires)) + " ago"
+}
+
+// age formats a duration for a table: milliseconds below a minute.
+func age(d time.Duration) string {
+	if d < time.Minute {
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
