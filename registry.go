@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 )
 
 // The candidate registry: each candidate publishes itself as a small Lease
@@ -80,7 +81,8 @@ func candidateFrom(l *coordinationv1.Lease) (c candidate, ok bool) {
 	}
 	p, _ := strconv.ParseInt(l.Annotations[annotationPriority], 10, 32)
 	c = candidate{
-		Candidate: Candidate{Identity: rec.HolderIdentity, Priority: int32(p), Standby: l.Annotations[annotationStandby] == "true"},
+		Candidate: Candidate{Identity: rec.HolderIdentity, Priority: int32(p), Standby: l.Annotations[annotationStandby] == "true",
+			RenewedAt: rec.RenewTime.Time},
 		name:      l.Name, seconds: rec.LeaseDurationSeconds, rv: l.ResourceVersion,
 	}
 	return c, true
@@ -329,4 +331,44 @@ func deleteLapsed(ctx context.Context, cfg *config, gw *gateway, items []coordin
 		}
 		deleted++
 	}
+}
+
+// ListCandidates returns the candidates registered for the Lease
+// namespace/name, for tools and operators (the relect command's status):
+// one List of the registrations and one Get of the Lease, with client.
+// Each candidate's Leader and Successor say what the Lease shows: its
+// holder, and the line of succession its leader published. Registrations
+// are returned as stored, lapsed ones included: RenewedAt (the candidate's
+// own clock) tells how old each is — a registration is renewed every
+// RegistrationRenewal (15 minutes by default). The order is Elector's:
+// the leader, the line in order, then by priority and identity. It returns
+// the client's error of either call (a missing Lease is no error).
+func ListCandidates(ctx context.Context, client kubernetes.Interface, namespace, name string) ([]Candidate, error) {
+	leases := client.CoordinationV1().Leases(namespace)
+	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: registrationSelector(name)})
+	if err != nil {
+		return nil, err
+	}
+	l, err := leases.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		l = nil
+	case err != nil:
+		return nil, err
+	}
+	var holder string
+	var line *succession
+	if l != nil {
+		holder, line = recordOf(l).HolderIdentity, successionOf(l)
+	}
+	var cs []Candidate
+	for i := range list.Items {
+		if c, ok := candidateFrom(&list.Items[i]); ok {
+			c.Leader = c.Identity == holder
+			c.Successor = line.rank(c.Identity) + 1
+			cs = append(cs, c.Candidate)
+		}
+	}
+	sortCandidates(cs)
+	return cs, nil
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -722,18 +721,6 @@ func (s *state) knownCandidates() []Candidate {
 		c.Successor = line.rank(c.Identity) + 1
 		out = append(out, c)
 	}
-	slices.SortFunc(out, func(a, b Candidate) int {
-		switch {
-		case a.Leader != b.Leader:
-			return map[bool]int{true: -1, false: 1}[a.Leader]
-		case (a.Successor == 0) != (b.Successor == 0):
-			return map[bool]int{true: 1, false: -1}[a.Successor == 0]
-		case a.Successor != b.Successor:
-			return a.Successor - b.Successor
-		case a.Priority != b.Priority:
-			return int(b.Priority) - int(a.Priority)
-		}
-		return strings.Compare(a.Identity, b.Identity)
-	})
+	sortCandidates(out)
 	return out
 }

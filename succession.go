@@ -34,6 +34,9 @@ type Candidate struct {
 	// Successor is its place in the leader's line of succession: 1 for the
 	// next in line, 0 if it is not in it.
 	Successor int
+	// RenewedAt is when its registration was last renewed, by its own
+	// clock (ListCandidates); zero where unknown (Elector.Candidates).
+	RenewedAt time.Time
 }
 
 // chooseSuccessors returns the line of succession a leader publishes: the
@@ -79,4 +82,29 @@ func turn(l *coordinationv1.Lease, identity string, step time.Duration) time.Dur
 	h.Write([]byte{byte(s.Term), byte(s.Term >> 8), byte(s.Term >> 16), byte(s.Term >> 24)})
 	spread := time.Duration(h.Sum64() % uint64(2*step+1))
 	return time.Duration(len(s.Next))*step + spread
+}
+
+// sortCandidates orders cs for people: the leader first, then the line of
+// succession in order, then the others, highest priority first, then by
+// identity.
+func sortCandidates(cs []Candidate) {
+	slices.SortFunc(cs, func(a, b Candidate) int {
+		switch {
+		case a.Leader != b.Leader:
+			if a.Leader {
+				return -1
+			}
+			return 1
+		case (a.Successor == 0) != (b.Successor == 0):
+			if a.Successor == 0 {
+				return 1
+			}
+			return -1
+		case a.Successor != b.Successor:
+			return a.Successor - b.Successor
+		case a.Priority != b.Priority:
+			return cmp.Compare(b.Priority, a.Priority)
+		}
+		return cmp.Compare(a.Identity, b.Identity)
+	})
 }

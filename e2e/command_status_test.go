@@ -24,6 +24,10 @@ type statusJSON struct {
 	Expires              *time.Time `json:"expires"`
 	ValidityBasis        string     `json:"validity_basis"`
 	CandidatesKnown      bool       `json:"candidates_known"`
+	Candidates           []struct {
+		Identity string `json:"identity"`
+		Leader   bool   `json:"leader"`
+	} `json:"candidates"`
 }
 
 // TestCommandStatus: `relect status` against a missing, a held and a
@@ -74,16 +78,21 @@ func TestCommandStatus(t *testing.T) {
 	l := c.getLease(t, lease)
 	if !held.Exists || held.State != "held" || held.Holder != "s1" || !held.Valid || held.Term != ptrVal(l.Spec.LeaseTransitions) ||
 		held.LeaseDurationSeconds != int32(leaseDuration/time.Second) || held.ValidityBasis != "renew-time" ||
-		held.RenewAgeSeconds == nil || held.Expires == nil || held.CandidatesKnown {
+		held.RenewAgeSeconds == nil || held.Expires == nil {
 		t.Errorf("status -o json of a held Lease: %+v", held)
 	}
+	// s1 registers in the candidate registry within a retry period or so.
+	waitFor(t, 2*retryPeriod, "s1 to be listed as the leading candidate", func() bool {
+		st := statusJSONOf()
+		return st.CandidatesKnown && len(st.Candidates) == 1 && st.Candidates[0].Identity == "s1" && st.Candidates[0].Leader
+	})
 	code, out, errOut = status()
 	if code != 0 {
 		t.Fatalf("status: exit %d: %s", code, errOut)
 	}
 	lines := strings.Split(strings.TrimSpace(out), "\n")
 	if len(lines) < 3 || !strings.HasPrefix(lines[0], "LEASE") || !strings.Contains(lines[1], "held") ||
-		!strings.Contains(lines[1], "s1") || !strings.Contains(out, "candidates: not known") {
+		!strings.Contains(lines[1], "s1") || !strings.Contains(out, "candidates: s1 (leader") {
 		t.Errorf("status table of a held Lease:\n%s", out)
 	}
 	t.Logf("relect status of a held Lease:\n%s", out)

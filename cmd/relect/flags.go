@@ -32,7 +32,7 @@ type optionFlag struct {
 
 // optionValue are the field types a flag can set.
 type optionValue interface {
-	time.Duration | int | bool | string | rate.Limit
+	time.Duration | int | int32 | bool | string | rate.Limit
 }
 
 // option makes the optionFlag for the field ptr points to. def is the
@@ -45,6 +45,8 @@ func option[T optionValue](name, field string, ptr func(*settings) *T, def T, us
 			fs.DurationVar(p, name, any(def).(time.Duration), usage)
 		case *int:
 			fs.IntVar(p, name, any(def).(int), usage)
+		case *int32:
+			fs.Int32Var(p, name, any(def).(int32), usage)
 		case *bool:
 			fs.BoolVar(p, name, any(def).(bool), usage)
 		case *string:
@@ -79,6 +81,18 @@ var electionFlags = []optionFlag{
 		"Lease API calls that must fail in a row before relect reports itself degraded (log, relect_degraded)"),
 	option("keep-lease-on-cancel", "Options.KeepLeaseOnCancel", func(s *settings) *bool { return &s.opts.KeepLeaseOnCancel }, false,
 		"on SIGTERM or SIGINT keep the lease instead of releasing it: followers then take over only after --lease-duration"),
+	option("priority", "Options.Priority", func(s *settings) *int32 { return &s.opts.Priority }, int32(0),
+		"rank in succession: when the lease is released or expires, the leader's successors are the live candidates of highest priority; never ousts a leader"),
+	option("disable-registry", "Options.DisableRegistry", func(s *settings) *bool { return &s.opts.DisableRegistry }, false,
+		"publish no registration beside the Lease (then list and delete on leases are not needed); followers race for a released lease"),
+	option("registration-renewal", "Options.RegistrationRenewal", func(s *settings) *time.Duration { return &s.opts.RegistrationRenewal }, relect.DefaultRegistrationRenewal,
+		"how often this candidate renews its registration in the candidate registry; at least --lease-duration"),
+}
+
+// standbyFlags are for the commands that may observe without ever leading.
+var standbyFlags = []optionFlag{
+	option("standby", "Options.Standby", func(s *settings) *bool { return &s.opts.Standby }, false,
+		"never campaign: only follow the Lease and report its leader (listed as standing by)"),
 }
 
 // healthFlags are the library's HealthOptions as flags, for the commands

@@ -86,7 +86,7 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	p := &sidecarPlan{}
 	fs := newFlagSet("sidecar")
 	p.cluster.define(fs)
-	defineOptions(fs, &p.s, electionFlags)
+	defineOptions(fs, &p.s, electionFlags, standbyFlags)
 	fs.StringVar(&p.httpAddr, "http-addr", ":4040", "address to serve GET /leader, /healthz and /metrics on")
 	fs.StringVar(&p.file, "file", "", "also keep the /leader JSON in this file, replaced atomically on every change (default: none)")
 	defineOptions(fs, &p.s, healthFlags)

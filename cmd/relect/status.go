@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/relect/relect"
 	"io"
 	"strings"
 	"text/tabwriter"
@@ -82,10 +83,26 @@ type leaseStatus struct {
 	ValidityBasis string `json:"validity_basis,omitempty"`
 	// ObservedAt is when the current record was first observed (--watch).
 	ObservedAt *time.Time `json:"observed_at,omitempty"`
-	// Candidates are the Lease's candidates, where the library publishes
-	// them; CandidatesKnown is false when it does not.
-	Candidates      []string `json:"candidates"`
-	CandidatesKnown bool     `json:"candidates_known"`
+	// Candidates are the candidates registered for the Lease (relect's
+	// candidate registry; relect.ListCandidates), the leader first, then
+	// the line of succession; CandidatesKnown is false when they could not
+	// be listed (CandidatesError says why).
+	Candidates      []candidateStatus `json:"candidates"`
+	CandidatesKnown bool              `json:"candidates_known"`
+	CandidatesError string            `json:"candidates_error,omitempty"`
+}
+
+// candidateStatus is one registered candidate.
+type candidateStatus struct {
+	Identity string `json:"identity"`
+	Priority int32  `json:"priority"`
+	Standby  bool   `json:"standby,omitempty"`
+	Leader   bool   `json:"leader,omitempty"`
+	// Successor is its place in the line of succession the leader
+	// published (1: next), 0 if none.
+	Successor int `json:"successor,omitempty"`
+	// RenewedAt is when its registration was last renewed, by its clock.
+	RenewedAt *time.Time `json:"renewed_at,omitempty"`
 }
 
 // The states of a Lease.
@@ -97,12 +114,24 @@ const (
 	stateMissing  = "missing"
 )
 
-// knownCandidates is where status lists a Lease's candidates: those the
-// library publishes for it (standbys registered alongside the Lease, for
-// example). This relect publishes none, so it reports them as not known;
-// the table and -o json show that, and change only here when it does.
-func knownCandidates(*coordinationv1.Lease) (candidates []string, known bool) {
-	return nil, false
+// withCandidates adds to st the candidates registered for its Lease, or
+// why they are not known (err: listing them failed).
+func withCandidates(st leaseStatus, cs []relect.Candidate, err error) leaseStatus {
+	if err != nil {
+		st.CandidatesError = err.Error()
+		return st
+	}
+	st.CandidatesKnown = true
+	st.Candidates = []candidateStatus{}
+	for _, c := range cs {
+		cst := candidateStatus{Identity: c.Identity, Priority: c.Priority, Standby: c.Standby, Leader: c.Leader, Successor: c.Successor}
+		if !c.RenewedAt.IsZero() {
+			t := c.RenewedAt.UTC()
+			cst.RenewedAt = &t
+		}
+		st.Candidates = append(st.Candidates, cst)
+	}
+	return st
 }
 
 // statusOf computes the status of lease (nil: missing) at now. A zero
@@ -118,7 +147,6 @@ func statusOf(ref leaseRef, lease *coordinationv1.Lease, now, observedAt time.Ti
 	st.Holder = ptrValue(spec.HolderIdentity)
 	st.Term = ptrValue(spec.LeaseTransitions)
 	st.LeaseDurationSeconds = ptrValue(spec.LeaseDurationSeconds)
-	st.Candidates, st.CandidatesKnown = knownCandidates(lease)
 	if spec.AcquireTime != nil {
 		t := spec.AcquireTime.UTC()
 		st.AcquireTime = &t
@@ -214,6 +242,11 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	leases := cs.CoordinationV1().Leases(ref.namespace)
 	p := newStatusPrinter(stdout, output, watchIt)
 	if watchIt {
+		// The candidates, listed once: the registry changes slowly.
+		lctx, cancel := context.WithTimeout(ctx, timeout)
+		cands, cerr := relect.ListCandidates(lctx, cs, ref.namespace, ref.name)
+		cancel()
+		p.withCandidates = func(st leaseStatus) leaseStatus { return withCandidates(st, cands, cerr) }
 		if err := watchStatus(ctx, leases, ref, timeout, p, stderr); err != nil {
 			return report(stderr, "status", err)
 		}
@@ -225,15 +258,17 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	lease, err := leases.Get(rctx, ref.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		p.print(statusOf(ref, nil, time.Now(), time.Time{}))
-		p.flush()
-		fmt.Fprintf(stderr, "relect status: Lease %s does not exist\n", ref)
-		return exitNotFound
+		lease = nil
 	case err != nil:
 		return report(stderr, "status", fmt.Errorf("reading Lease %s: %w", ref, err))
 	}
-	p.print(statusOf(ref, lease, time.Now(), time.Time{}))
+	cands, cerr := relect.ListCandidates(rctx, cs, ref.namespace, ref.name)
+	p.print(withCandidates(statusOf(ref, lease, time.Now(), time.Time{}), cands, cerr))
 	p.flush()
+	if lease == nil {
+		fmt.Fprintf(stderr, "relect status: Lease %s does not exist\n", ref)
+		return exitNotFound
+	}
 	return exitOK
 }
 
@@ -361,6 +396,8 @@ type statusPrinter struct {
 	watch  bool
 	tw     *tabwriter.Writer
 	header bool
+	// withCandidates, if set, adds the candidates to every status printed.
+	withCandidates func(leaseStatus) leaseStatus
 }
 
 func newStatusPrinter(w io.Writer, output string, watching bool) *statusPrinter {
@@ -368,6 +405,9 @@ func newStatusPrinter(w io.Writer, output string, watching bool) *statusPrinter 
 }
 
 func (p *statusPrinter) print(st leaseStatus) {
+	if p.withCandidates != nil {
+		st = p.withCandidates(st)
+	}
 	if p.json {
 		enc := json.NewEncoder(p.w)
 		if !p.watch {
@@ -403,12 +443,35 @@ func (p *statusPrinter) flush() { p.tw.Flush() }
 
 func candidatesNote(st leaseStatus) string {
 	if !st.CandidatesKnown {
-		return "candidates: not known (this relect does not publish them)"
+		if st.CandidatesError != "" {
+			return "candidates: not known (" + st.CandidatesError + ")"
+		}
+		return "candidates: not listed"
 	}
 	if len(st.Candidates) == 0 {
-		return "candidates: none"
+		return "candidates: none registered (the registry is off, or no relect candidate runs)"
 	}
-	return "candidates: " + strings.Join(st.Candidates, ", ")
+	var parts []string
+	for _, c := range st.Candidates {
+		var tags []string
+		switch {
+		case c.Leader:
+			tags = append(tags, "leader")
+		case c.Successor > 0:
+			tags = append(tags, fmt.Sprintf("next #%d", c.Successor))
+		}
+		if c.Standby {
+			tags = append(tags, "standby")
+		}
+		if c.Priority != 0 {
+			tags = append(tags, fmt.Sprintf("priority %d", c.Priority))
+		}
+		if c.RenewedAt != nil {
+			tags = append(tags, "registered "+st.Time.Sub(*c.RenewedAt).Round(time.Second).String()+" ago")
+		}
+		parts = append(parts, c.Identity+" ("+strings.Join(tags, ", ")+")")
+	}
+	return "candidates: " + strings.Join(parts, "; ")
 }
 
 func orDash(s string) string {

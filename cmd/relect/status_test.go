@@ -1,9 +1,12 @@
 package main
 
 import (
+	"errors"
+
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/relect/relect"
 	"strings"
 	"sync"
 	"testing"
@@ -82,7 +85,21 @@ func TestStatusTable(t *testing.T) {
 	require.Len(t, lines, 4, out.String())
 	assert.Equal(t, []string{"LEASE", "STATE", "HOLDER", "TERM", "RENEWED", "VALID", "EXPIRES"}, strings.Fields(lines[0]))
 	assert.Equal(t, []string{"default/job", "held", "pod-a", "4", "2s", "ago", "yes*", "in", "13s"}, strings.Fields(lines[1]))
-	assert.Equal(t, "candidates: not known (this relect does not publish them)", lines[2])
+	assert.Equal(t, "candidates: not listed", lines[2])
+
+	out.Reset()
+	p = newStatusPrinter(&out, "table", false)
+	renewed := now.Add(-time.Minute)
+	p.print(withCandidates(statusOf(jobLease, lease("pod-a", 15, 4, now.Add(-2*time.Second)), now, time.Time{}), []relect.Candidate{
+		{Identity: "pod-a", Leader: true, RenewedAt: renewed},
+		{Identity: "pod-b", Priority: 5, Successor: 1},
+		{Identity: "pod-c", Standby: true},
+	}, nil))
+	assert.Contains(t, out.String(), "candidates: pod-a (leader, registered 1m0s ago); pod-b (next #1, priority 5); pod-c (standby)")
+	out.Reset()
+	p = newStatusPrinter(&out, "table", false)
+	p.print(withCandidates(statusOf(jobLease, nil, now, time.Time{}), nil, errors.New("forbidden")))
+	assert.Contains(t, out.String(), "candidates: not known (forbidden)")
 	assert.Contains(t, lines[3], "estimate")
 
 	out.Reset()
