@@ -101,9 +101,12 @@ func newTerm(transitions int, sent, validUntil time.Time, stopCampaign context.C
 }
 
 // leading reports whether t is a term this candidate leads at now. It is the
-// one answer to "are we leading?": Term, IsLeader and Stats ask it.
+// one answer to "are we leading?": Term, IsLeader and Stats ask it. A term
+// whose context is done no longer leads, even before the watchdog has
+// ended it: IsLeader never says yes to work that was told to stop (as
+// when client-go's renew loop gives up, or Run's context ends).
 func (t *term) leading(now time.Time) bool {
-	return t != nil && t.phase == termServing && now.Before(t.validUntil)
+	return t != nil && t.phase == termServing && now.Before(t.validUntil) && t.ctx.Err() == nil
 }
 
 // working reports whether t's OnStartedLeading runs.
