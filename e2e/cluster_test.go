@@ -471,19 +471,18 @@ func (w *leaseWatch) first(from time.Time, ok func(leaseObs) bool) (leaseObs, bo
 	return leaseObs{}, false
 }
 
-// await waits until an observation at or after from satisfies ok.
-func (w *leaseWatch) await(t *testing.T, from time.Time, timeout time.Duration, what string, ok func(leaseObs) bool) leaseObs {
+// await waits until an observation at or after from satisfies ok, as
+// waitFor does: a wait longer than expected is reported, one longer than
+// expected + livenessGrace fails the test.
+func (w *leaseWatch) await(t *testing.T, from time.Time, expected time.Duration, what string, ok func(leaseObs) bool) leaseObs {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if o, found := w.first(from, ok); found {
-			return o
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s; lease changes seen: %v", timeout, what, w.changes())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	var o leaseObs
+	waitFor(t, expected, what+" (lease changes seen so far: see the log)", func() bool {
+		var found bool
+		o, found = w.first(from, ok)
+		return found
+	})
+	return o
 }
 
 func ptrVal[T any](p *T) T {

@@ -57,9 +57,7 @@ func TestFailover(t *testing.T) {
 	t.Logf("SIGKILL %s: %s leads after %s (lease %v, retry %v)", first.id, second.id, ms(failover), leaseDuration, retryPeriod)
 	// Followers wait a full lease duration from their last observation of
 	// a renewal, which was at most one acquire poll before the kill.
-	if min := minExpiryTakeover(); failover < min {
-		t.Errorf("takeover %v after SIGKILL: sooner than the lease allows (%v)", failover, min)
-	}
+	second.takenOverOnlyAfter(t, "SIGKILL", killed, killed.Add(minExpiryTakeover()))
 	if o, ok := w.first(killed, func(o leaseObs) bool { return o.holder == "" }); ok {
 		t.Errorf("lease released after SIGKILL: %v", o)
 	}
@@ -79,11 +77,11 @@ func TestFailover(t *testing.T) {
 	on3, _ := third.firstOnAfter(termSent)
 	t.Logf("SIGTERM %s: exited after %s, lease released after %s, %s holds it %s after the release and leads %s after SIGTERM",
 		second.id, ms(exited.Sub(termSent)), ms(released.at.Sub(termSent)), third.id, ms(taken.at.Sub(released.at)), ms(on3.Sub(termSent)))
-	if d := taken.at.Sub(released.at); d > maxAcquireWait()+slack {
-		t.Errorf("handover after release took %v, want ≤ %v", d, maxAcquireWait()+slack)
-	}
-	if d := on3.Sub(termSent); d >= leaseDuration+slack {
-		t.Errorf("handover on SIGTERM took %v: no faster than an expiry", d)
+	// How long the handover took is a measurement (logged above); that it
+	// was a handover, not an expiry, is asserted: the Lease was released,
+	// then taken by the third.
+	if !taken.at.After(released.at) {
+		t.Errorf("the lease was taken by %s at %v, not after its release at %v", third.id, taken.at, released.at)
 	}
 
 	third.terminate()
@@ -112,9 +110,7 @@ func TestKeepLeaseOnCancel(t *testing.T) {
 	if n := len(leader.events("released", sent)); n != 0 {
 		t.Errorf("%s: %d released events despite KeepLeaseOnCancel", leader.id, n)
 	}
-	if min := minExpiryTakeover(); on.Sub(sent) < min {
-		t.Errorf("takeover %v after SIGTERM: sooner than the kept lease allows (%v)", on.Sub(sent), min)
-	}
+	follower.takenOverOnlyAfter(t, "SIGTERM with KeepLeaseOnCancel", sent, sent.Add(minExpiryTakeover()))
 	follower.terminate()
 	checkSafety(t, a, b)
 }

@@ -115,17 +115,20 @@ func must(err error) {
 
 // sampler turns samples of a boolean view into on/off/gap records.
 type sampler struct {
-	w        *history.Writer
-	view     string
-	last     bool
-	lastT    int64 // time of the last sample
-	lastTrue int64 // end of the last sample that saw true
-	term     int64
+	w            *history.Writer
+	view         string
+	last         bool
+	lastT        int64 // time of the last sample
+	lastTrue     int64 // end of the last sample that saw true
+	lastTrueFrom int64 // and its start
+	term         int64
 }
 
 // sample records one observation: leading was read between t0 and t1. An
 // "on" is stamped t0 and the end of a true sample is t1, so the recorded
-// interval covers every instant the candidate may have believed it led.
+// interval covers every instant the candidate may have believed it led;
+// the "on" also records t1, and the "off" the last true sample's t0, which
+// bound what the samples prove (history.Interval.DoneBy, OnlyAfter).
 func (s *sampler) sample(t0, t1 time.Time, leading bool, term int64) {
 	a, b := t0.UnixNano(), t1.UnixNano()
 	if s.lastT != 0 && time.Duration(a-s.lastT) > history.MaxSampleGap {
@@ -133,12 +136,13 @@ func (s *sampler) sample(t0, t1 time.Time, leading bool, term int64) {
 	}
 	switch {
 	case leading && !s.last:
-		must(s.w.Write(history.Record{T: a, Kind: history.KindOn, View: s.view, Term: term}))
+		must(s.w.Write(history.Record{T: a, Kind: history.KindOn, View: s.view, Term: term, Until: b}))
 	case !leading && s.last:
-		must(s.w.Write(history.Record{T: a, Kind: history.KindOff, View: s.view, Term: s.term, LastTrue: s.lastTrue}))
+		must(s.w.Write(history.Record{T: a, Kind: history.KindOff, View: s.view, Term: s.term,
+			LastTrue: s.lastTrue, LastTrueFrom: s.lastTrueFrom}))
 	}
 	if leading {
-		s.lastTrue, s.term = b, term
+		s.lastTrue, s.lastTrueFrom, s.term = b, a, term
 	}
 	s.last, s.lastT = leading, b
 }

@@ -19,6 +19,16 @@ type Interval struct {
 	// not know it (client-go's).
 	Term       int64
 	Start, End time.Time
+	// SurelyFrom and SurelyUntil bound what the samples prove: the view
+	// was true at some instant of the first true sample, which ended at
+	// SurelyFrom, and at some instant of the last true sample, which began
+	// at SurelyUntil. [Start, End] is what the candidate may have
+	// believed, widened by the sampler's own delays; a bound checked
+	// against SurelyFrom or SurelyUntil fails only on what the candidate
+	// really did (see OnlyAfter and DoneBy). Zero where unknown: the
+	// interval is still open, or the view is not sampled (then they are
+	// Start and End).
+	SurelyFrom, SurelyUntil time.Time
 	// Open reports that the history ended while leading (the process was
 	// killed, or still runs); End is then the instant the caller knew it
 	// was dead, or the time Intervals was called.
@@ -54,7 +64,10 @@ func Intervals(candidate string, recs []Record, view string, dead time.Time) []I
 			if view != ViewRelect {
 				term = -1
 			}
-			cur = &Interval{Candidate: candidate, View: view, Term: term, Start: r.Time()}
+			cur = &Interval{Candidate: candidate, View: view, Term: term, Start: r.Time(), SurelyFrom: r.Time()}
+			if r.Until != 0 {
+				cur.SurelyFrom = time.Unix(0, r.Until)
+			}
 		case KindOff:
 			if cur == nil {
 				continue
@@ -64,6 +77,10 @@ func Intervals(candidate string, recs []Record, view string, dead time.Time) []I
 				end = r.LastTrue + int64(MaxSampleGap)
 			}
 			cur.End = time.Unix(0, end)
+			cur.SurelyUntil = cur.End
+			if r.LastTrueFrom != 0 {
+				cur.SurelyUntil = time.Unix(0, r.LastTrueFrom)
+			}
 			out = append(out, *cur)
 			cur = nil
 		}
@@ -77,6 +94,27 @@ func Intervals(candidate string, recs []Record, view string, dead time.Time) []I
 		out = append(out, *cur)
 	}
 	return out
+}
+
+// DoneBy reports whether the candidate had stopped leading by deadline, as
+// far as the samples prove: no sample that began after deadline saw it
+// leading. The sampler's delays (the end of a true sample, or a first false
+// sample, recorded late because the sampler was starved) are not counted
+// against it; they cannot hide a real violation for longer than one
+// sample, since a view still true after deadline is read true again by the
+// next sample, which begins after deadline. An open interval was not done
+// by any deadline.
+func (iv Interval) DoneBy(deadline time.Time) bool {
+	return !iv.Open && !iv.SurelyUntil.After(deadline)
+}
+
+// OnlyAfter reports whether the candidate began to lead no sooner than t,
+// as far as the samples prove: the first sample that saw it leading ended
+// at or after t. A late start of that sample is not counted against it;
+// that can hide only a violation shorter than the sample itself (a view
+// true before t is read true by a sample that ends before t).
+func (iv Interval) OnlyAfter(t time.Time) bool {
+	return !iv.SurelyFrom.Before(t)
 }
 
 // Overlap is two candidates leading at the same time.

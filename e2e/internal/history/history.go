@@ -21,11 +21,14 @@ import (
 const (
 	// KindStart is the first record: Identity, Mode, PID.
 	KindStart = "start"
-	// KindOn: the View turned true at T (Term when known).
+	// KindOn: the View turned true at T (Term when known). A sampled view
+	// read true in [T, Until]: the start and the end of the sample, which
+	// differ by how long the sampler took (longer when it was starved).
 	KindOn = "on"
-	// KindOff: the View turned false; T is the first sample that saw it
-	// false, LastTrue the last one that saw it true (equal to T for views
-	// that are not sampled).
+	// KindOff: the View turned false; T is the start of the first sample
+	// that saw it false, LastTrue the end of the last one that saw it true
+	// and LastTrueFrom that sample's start (both equal to T for views that
+	// are not sampled).
 	KindOff = "off"
 	// KindGap: two consecutive samples of the View were From and T, further
 	// apart than the sampler's gap threshold (the process was stopped or
@@ -66,9 +69,11 @@ type Record struct {
 	Mode     string `json:"mode,omitempty"`     // start: "relect" or "clientgo"
 	PID      int    `json:"pid,omitempty"`      // start
 
-	View     string `json:"view,omitempty"`      // on, off, gap
-	Term     int64  `json:"term,omitempty"`      // on, off, event
-	LastTrue int64  `json:"last_true,omitempty"` // off
+	View         string `json:"view,omitempty"`           // on, off, gap
+	Term         int64  `json:"term,omitempty"`           // on, off, event
+	Until        int64  `json:"until,omitempty"`          // on
+	LastTrue     int64  `json:"last_true,omitempty"`      // off
+	LastTrueFrom int64  `json:"last_true_from,omitempty"` // off
 	From     int64  `json:"from,omitempty"`      // gap
 	Before   bool   `json:"before,omitempty"`    // gap
 	After    bool   `json:"after,omitempty"`     // gap

@@ -94,3 +94,31 @@ func TestTermRegressions(t *testing.T) {
 		})
 	}
 }
+
+// DoneBy and OnlyAfter judge by what the samples prove: a true sample that
+// ended late (the sampler was starved after reading) does not count, one
+// that began after the bound does.
+func TestDoneByAndOnlyAfter(t *testing.T) {
+	recs := []Record{
+		{T: at(100), Kind: KindOn, View: ViewRelect, Term: 1, Until: at(180)},                    // read at 100..180
+		{T: at(1000), Kind: KindOff, View: ViewRelect, LastTrue: at(990), LastTrueFrom: at(500)}, // last true read at 500..990
+	}
+	iv := Intervals("a", recs, ViewRelect, time.Time{})[0]
+	deadline := time.Unix(0, at(600))
+	if iv.End.Before(deadline) {
+		t.Fatalf("the interval should end after the deadline as recorded: %v", iv)
+	}
+	if !iv.DoneBy(deadline) {
+		t.Errorf("the last true sample began at 500, before the deadline 600: done by it")
+	}
+	if iv.DoneBy(time.Unix(0, at(499))) {
+		t.Errorf("a true sample began at 500: not done by 499")
+	}
+	if !iv.OnlyAfter(time.Unix(0, at(150))) || iv.OnlyAfter(time.Unix(0, at(181))) {
+		t.Errorf("the first true sample ended at 180: it surely led from 180 on, not before 150")
+	}
+	open := Intervals("a", recs[:1], ViewRelect, time.Time{})[0]
+	if open.DoneBy(time.Now().Add(time.Hour)) {
+		t.Errorf("an open interval is done by no deadline")
+	}
+}
