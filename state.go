@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -55,20 +54,9 @@ type state struct {
 	// through client-go's acquire loop, as with a Lock, from then on.
 	pollOnly bool
 
-	// Succession (succession.go, registry.go). line is the line of
-	// succession published with the Lease last observed (nil: none).
-	// candidates is the leader's view of the registry, by registration
-	// name; nil while it has none (not leading, or not listed yet).
-	// registryOff: a registry call was forbidden; no more for this Elector.
-	line        *succession
-	candidates  map[string]*seenCandidate
-	registryOff bool
-	// passedOver are the successors that were in line before this
-	// candidate when it acquired, and so did not take their turn: likely
-	// dead. They are left out of the lines it publishes until their
-	// registration is seen renewed: identity → the resourceVersion of the
-	// registration first seen since ("" before).
-	passedOver map[string]string
+	// succession is what this candidate knows of the line of succession
+	// and, as leader, of the registry (succession.go).
+	succession lineage
 	// changed is closed, and replaced, at every change of leader and at
 	// the start and end of every term: AwaitLeader and AwaitLeading wait
 	// on it.
@@ -158,7 +146,7 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l != nil {
-		s.line = successionOf(l)
+		s.succession.line = successionOf(l)
 	}
 	if p := rec.PreferredHolder; p != "" && p != s.cfg.identity && rec.HolderIdentity == s.cfg.identity &&
 		s.term.leading(time.Now()) && s.term.stepDown == nil {
@@ -256,7 +244,7 @@ func (s *state) wrote(sent time.Time, rec *record) {
 	}
 	s.setLeaderLocked(rec.HolderIdentity, rec.LeaderTransitions)
 	if rec.HolderIdentity == s.cfg.identity && s.stopCampaign == nil {
-		s.acquiredLocked()
+		s.succession.acquired(s.cfg.identity)
 	}
 	if rec.HolderIdentity != s.cfg.identity || s.stopCampaign == nil {
 		return
@@ -488,12 +476,8 @@ func (s *state) stepDown(to string) (<-chan error, error) {
 	if s.term.stepDown != nil {
 		return nil, errors.New("relect: a Yield or HandOver of this term is already under way")
 	}
-	if to != "" {
-		for _, c := range s.candidates {
-			if c.Identity == to && c.Standby {
-				return nil, fmt.Errorf("relect: HandOver: %q stands by and never leads", to)
-			}
-		}
+	if s.succession.standingBy(to) {
+		return nil, fmt.Errorf("relect: HandOver: %q stands by and never leads", to)
 	}
 	return s.stepDownLocked(to), nil
 }
@@ -521,26 +505,15 @@ func (s *state) await() (number int64, leading bool, leader string, changed <-ch
 	return number, leading, s.leader, s.changed
 }
 
-// The registry's reports (registryReports).
-
-// seenCandidate is a registration in the leader's view, with the local time
-// its current version was first seen: it lapses lease-duration seconds
-// later, unless renewed (client-go's expiry rule, on the local clock).
-type seenCandidate struct {
-	candidate
-	seenAt time.Time
-}
-
-func (c *seenCandidate) live(now time.Time) bool {
-	return now.Before(c.seenAt.Add(time.Duration(c.seconds) * time.Second))
-}
+// The registry's reports (registryReports), and the lines of succession
+// (lineage, succession.go), under mu.
 
 // registryForbidden records that a registry call got 403: the registry is
 // off for this Elector from now on.
 func (s *state) registryForbidden(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.registryOff = true
+	s.succession.off = true
 	s.emitLocked(Event{Kind: EventError, Err: fmt.Errorf("relect: the candidate registry is off: %w", err)})
 }
 
@@ -548,117 +521,28 @@ func (s *state) registryForbidden(err error) {
 func (s *state) candidatesListed(cs []candidate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	old := s.candidates
-	s.candidates = map[string]*seenCandidate{}
-	for _, c := range cs {
-		s.candidates[c.name] = seen(old[c.name], c)
-		s.renewedLocked(c)
-	}
+	s.succession.listed(cs, time.Now())
 }
 
 // candidateChanged records a registration added or renewed.
 func (s *state) candidateChanged(c candidate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.candidates != nil {
-		s.candidates[c.name] = seen(s.candidates[c.name], c)
-	}
-	s.renewedLocked(c)
-}
-
-// acquiredLocked records, at this candidate's acquiring write, the
-// successors that were in line before it in the line last observed: they
-// did not take their turn (passedOver). Requires mu.
-func (s *state) acquiredLocked() {
-	if s.line == nil {
-		return
-	}
-	r := s.line.rank(s.cfg.identity)
-	if r < 0 {
-		r = len(s.line.Next)
-	}
-	for _, c := range s.line.Next[:r] {
-		if s.passedOver == nil {
-			s.passedOver = map[string]string{}
-		}
-		s.passedOver[c.Identity] = ""
-	}
-}
-
-// renewedLocked ends c's being passed over once its registration is seen
-// renewed: a resourceVersion other than the first seen since. Requires mu.
-func (s *state) renewedLocked(c candidate) {
-	rv, ok := s.passedOver[c.Identity]
-	switch {
-	case !ok:
-	case rv == "":
-		s.passedOver[c.Identity] = c.rv
-	case rv != c.rv:
-		delete(s.passedOver, c.Identity)
-	}
-}
-
-// seen is c as seen now: its first sighting if it is the version prev was.
-func seen(prev *seenCandidate, c candidate) *seenCandidate {
-	if prev != nil && prev.rv == c.rv {
-		return &seenCandidate{candidate: c, seenAt: prev.seenAt}
-	}
-	return &seenCandidate{candidate: c, seenAt: time.Now()}
+	s.succession.changed(c, time.Now())
 }
 
 // candidateGone records a registration deleted, or departed.
 func (s *state) candidateGone(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.candidates, name)
+	delete(s.succession.view, name)
 }
 
 // candidatesUnknown drops the leader's view: the term ended.
 func (s *state) candidatesUnknown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.candidates = nil
-}
-
-// successionLocked is the line of succession this candidate publishes with
-// a record of term's leaseTransitions, leaving out the identities in
-// except: chosen from the leader's view of the registry, or, before it has
-// one, carried over from the line last observed; nil when the registry is
-// off or nobody is known. Requires mu.
-func (s *state) successionLocked(term int32, except ...string) *succession {
-	if !s.cfg.registry || s.registryOff {
-		return nil
-	}
-	var next []successor
-	if s.candidates != nil {
-		var live []Candidate
-		for _, c := range s.liveLocked(time.Now()) {
-			if _, skip := s.passedOver[c.Identity]; !skip {
-				live = append(live, c)
-			}
-		}
-		next = chooseSuccessors(live, s.cfg.identity)
-	} else if s.line != nil {
-		next = slices.Clone(s.line.Next)
-	}
-	next = slices.DeleteFunc(next, func(c successor) bool {
-		return c.Identity == s.cfg.identity || slices.Contains(except, c.Identity)
-	})
-	if len(next) == 0 {
-		return nil
-	}
-	return &succession{Term: term, Next: next}
-}
-
-// liveLocked returns the live candidates of the leader's view. Requires mu.
-func (s *state) liveLocked(now time.Time) []Candidate {
-	var cs []Candidate
-	for _, c := range s.candidates {
-		if c.live(now) {
-			cs = append(cs, c.Candidate)
-		}
-	}
-	return cs
+	s.succession.view = nil
 }
 
 // annotate sets relect's annotations on a Lease object about to be written
@@ -683,44 +567,16 @@ func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
 		to = h
 		set(annotationHandOver, (&handOver{Term: term, From: s.cfg.identity, To: to}).encode())
 	}
-	if sc := s.successionLocked(term, to); sc != nil {
+	if sc := s.succession.next(s.cfg, term, time.Now(), to); sc != nil {
 		set(annotationSuccession, sc.encode())
 	}
 }
 
-// knownCandidates returns the candidates as this Elector knows them: the
-// leader's view of the registry, or, on a follower, itself, the leader and
-// the line of succession last observed.
+// knownCandidates returns the candidates as this Elector knows them (see
+// Elector.Candidates).
 func (s *state) knownCandidates() []Candidate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := time.Now()
-	byID := map[string]Candidate{}
-	add := func(c Candidate) {
-		if _, ok := byID[c.Identity]; !ok && c.Identity != "" {
-			byID[c.Identity] = c
-		}
-	}
-	for _, c := range s.liveLocked(now) {
-		add(c)
-	}
-	if s.line != nil {
-		for _, c := range s.line.Next {
-			add(Candidate{Identity: c.Identity, Priority: c.Priority})
-		}
-	}
-	add(Candidate{Identity: s.cfg.identity, Priority: s.cfg.Priority, Standby: s.cfg.Standby})
-	add(Candidate{Identity: s.leader})
-	line := s.line
-	if s.candidates != nil && s.leader == s.cfg.identity {
-		line = s.successionLocked(0)
-	}
-	out := make([]Candidate, 0, len(byID))
-	for _, c := range byID {
-		c.Leader = c.Identity == s.leader
-		c.Successor = line.rank(c.Identity) + 1
-		out = append(out, c)
-	}
-	sortCandidates(out)
-	return out
+	self := Candidate{Identity: s.cfg.identity, Priority: s.cfg.Priority, Standby: s.cfg.Standby}
+	return s.succession.known(s.cfg, self, s.leader, time.Now())
 }

@@ -3,6 +3,7 @@ package relect
 import (
 	"cmp"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"time"
 
@@ -107,4 +108,178 @@ func sortCandidates(cs []Candidate) {
 		}
 		return cmp.Compare(a.Identity, b.Identity)
 	})
+}
+
+// lineage is what a candidate knows of succession: the line published with
+// the Lease it last observed, and, as leader, its view of the registry.
+// The state holds it under its mutex.
+type lineage struct {
+	// line is the line of succession published with the Lease last
+	// observed (nil: none).
+	line *succession
+	// view is the leader's view of the registry, by registration name;
+	// nil while it has none (not leading, or not listed yet).
+	view map[string]*seenCandidate
+	// off: a registry call was forbidden; no more for this Elector.
+	off bool
+	// passedOver are the successors that were in line before this
+	// candidate when it acquired, and so did not take their turn: likely
+	// dead. They are left out of the lines it publishes until their
+	// registration is seen renewed: identity → the resourceVersion of the
+	// registration first seen since ("" before).
+	passedOver map[string]string
+}
+
+// seenCandidate is a registration in the leader's view, with the local time
+// its current version was first seen: it lapses lease-duration seconds
+// later, unless renewed (client-go's expiry rule, on the local clock).
+type seenCandidate struct {
+	candidate
+	seenAt time.Time
+}
+
+func (c *seenCandidate) live(now time.Time) bool {
+	return now.Before(c.seenAt.Add(time.Duration(c.seconds) * time.Second))
+}
+
+// listed replaces the view with a fresh list, seen at now.
+func (g *lineage) listed(cs []candidate, now time.Time) {
+	old := g.view
+	g.view = map[string]*seenCandidate{}
+	for _, c := range cs {
+		g.view[c.name] = seen(old[c.name], c, now)
+		g.renewed(c)
+	}
+}
+
+// changed records a registration added or renewed, seen at now.
+func (g *lineage) changed(c candidate, now time.Time) {
+	if g.view != nil {
+		g.view[c.name] = seen(g.view[c.name], c, now)
+	}
+	g.renewed(c)
+}
+
+// seen is c as seen at now: its first sighting if it is the version prev
+// was.
+func seen(prev *seenCandidate, c candidate, now time.Time) *seenCandidate {
+	if prev != nil && prev.rv == c.rv {
+		return &seenCandidate{candidate: c, seenAt: prev.seenAt}
+	}
+	return &seenCandidate{candidate: c, seenAt: now}
+}
+
+// acquired records, at this candidate's acquiring write, the successors
+// that were in line before it: they did not take their turn (passedOver).
+func (g *lineage) acquired(identity string) {
+	if g.line == nil {
+		return
+	}
+	r := g.line.rank(identity)
+	if r < 0 {
+		r = len(g.line.Next)
+	}
+	for _, c := range g.line.Next[:r] {
+		if g.passedOver == nil {
+			g.passedOver = map[string]string{}
+		}
+		g.passedOver[c.Identity] = ""
+	}
+}
+
+// renewed ends c's being passed over once its registration is seen
+// renewed: a resourceVersion other than the first seen since.
+func (g *lineage) renewed(c candidate) {
+	rv, ok := g.passedOver[c.Identity]
+	switch {
+	case !ok:
+	case rv == "":
+		g.passedOver[c.Identity] = c.rv
+	case rv != c.rv:
+		delete(g.passedOver, c.Identity)
+	}
+}
+
+// standingBy reports whether the view knows identity as standing by.
+func (g *lineage) standingBy(identity string) bool {
+	for _, c := range g.view {
+		if c.Identity == identity && c.Standby {
+			return true
+		}
+	}
+	return false
+}
+
+// live returns the live candidates of the view at now.
+func (g *lineage) live(now time.Time) []Candidate {
+	var cs []Candidate
+	for _, name := range slices.Sorted(maps.Keys(g.view)) {
+		if c := g.view[name]; c.live(now) {
+			cs = append(cs, c.Candidate)
+		}
+	}
+	return cs
+}
+
+// next is the line of succession this candidate publishes with a record of
+// term's leaseTransitions, leaving out the identities in except: chosen
+// from the leader's view of the registry (without the passed over), or,
+// before it has one, carried over from the line last observed; nil when
+// the registry is off or nobody is known.
+func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string) *succession {
+	if !cfg.registry || g.off {
+		return nil
+	}
+	var next []successor
+	if g.view != nil {
+		live := slices.DeleteFunc(g.live(now), func(c Candidate) bool {
+			_, skip := g.passedOver[c.Identity]
+			return skip
+		})
+		next = chooseSuccessors(live, cfg.identity)
+	} else if g.line != nil {
+		next = slices.Clone(g.line.Next)
+	}
+	next = slices.DeleteFunc(next, func(c successor) bool {
+		return c.Identity == cfg.identity || slices.Contains(except, c.Identity)
+	})
+	if len(next) == 0 {
+		return nil
+	}
+	return &succession{Term: term, Next: next}
+}
+
+// known returns the candidates as this candidate, self, knows them with
+// leader the holder observed: the leader's view of the registry, or, on a
+// follower, itself, the leader and the line of succession last observed;
+// sorted (sortCandidates).
+func (g *lineage) known(cfg *config, self Candidate, leader string, now time.Time) []Candidate {
+	byID := map[string]Candidate{}
+	add := func(c Candidate) {
+		if _, ok := byID[c.Identity]; !ok && c.Identity != "" {
+			byID[c.Identity] = c
+		}
+	}
+	for _, c := range g.live(now) {
+		add(c)
+	}
+	if g.line != nil {
+		for _, c := range g.line.Next {
+			add(Candidate{Identity: c.Identity, Priority: c.Priority})
+		}
+	}
+	add(self)
+	add(Candidate{Identity: leader})
+	line := g.line
+	if g.view != nil && leader == self.Identity {
+		line = g.next(cfg, 0, now)
+	}
+	out := make([]Candidate, 0, len(byID))
+	for _, c := range byID {
+		c.Leader = c.Identity == leader
+		c.Successor = line.rank(c.Identity) + 1
+		out = append(out, c)
+	}
+	sortCandidates(out)
+	return out
 }
