@@ -74,9 +74,9 @@ type Record struct {
 	Until        int64  `json:"until,omitempty"`          // on
 	LastTrue     int64  `json:"last_true,omitempty"`      // off
 	LastTrueFrom int64  `json:"last_true_from,omitempty"` // off
-	From     int64  `json:"from,omitempty"`      // gap
-	Before   bool   `json:"before,omitempty"`    // gap
-	After    bool   `json:"after,omitempty"`     // gap
+	From         int64  `json:"from,omitempty"`           // gap
+	Before       bool   `json:"before,omitempty"`         // gap
+	After        bool   `json:"after,omitempty"`          // gap
 
 	Event   string `json:"event,omitempty"`   // event: relect's EventKind.String(), or a client-go callback name
 	Leader  string `json:"leader,omitempty"`  // event
