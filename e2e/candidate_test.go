@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -35,18 +34,11 @@ type candOpts struct {
 
 // candidate is one candidate process, reached through its own fault proxy.
 type candidate struct {
-	t     *testing.T
-	id    string
+	*process
 	mode  string
 	proxy *faultproxy.Proxy
 	hist  string // history file
 	log   string // stderr
-	cmd   *exec.Cmd
-
-	waited  chan struct{} // closed when Wait returned
-	mu      sync.Mutex
-	deadAt  time.Time // when Wait returned
-	waitErr error
 }
 
 // startCandidate starts a candidate named id and waits until it has written
@@ -62,11 +54,10 @@ func (c *cluster) startCandidate(t *testing.T, id string, o candOpts) *candidate
 		t.Fatal(err)
 	}
 	cand := &candidate{
-		t: t, id: id, mode: o.mode,
-		proxy:  c.newProxy(t, id),
-		hist:   filepath.Join(dir, "history.jsonl"),
-		log:    filepath.Join(dir, "stderr.log"),
-		waited: make(chan struct{}),
+		mode:  o.mode,
+		proxy: c.newProxy(t, id),
+		hist:  filepath.Join(dir, "history.jsonl"),
+		log:   filepath.Join(dir, "stderr.log"),
 	}
 	user := o.user
 	if user == nil {
@@ -89,37 +80,7 @@ func (c *cluster) startCandidate(t *testing.T, id string, o candOpts) *candidate
 		args = append(args, "-keep-lease-on-cancel")
 	}
 	args = append(args, o.args...)
-	logf, err := os.Create(cand.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	// Dies with the test binary, even if a timeout kills that.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatal(err)
-	}
-	cand.cmd = cmd
-	go func() {
-		err := cmd.Wait()
-		logf.Close()
-		cand.mu.Lock()
-		cand.deadAt, cand.waitErr = time.Now(), err
-		cand.mu.Unlock()
-		close(cand.waited)
-	}()
-	t.Cleanup(func() {
-		if !cand.exited() {
-			_ = cmd.Process.Signal(syscall.SIGCONT)
-			_ = cmd.Process.Kill()
-			<-cand.waited
-		}
-		if t.Failed() {
-			cand.dump()
-		}
-	})
+	cand.process = startProcess(t, id, exec.Command(bin, args...), cand.log, cand.dump)
 	waitFor(t, 10*time.Second, id+" to start", func() bool {
 		for _, r := range cand.records() {
 			if r.Kind == history.KindStart {
@@ -129,25 +90,9 @@ func (c *cluster) startCandidate(t *testing.T, id string, o candOpts) *candidate
 		return cand.exited()
 	})
 	if cand.exited() {
-		t.Fatalf("%s exited at start: %v", id, cand.waitErr)
+		t.Fatalf("%s exited at start: %v", id, cand.err())
 	}
 	return cand
-}
-
-func (cand *candidate) exited() bool {
-	select {
-	case <-cand.waited:
-		return true
-	default:
-		return false
-	}
-}
-
-// dead is when the process was seen to exit (zero while it runs).
-func (cand *candidate) dead() time.Time {
-	cand.mu.Lock()
-	defer cand.mu.Unlock()
-	return cand.deadAt
 }
 
 // records reads the history written so far.
@@ -233,24 +178,6 @@ func (cand *candidate) events(kind string, from time.Time) []history.Record {
 	return out
 }
 
-// signal sends sig and returns when it was sent.
-func (cand *candidate) signal(sig syscall.Signal) time.Time {
-	cand.t.Helper()
-	at := time.Now()
-	if err := cand.cmd.Process.Signal(sig); err != nil {
-		cand.t.Fatalf("%s: sending %v: %v", cand.id, sig, err)
-	}
-	return at
-}
-
-// kill sends SIGKILL and waits for the process to be gone.
-func (cand *candidate) kill() (sent time.Time) {
-	cand.t.Helper()
-	sent = cand.signal(syscall.SIGKILL)
-	<-cand.waited
-	return sent
-}
-
 // terminate sends SIGTERM, waits for a graceful exit and checks it exited
 // 0 with an exit record.
 func (cand *candidate) terminate() (sent, exited time.Time) {
@@ -261,10 +188,7 @@ func (cand *candidate) terminate() (sent, exited time.Time) {
 	case <-time.After(renewDeadline + 10*time.Second):
 		cand.t.Fatalf("%s did not exit within %v of SIGTERM", cand.id, renewDeadline+10*time.Second)
 	}
-	cand.mu.Lock()
-	err := cand.waitErr
-	cand.mu.Unlock()
-	if err != nil {
+	if err := cand.err(); err != nil {
 		cand.t.Errorf("%s: exit after SIGTERM: %v (want status 0)", cand.id, err)
 	}
 	recs := cand.records()

@@ -85,17 +85,10 @@ func durationFlags() []string {
 // relectProc is one relect process (any subcommand) reaching the apiserver
 // through its own fault proxy.
 type relectProc struct {
-	t     *testing.T
-	id    string
+	*process
 	proxy *faultproxy.Proxy
 	kc    string // its kubeconfig
 	log   string // stdout and stderr
-
-	cmd     *exec.Cmd
-	waited  chan struct{} // closed when Wait returned
-	mu      sync.Mutex
-	deadAt  time.Time
-	waitErr error
 }
 
 // startRelect starts `relect SUBCOMMAND --kubeconfig=... ARGS...`. The
@@ -104,61 +97,15 @@ type relectProc struct {
 func (c *cluster) startRelect(t *testing.T, id string, subcommand string, args ...string) *relectProc {
 	t.Helper()
 	bin := relectBinary(t)
-	dir := filepath.Join(t.TempDir(), id)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	p := &relectProc{t: t, id: id, proxy: c.newProxy(t, id), kc: filepath.Join(dir, "kubeconfig"),
-		log: filepath.Join(dir, "relect.log"), waited: make(chan struct{})}
-	kubeconfig(t, p.kc, c.adminConfig(), p.proxy.Addr())
-	logf, err := os.Create(p.log)
+	dir, err := os.MkdirTemp(testDir(t), id+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command(bin, append([]string{subcommand, "--kubeconfig=" + p.kc}, args...)...)
-	p.cmd.Stdout, p.cmd.Stderr = logf, logf
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL} // dies with the test binary
-	if err := p.cmd.Start(); err != nil {
-		logf.Close()
-		t.Fatal(err)
-	}
-	go func() {
-		err := p.cmd.Wait()
-		logf.Close()
-		p.mu.Lock()
-		p.deadAt, p.waitErr = time.Now(), err
-		p.mu.Unlock()
-		close(p.waited)
-	}()
-	t.Cleanup(func() {
-		if !p.exited() {
-			_ = p.cmd.Process.Kill()
-			<-p.waited
-		}
-		if t.Failed() {
-			p.dump()
-		}
-	})
+	p := &relectProc{proxy: c.newProxy(t, id), kc: filepath.Join(dir, "kubeconfig"), log: filepath.Join(dir, "relect.log")}
+	kubeconfig(t, p.kc, c.adminConfig(), p.proxy.Addr())
+	cmd := exec.Command(bin, append([]string{subcommand, "--kubeconfig=" + p.kc}, args...)...)
+	p.process = startProcess(t, id, cmd, p.log, p.dump)
 	return p
-}
-
-func (p *relectProc) exited() bool {
-	select {
-	case <-p.waited:
-		return true
-	default:
-		return false
-	}
-}
-
-// signal sends sig and returns when it was sent.
-func (p *relectProc) signal(sig syscall.Signal) time.Time {
-	p.t.Helper()
-	at := time.Now()
-	if err := p.cmd.Process.Signal(sig); err != nil {
-		p.t.Fatalf("%s: sending %v: %v", p.id, sig, err)
-	}
-	return at
 }
 
 // exitCode waits up to timeout for the process to exit and returns its
@@ -170,16 +117,14 @@ func (p *relectProc) exitCode(timeout time.Duration) int {
 	case <-time.After(timeout):
 		p.t.Fatalf("relect %s did not exit within %v", p.id, timeout)
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
 	var exit *exec.ExitError
-	switch {
-	case p.waitErr == nil:
+	switch err := p.err(); {
+	case err == nil:
 		return 0
-	case errors.As(p.waitErr, &exit):
+	case errors.As(err, &exit):
 		return exit.ExitCode()
 	}
-	p.t.Fatalf("relect %s: %v", p.id, p.waitErr)
+	p.t.Fatalf("relect %s: %v", p.id, p.err())
 	return -1
 }
 
