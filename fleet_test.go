@@ -81,7 +81,7 @@ func TestFleetChanges(t *testing.T) {
 func fleetSizes(t *testing.T) (sizes []int, changes int, command string) {
 	const cmd = "go test -count=1 -run '^TestFleetChanges$' -v ."
 	files := ""
-	for _, env := range []string{"RELECT_FLEET_OUT", "RELECT_FLEET_SVG"} {
+	for _, env := range []string{"RELECT_FLEET_OUT", "RELECT_FLEET_SVG", "RELECT_FLEET_CALLS"} {
 		if v := os.Getenv(env); v != "" {
 			files += env + "=" + v + " "
 		}
