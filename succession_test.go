@@ -432,3 +432,27 @@ func TestRegistrations(t *testing.T) {
 		stopAll(cs[0])
 	})
 }
+
+// The leader's watch on the registry, when the server closes it, is
+// resumed: a candidate that registers afterwards still joins the leader's
+// view, without a new listing.
+func TestRegistryWatchResumesAfterClose(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 2, nil)
+		lists := cs[0].client.Calls(relecttest.VerbList)
+		api.CloseWatches()
+		synctest.Wait()
+		late := newCandidate(t, api, "late", nil)
+		late.start()
+		time.Sleep(2 * rp) // it registers within 1.5 RetryPeriods
+		synctest.Wait()
+		var known []string
+		for _, c := range cs[0].e.Candidates() {
+			known = append(known, c.Identity)
+		}
+		assert.Contains(t, known, "late")
+		assert.Equal(t, lists, cs[0].client.Calls(relecttest.VerbList), "resumed, not listed again")
+		stopAll(append(cs, late)...)
+	})
+}

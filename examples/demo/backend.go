@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -58,15 +59,40 @@ func leaseHolder(l *coordinationv1.Lease) (string, int32, error) {
 	return holder, transitions, nil
 }
 
-// callCounts are Lease API calls by verb.
-type callCounts struct{ get, create, update, watch int }
+// callCounts are Lease API calls by verb: on the election's Lease and on
+// the candidate registry (registrations: create, update, delete; the
+// leader's list and watch of them).
+type callCounts struct{ get, create, update, watch, list, delete int }
 
 func (c callCounts) add(o callCounts) callCounts {
-	return callCounts{c.get + o.get, c.create + o.create, c.update + o.update, c.watch + o.watch}
+	return callCounts{c.get + o.get, c.create + o.create, c.update + o.update, c.watch + o.watch, c.list + o.list, c.delete + o.delete}
 }
 
+func (c callCounts) sub(o callCounts) callCounts {
+	return callCounts{c.get - o.get, c.create - o.create, c.update - o.update, c.watch - o.watch, c.list - o.list, c.delete - o.delete}
+}
+
+func (c callCounts) total() int { return c.get + c.create + c.update + c.watch + c.list + c.delete }
+
 func (c callCounts) String() string {
-	return fmt.Sprintf("get %3d  create %d  update %3d  watch %2d", c.get, c.create, c.update, c.watch)
+	return fmt.Sprintf("get %3d  create %d  update %3d  watch %2d  list %d  delete %d", c.get, c.create, c.update, c.watch, c.list, c.delete)
+}
+
+// brief lists only the verbs that were called, as "1 get, 4 update".
+func (c callCounts) brief() string {
+	var parts []string
+	for _, v := range []struct {
+		n    int
+		verb string
+	}{{c.get, "get"}, {c.create, "create"}, {c.update, "update"}, {c.watch, "watch"}, {c.list, "list"}, {c.delete, "delete"}} {
+		if v.n != 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", v.n, v.verb))
+		}
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // memBackend is relecttest's in-memory Lease API. Each candidate gets its own
@@ -100,6 +126,8 @@ func (m *memBackend) calls(name string) callCounts {
 		create: c.Calls(relecttest.VerbCreate),
 		update: c.Calls(relecttest.VerbUpdate),
 		watch:  c.Calls(relecttest.VerbWatch),
+		list:   c.Calls(relecttest.VerbList),
+		delete: c.Calls(relecttest.VerbDelete),
 	}
 }
 
@@ -206,8 +234,9 @@ func (c *clusterBackend) setHolder(ctx context.Context, identity string) error {
 func (c *clusterBackend) slack() time.Duration { return time.Second }
 
 // countingTransport counts requests by HTTP method: relect's Lease client
-// sends Get as GET, Watch as GET with watch=true, Create as POST and Update
-// as PUT.
+// sends Get as GET, Watch as GET with watch=true, List as GET of the
+// collection (…/leases), Create as POST, Update as PUT and Delete as
+// DELETE.
 type countingTransport struct {
 	rt     http.RoundTripper
 	mu     *sync.Mutex
@@ -218,15 +247,20 @@ func (t *countingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	t.mu.Lock()
 	switch req.Method {
 	case http.MethodGet:
-		if req.URL.Query().Get("watch") == "true" {
+		switch {
+		case req.URL.Query().Get("watch") == "true":
 			t.counts.watch++
-		} else {
+		case strings.HasSuffix(req.URL.Path, "/leases"):
+			t.counts.list++
+		default:
 			t.counts.get++
 		}
 	case http.MethodPost:
 		t.counts.create++
 	case http.MethodPut:
 		t.counts.update++
+	case http.MethodDelete:
+		t.counts.delete++
 	}
 	t.mu.Unlock()
 	return t.rt.RoundTrip(req)

@@ -59,16 +59,20 @@ func (p *proc) start(keepLease bool) error {
 	if keepLease {
 		how = "KeepLeaseOnCancel: cancelling it will look like a crash"
 	}
-	if incarnation == 1 {
+	switch {
+	case incarnation == 1 && p.d.detailed():
 		p.d.tl.printf(time.Now(), p.name, "starts (identity %q; %s)", p.id, how)
-	} else {
+	case incarnation == 1: // a fleet: the script announces them together
+	default:
 		p.d.tl.printf(time.Now(), p.name, "restarts as a new Elector with the same identity (%s)", how)
 	}
 
 	var printer sync.WaitGroup
 	printer.Go(func() {
 		for ev := range events {
-			p.d.tl.printf(ev.Time, p.name, "%s", p.d.describe(ev))
+			if p.d.shows(ev) {
+				p.d.tl.printf(ev.Time, p.name, "%s", p.d.describe(ev))
+			}
 		}
 	})
 	go func() {
@@ -111,6 +115,72 @@ func (p *proc) term() (int64, bool) {
 	return e.Term()
 }
 
+// elector returns the current incarnation's Elector, or nil.
+func (p *proc) elector() *relect.Elector {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.e
+}
+
+// yield is the current incarnation's Yield.
+func (p *proc) yield(ctx context.Context) error {
+	e := p.elector()
+	if e == nil {
+		return relect.ErrNotLeader
+	}
+	return e.Yield(ctx)
+}
+
+// handOver is the current incarnation's HandOver to to.
+func (p *proc) handOver(ctx context.Context, to *proc) error {
+	e := p.elector()
+	if e == nil {
+		return relect.ErrNotLeader
+	}
+	return e.HandOver(ctx, to.id)
+}
+
+// lastRenewal is when the current incarnation last wrote the Lease naming
+// itself (Stats.LastRenewal).
+func (p *proc) lastRenewal() time.Time {
+	e := p.elector()
+	if e == nil {
+		return time.Time{}
+	}
+	return e.Stats().LastRenewal
+}
+
+// line returns the line of succession as the current incarnation knows it:
+// the successors' identities, first in line first.
+func (p *proc) line() []string {
+	e := p.elector()
+	if e == nil {
+		return nil
+	}
+	var next []string
+	for _, c := range e.Candidates() {
+		if c.Successor > 0 {
+			next = append(next, c.Identity)
+		}
+	}
+	return next
+}
+
+// placeInLine returns this candidate's place in the line of succession it
+// last observed (1: next in line), or 0.
+func (p *proc) placeInLine() int {
+	e := p.elector()
+	if e == nil {
+		return 0
+	}
+	for _, c := range e.Candidates() {
+		if c.Identity == p.id {
+			return c.Successor
+		}
+	}
+	return 0
+}
+
 func (p *proc) keepsLease() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -131,14 +201,31 @@ func (p *proc) state() string {
 	if n, ok := e.Term(); ok {
 		return fmt.Sprintf("LEADER, term %d", n)
 	}
+	state := "follower"
 	switch l := e.Leader(); l {
 	case "":
-		return "follower"
 	case p.id:
-		return "follower (named, not trusted)"
+		state = "follower (named, not trusted)"
 	default:
-		return "follower of " + p.d.display(l)
+		state = "follower of " + p.d.display(l)
 	}
+	if n := p.placeInLine(); n > 0 {
+		state += fmt.Sprintf(", %s in line", ordinal(n))
+	}
+	return state
+}
+
+// ordinal returns 1st, 2nd, 3rd, 4th, ...
+func ordinal(n int) string {
+	switch n {
+	case 1:
+		return "1st"
+	case 2:
+		return "2nd"
+	case 3:
+		return "3rd"
+	}
+	return fmt.Sprintf("%dth", n)
 }
 
 // work is the leader-only work of every candidate: it writes to the fenced
@@ -168,6 +255,8 @@ func (d *demo) describe(ev relect.Event) string {
 		return fmt.Sprintf("stopped leading term %d: %s", ev.Term, cause(ev.Err))
 	case relect.EventReleased:
 		return fmt.Sprintf("released the lease (term %d)", ev.Term)
+	case relect.EventHandedOver:
+		return fmt.Sprintf("handed the lease over to %s (term %d)", d.display(ev.Leader), ev.Term)
 	case relect.EventBackoff:
 		return fmt.Sprintf("waits %v before campaigning again", ev.Delay.Round(time.Millisecond))
 	case relect.EventError:
@@ -185,6 +274,10 @@ func cause(err error) string {
 		return "no cause"
 	case errors.Is(err, context.Canceled):
 		return "its Run was cancelled"
+	case errors.Is(err, relect.ErrYielded):
+		return "it yielded"
+	case errors.Is(err, relect.ErrHandedOver):
+		return "it hands the lease over"
 	}
 	return strings.TrimPrefix(err.Error(), "relect: ")
 }
