@@ -154,7 +154,11 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 	}
 	s.missingSince = time.Time{}
 	s.maxTransitions = max(s.maxTransitions, rec.LeaderTransitions)
-	s.setLeaderLocked(rec.HolderIdentity, rec.LeaderTransitions)
+	holder := rec.HolderIdentity
+	if l != nil && handOverOf(l) != nil {
+		holder = "" // named, but not leading yet: no leader until it takes the lease
+	}
+	s.setLeaderLocked(holder, rec.LeaderTransitions)
 	mine := rec.HolderIdentity == s.cfg.identity
 	switch {
 	case s.term != nil && !mine:
@@ -242,7 +246,11 @@ func (s *state) wrote(sent time.Time, rec *record) {
 	if view := clientGoView(rec); string(view) != string(s.published) {
 		s.published, s.publishedAt = view, sent
 	}
-	s.setLeaderLocked(rec.HolderIdentity, rec.LeaderTransitions)
+	holder := rec.HolderIdentity
+	if holder != s.cfg.identity {
+		holder = "" // a release, or a handover: its successor leads once it takes the lease
+	}
+	s.setLeaderLocked(holder, rec.LeaderTransitions)
 	if rec.HolderIdentity == s.cfg.identity && s.stopCampaign == nil {
 		s.succession.acquired(s.cfg.identity)
 	}

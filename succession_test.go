@@ -223,6 +223,13 @@ func TestHandOver(t *testing.T) {
 		require.NoError(t, last.e.HandOver(context.Background(), "gone"))
 		time.Sleep(2*rp - time.Millisecond)
 		assert.Empty(t, leaders(cs...), "nobody takes a handover named to another before its bound")
+		for _, c := range cs {
+			assert.Empty(t, c.e.Leader(), "%s: a candidate named by a handover is no leader until it takes the lease", c.name)
+		}
+		synctest.Wait()
+		for _, ev := range last.eventsOf(relect.EventNewLeader) {
+			assert.NotEqual(t, "gone", ev.Leader, "not even for the one that handed over")
+		}
 		waitFor(t, rp, "normal succession", func() bool { return len(leaders(cs...)) == 1 })
 		t.Logf("leader back %v after a handover to a candidate that is gone", time.Since(from))
 		stopMonitor()
