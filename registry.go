@@ -262,26 +262,25 @@ func followCandidates(ctx context.Context, cfg *config, gw *gateway, up registry
 		if err != nil {
 			return err
 		}
-		closed, broken := readCandidates(ctx, w, up, &rv)
+		broken := readCandidates(ctx, w, up, &rv)
 		w.Stop()
 		switch {
 		case ctx.Err() != nil:
 			return nil
 		case broken:
 			return apierrors.NewResourceExpired("candidate watch broken")
-		case closed:
-			continue // resume from rv
 		}
+		// Closed by the server: resume from rv.
 	}
 }
 
 // readCandidates reads w's events into the view until ctx is done or the
-// watch ends (closed by the server, or broken by an error event).
-func readCandidates(ctx context.Context, w watch.Interface, up registryReports, rv *string) (closed, broken bool) {
+// watch ends: closed by the server, or broken by an error event (broken).
+func readCandidates(ctx context.Context, w watch.Interface, up registryReports, rv *string) (broken bool) {
 	for {
 		select {
 		case <-ctx.Done():
-			return false, false
+			return false
 		case ev, open := <-w.ResultChan():
 			e := decode(ev, open)
 			if e.lease != nil {
@@ -289,9 +288,9 @@ func readCandidates(ctx context.Context, w watch.Interface, up registryReports, 
 			}
 			switch e.kind {
 			case watchClosed:
-				return true, false
+				return false
 			case watchBroken:
-				return false, true
+				return true
 			case leaseChanged:
 				if c, ok := candidateFrom(e.lease); ok {
 					up.candidateChanged(c)
