@@ -117,9 +117,10 @@ func checkStandbys(h *History) []Violation {
 }
 
 // checkHandOvers: while a handover record that names X lasts (its lease
-// duration), until X begins to lead, X releases it (X declined: it stopped
-// before taking it), or the Lease is edited by hand, no other candidate
-// begins to lead.
+// duration), no other candidate begins to lead, until X begins to lead, X
+// acquires the lease (a record of its own replaces the handover's, and the
+// usual expiry rules apply to it), X releases it (X declined: it stopped
+// before taking it), or the Lease is edited by hand.
 func checkHandOvers(h *History) []Violation {
 	var out []Violation
 	for i, c := range h.Changes {
@@ -140,8 +141,9 @@ func checkHandOvers(h *History) []Violation {
 
 // handOverEnd is when the promise of handover record h.Changes[i] ends: its
 // lease duration after it was written, the moment its successor began to
-// lead, the next release (only the successor, named in the record, may
-// release it), or the next edit by hand, whichever is first.
+// lead, the successor's acquiring write, the next release (only the
+// successor, named in the record, may release it), or the next edit by
+// hand, whichever is first.
 func handOverEnd(h *History, i int) time.Duration {
 	c := h.Changes[i]
 	secs, _ := strconv.Atoi(c.Duration)
@@ -152,7 +154,8 @@ func handOverEnd(h *History, i int) time.Duration {
 		}
 	}
 	for _, d := range h.Changes[i+1:] {
-		if (d.ByHand || d.Holder == "") && d.At < until {
+		acquired := d.Holder == c.HandOverTo && d.HandOverTo == ""
+		if (d.ByHand || d.Holder == "" || acquired) && d.At < until {
 			until = d.At
 			break
 		}

@@ -252,6 +252,8 @@ func TestCheckStandbyAndHandOver(t *testing.T) {
 		{"another leads after the successor did", handover, []Span{{1, 1, 11 * s, 12 * s}, {2, 2, 12 * s, 20 * s}}, nil, nil},
 		{"another leads after the successor declined", append(slices.Clone(handover), Change{At: 11 * s, Duration: "1"}),
 			[]Span{{2, 2, 11 * s, 20 * s}}, nil, nil},
+		{"another leads once the successor's own record expired", append(slices.Clone(handover), Change{At: 11 * s, Holder: "c1", Duration: "2"}),
+			[]Span{{2, 2, 13 * s, 20 * s}}, nil, nil},
 		{"another leads after a hand edit", append(slices.Clone(handover), Change{At: 11 * s, Holder: "c2", ByHand: true}),
 			[]Span{{2, 2, 12 * s, 20 * s}}, nil, nil},
 	} {
