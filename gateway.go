@@ -51,6 +51,8 @@ type gatewayReports interface {
 	observed(rec *record, l *coordinationv1.Lease) (stranger bool)
 	observedMissing(restart bool)
 	wrote(sent time.Time, rec *record)
+	sending(rec *record)
+	mine(rec *record) bool
 	createAllowedAt() time.Time
 	annotate(l *coordinationv1.Lease, rec *record)
 }
@@ -191,6 +193,7 @@ func (g *gateway) write(ctx context.Context, verb string, ler record, call func(
 			// whole seconds. It is informational: no one compares it
 			// across machines.
 			ler.RenewTime = metav1.NewTime(sent)
+			g.up.sending(&ler)
 		}
 		return call(ctx, ler)
 	})
@@ -236,15 +239,16 @@ func (g *gateway) read(ctx context.Context) (*record, error) {
 // to another holder is never blanked. If check, or after a conflict
 // (perhaps a write of ours cancelled on our side after the apiserver
 // applied it, or someone else's), it first reads the Lease as stored — not
-// as Get would disguise it — and goes on only while it names us. It gives
-// up when ctx ends, and reports whether the lease is now released (or
-// handed over) by us.
+// as Get would disguise it — and goes on only while it holds a record this
+// Elector wrote or sent (state.mine): one that merely names us may be
+// another leader's, edited by hand. It gives up when ctx ends, and reports
+// whether the lease is now released (or handed over) by us.
 func (g *gateway) release(ctx context.Context, transitions int, to string, check bool) (bool, error) {
 	for ; ; check = true {
 		if check {
 			cur, err := g.read(ctx)
-			if err != nil || cur == nil || cur.HolderIdentity != g.cfg.identity {
-				return false, err // passed on, deleted, or unreadable
+			if err != nil || cur == nil || !g.up.mine(cur) {
+				return false, err // passed on, edited, deleted, or unreadable
 			}
 			transitions = cur.LeaderTransitions
 		}
@@ -292,6 +296,7 @@ func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec 
 			want = from.DeepCopy()
 		}
 		want.Spec = spec(sent)
+		g.up.sending(recordOf(want))
 		g.up.annotate(want, recordOf(want))
 		if from == nil {
 			l, err = g.cfg.leases.Create(ctx, want, metav1.CreateOptions{})

@@ -53,6 +53,23 @@ func sameRecord(a, b *record) bool {
 	return string(recordKey(a)) == string(recordKey(b))
 }
 
+// stampedAs reports whether rec carries the stamps of ours — the same
+// holder, leaseTransitions, and renew and acquire times at the Lease's
+// precision, the microsecond — whatever else an edit changed since
+// (spec.preferredHolder, a duration): the same tenure, not necessarily the
+// same record. A record edited by hand to name a holder carries the times
+// of whoever held it before, or of the edit. nil is no record.
+func stampedAs(rec, ours *record) bool {
+	if rec == nil || ours == nil {
+		return false
+	}
+	same := func(a, b time.Time) bool {
+		return a.UTC().Truncate(time.Microsecond).Equal(b.UTC().Truncate(time.Microsecond))
+	}
+	return rec.HolderIdentity == ours.HolderIdentity && rec.LeaderTransitions == ours.LeaderTransitions &&
+		same(rec.RenewTime.Time, ours.RenewTime.Time) && same(rec.AcquireTime.Time, ours.AcquireTime.Time)
+}
+
 // released reports whether a record is a release: no holder, and the lease
 // duration of 1 s that relect and client-go write when they release. A
 // holder emptied any other way (by hand) may still be acted on by whoever

@@ -155,6 +155,11 @@ func simReport(n int, base uint64, workers int, wall time.Duration, totals map[s
 	b.WriteString(sim.FindingTable(sim.Impls, totals))
 	b.WriteString("\nViolations by rule:\n\n")
 	b.WriteString(sim.RuleTable(sim.Impls, totals))
+	b.WriteString("\nCalls per leadership change (see docs/reliability.md for the definition):\n\n")
+	b.WriteString(sim.ChangeTable(sim.Impls, totals))
+	if ch, seed := totals[sim.Relect].Costliest(); ch.Calls > 0 {
+		fmt.Fprintf(&b, "\nrelect's costliest undisturbed change: seed %d, %v\n", seed, ch)
+	}
 	b.WriteString("\nFaults applied:\n\n")
 	b.WriteString(sim.CoverageTable(sim.Impls, totals))
 	return b.String()

@@ -28,6 +28,9 @@ type state struct {
 
 	leader  string  // the holder identity last observed
 	written *record // our last successful write
+	// sent is the last record naming us that we sent, applied or not: a
+	// write whose answer was lost may have been applied (see mine).
+	sent *record
 	// published is the client-go view of our last write (clientGoView),
 	// publishedAt when the first write with that view was sent: the last
 	// change a client-go follower could see, which bounds its takeover.
@@ -215,6 +218,28 @@ func (s *state) recreatedTransitions() int32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return clampTransitions(s.maxTransitions + 1)
+}
+
+// sending records rec, a record naming us, as about to be sent.
+func (s *state) sending(rec *record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := *rec
+	s.sent = &w
+}
+
+// mine reports whether rec carries the stamps of a record naming us that
+// this Elector wrote, or sent without learning whether it was applied
+// (stampedAs; an edit may have changed other fields since): only such a
+// record may be released or handed over after a conflict, or without a
+// term that holds it. A record that names us otherwise — an operator's
+// edit naming us, a handover naming us — may have been written while
+// another candidate leads, unaware until its next renewal: releasing it
+// would let a third lead meanwhile. It is left to expire, as a stranger's.
+func (s *state) mine(rec *record) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return rec.HolderIdentity == s.cfg.identity && (stampedAs(rec, s.written) || stampedAs(rec, s.sent))
 }
 
 // ours reports whether rec is the record this Elector last wrote: then it

@@ -256,7 +256,7 @@ type leases struct {
 var _ coordinationv1client.LeaseInterface = (*leases)(nil)
 
 func (l *leases) Get(ctx context.Context, name string, _ metav1.GetOptions) (_ *coordinationv1.Lease, err error) {
-	defer l.c.observe(VerbGet, time.Now(), &err)
+	defer l.c.observe(VerbGet, name, time.Now(), &err)
 	if err := l.c.enter(ctx, VerbGet); err != nil {
 		return nil, err
 	}
@@ -264,7 +264,7 @@ func (l *leases) Get(ctx context.Context, name string, _ metav1.GetOptions) (_ *
 }
 
 func (l *leases) Create(ctx context.Context, lease *coordinationv1.Lease, _ metav1.CreateOptions) (_ *coordinationv1.Lease, err error) {
-	defer l.c.observe(VerbCreate, time.Now(), &err)
+	defer l.c.observe(VerbCreate, objectName(lease), time.Now(), &err)
 	if err := l.c.enter(ctx, VerbCreate); err != nil {
 		return nil, err
 	}
@@ -278,7 +278,7 @@ func (l *leases) Create(ctx context.Context, lease *coordinationv1.Lease, _ meta
 }
 
 func (l *leases) Update(ctx context.Context, lease *coordinationv1.Lease, _ metav1.UpdateOptions) (_ *coordinationv1.Lease, err error) {
-	defer l.c.observe(VerbUpdate, time.Now(), &err)
+	defer l.c.observe(VerbUpdate, objectName(lease), time.Now(), &err)
 	if err := l.c.enter(ctx, VerbUpdate); err != nil {
 		return nil, err
 	}
@@ -294,7 +294,7 @@ func (l *leases) Update(ctx context.Context, lease *coordinationv1.Lease, _ meta
 // Delete honours a resourceVersion precondition as the apiserver does: a
 // Lease changed since fails with 409 Conflict.
 func (l *leases) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) (err error) {
-	defer l.c.observe(VerbDelete, time.Now(), &err)
+	defer l.c.observe(VerbDelete, name, time.Now(), &err)
 	if err := l.c.enter(ctx, VerbDelete); err != nil {
 		return err
 	}
@@ -310,7 +310,7 @@ func (l *leases) Delete(ctx context.Context, name string, opts metav1.DeleteOpti
 }
 
 func (l *leases) List(ctx context.Context, opts metav1.ListOptions) (_ *coordinationv1.LeaseList, err error) {
-	defer l.c.observe(VerbList, time.Now(), &err)
+	defer l.c.observe(VerbList, selectedName(opts.FieldSelector), time.Now(), &err)
 	if err := l.c.enter(ctx, VerbList); err != nil {
 		return nil, err
 	}
@@ -324,7 +324,7 @@ func (l *leases) List(ctx context.Context, opts metav1.ListOptions) (_ *coordina
 // (apierrors.IsResourceExpired) if they are too old. The watch ends when Stop
 // is called or ctx is done.
 func (l *leases) Watch(ctx context.Context, opts metav1.ListOptions) (wi watch.Interface, err error) {
-	defer l.c.observeWatch(time.Now(), &wi, &err)
+	defer l.c.observeWatch(selectedName(opts.FieldSelector), time.Now(), &wi, &err)
 	if err := l.c.enter(ctx, VerbWatch); err != nil {
 		return nil, err
 	}

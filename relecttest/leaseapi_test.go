@@ -199,3 +199,30 @@ func TestWatchResumesFromResourceVersion(t *testing.T) {
 		assert.True(t, apierrors.IsResourceExpired(err), "too old: %v", err)
 	})
 }
+
+// An observer learns which Lease each call named: the object, or a watch's
+// or list's metadata.name field selector ("" for one by label).
+func TestObserveNamesTheLease(t *testing.T) {
+	ctx := context.Background()
+	api := relecttest.NewLeaseAPI()
+	var got []string
+	stop := api.Observe(func(c relecttest.Call) { got = append(got, c.Verb+" "+c.Name) })
+	a := leases(api, "a")
+	l, err := a.Create(ctx, newLease("a", 15), metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = a.Update(ctx, l, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	_, err = a.Get(ctx, "other", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err))
+	w, err := a.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=l"})
+	require.NoError(t, err)
+	w.Stop()
+	w, err = a.Watch(ctx, metav1.ListOptions{LabelSelector: "x=y"})
+	require.NoError(t, err)
+	w.Stop()
+	_, err = a.List(ctx, metav1.ListOptions{})
+	require.NoError(t, err)
+	require.NoError(t, a.Delete(ctx, "l", metav1.DeleteOptions{}))
+	stop()
+	assert.Equal(t, []string{"create l", "update l", "get other", "watch l", "watch ", "list ", "delete l"}, got)
+}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -16,6 +17,11 @@ type Call struct {
 	// Verb is VerbGet, VerbCreate, VerbUpdate, VerbDelete, VerbList or
 	// VerbWatch.
 	Verb string
+	// Name is the Lease the call names: the object of a get, create,
+	// update or delete, the metadata.name field selector of a list or
+	// watch, or "" for a list or watch without one (relect's candidate
+	// registry lists and watches by label).
+	Name string
 	// Start is when the call was made: the instant it was counted, before
 	// any fault (pause, partition, latency, error) was applied.
 	Start time.Time
@@ -75,14 +81,14 @@ func (a *LeaseAPI) Observe(f func(Call)) (stop func()) {
 
 // observe reports a call that started at start and is returning *err to
 // every registered observer. Deferred by each Lease verb but Watch.
-func (c *Client) observe(verb string, start time.Time, err *error) {
-	c.report(Call{Client: c.name, Verb: verb, Start: start, Err: *err})
+func (c *Client) observe(verb, name string, start time.Time, err *error) {
+	c.report(Call{Client: c.name, Verb: verb, Name: name, Start: start, Err: *err})
 }
 
 // observeWatch is observe for Watch, which also reports when the watch it
 // returns (*wi) ends.
-func (c *Client) observeWatch(start time.Time, wi *watch.Interface, err *error) {
-	call := Call{Client: c.name, Verb: VerbWatch, Start: start, Err: *err}
+func (c *Client) observeWatch(name string, start time.Time, wi *watch.Interface, err *error) {
+	call := Call{Client: c.name, Verb: VerbWatch, Name: name, Start: start, Err: *err}
 	if w, ok := (*wi).(*watcher); ok && w != nil && *err == nil {
 		call.Closed = w.done
 	}
@@ -99,4 +105,18 @@ func (c *Client) report(call Call) {
 	for _, f := range *list {
 		(*f)(call)
 	}
+}
+
+// selectedName is the Lease a metadata.name field selector names, or "".
+func selectedName(fieldSelector string) string {
+	name, _ := nameSelector(fieldSelector)
+	return name
+}
+
+// objectName is the name of the Lease a create or update sends, or "".
+func objectName(l *coordinationv1.Lease) string {
+	if l == nil {
+		return ""
+	}
+	return l.Name
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"time"
 )
 
@@ -17,10 +18,11 @@ const (
 	Liveness Class = "liveness"
 	Budget   Class = "budget"
 	Events   Class = "events"
+	Calls    Class = "calls"
 )
 
 // Classes lists every class, in report order.
-var Classes = []Class{Safety, Liveness, Budget, Events}
+var Classes = []Class{Safety, Liveness, Budget, Events, Calls}
 
 // Violation is one breach of a rule in a history.
 type Violation struct {
@@ -47,14 +49,25 @@ func Check(h *History) []Violation {
 	out = append(out, CheckLiveness(h)...)
 	out = append(out, CheckBudget(h)...)
 	out = append(out, CheckEvents(h)...)
+	out = append(out, CheckCalls(h)...)
 	return out
 }
 
 // CheckSafety: no two candidates have IsLeader true at the same instant,
 // and no two candidates have a term context alive and not cancelled at the
 // same instant. Intervals are half-open, so one ending at the very instant
-// another begins does not overlap it; anything longer does.
+// another begins does not overlap it; anything longer does. A candidate
+// that stands by never leads (standby-led), and after a handover record
+// names a successor nobody else begins to lead before it does, while the
+// record lasts (handover-usurped).
 func CheckSafety(h *History) []Violation {
+	out := checkOverlaps(h)
+	out = append(out, checkStandbys(h)...)
+	return append(out, checkHandOvers(h)...)
+}
+
+// checkOverlaps: no two leaders, no two live term contexts.
+func checkOverlaps(h *History) []Violation {
 	var out []Violation
 	var leading []interval
 	for _, s := range h.Leading {
@@ -81,6 +94,85 @@ func CheckSafety(h *History) []Violation {
 			Candidates: []int{o.a, o.b}, Detail: "both term contexts alive and not cancelled " + d})
 	}
 	return out
+}
+
+// checkStandbys: a candidate that stands by never has IsLeader true, nor a
+// term context.
+func checkStandbys(h *History) []Violation {
+	var out []Violation
+	standby := func(c int) bool { return c < len(h.Standby) && h.Standby[c] }
+	for _, s := range h.Leading {
+		if standby(s.Candidate) {
+			out = append(out, Violation{Class: Safety, Rule: "standby-led", At: s.From, Candidates: []int{s.Candidate},
+				Detail: fmt.Sprintf("a standby's IsLeader was true for %v", s.To-s.From)})
+		}
+	}
+	for _, t := range h.Terms {
+		if standby(t.Candidate) {
+			out = append(out, Violation{Class: Safety, Rule: "standby-led", At: t.Start, Candidates: []int{t.Candidate},
+				Detail: fmt.Sprintf("a standby's OnStartedLeading was called (term %d)", t.Number)})
+		}
+	}
+	return out
+}
+
+// checkHandOvers: while a handover record that names X lasts (its lease
+// duration), no other candidate begins to lead, until X begins to lead, X
+// acquires the lease (a record of its own replaces the handover's, and the
+// usual expiry rules apply to it), X releases it (X declined: it stopped
+// before taking it), or the Lease is edited by hand.
+func checkHandOvers(h *History) []Violation {
+	var out []Violation
+	for i, c := range h.Changes {
+		if c.HandOverTo == "" || c.ByHand {
+			continue
+		}
+		until := handOverEnd(h, i)
+		for _, s := range h.Leading {
+			if s.From < c.At || s.From >= until || identityAt(h, s.Candidate, s.From) == c.HandOverTo {
+				continue
+			}
+			out = append(out, Violation{Class: Safety, Rule: "handover-usurped", At: s.From, Candidates: []int{s.Candidate},
+				Detail: fmt.Sprintf("leads %v after the lease was handed over to %s, before it led", s.From-c.At, c.HandOverTo)})
+		}
+	}
+	return out
+}
+
+// handOverEnd is when the promise of handover record h.Changes[i] ends: its
+// lease duration after it was written, the moment its successor began to
+// lead, the successor's acquiring write, the next release (only the
+// successor, named in the record, may release it), or the next edit by
+// hand, whichever is first.
+func handOverEnd(h *History, i int) time.Duration {
+	c := h.Changes[i]
+	secs, _ := strconv.Atoi(c.Duration)
+	until := c.At + time.Duration(secs)*time.Second
+	for _, s := range h.Leading {
+		if s.From >= c.At && s.From < until && identityAt(h, s.Candidate, s.From) == c.HandOverTo {
+			until = s.From
+		}
+	}
+	for _, d := range h.Changes[i+1:] {
+		acquired := d.Holder == c.HandOverTo && d.HandOverTo == ""
+		if (d.ByHand || d.Holder == "" || acquired) && d.At < until {
+			until = d.At
+			break
+		}
+	}
+	return until
+}
+
+// identityAt is the identity candidate c campaigned with at t: that of its
+// last run started at or before t ("" if none).
+func identityAt(h *History, c int, t time.Duration) string {
+	id := ""
+	for _, r := range h.Runs {
+		if r.Candidate == c && r.Start <= t {
+			id = r.Identity
+		}
+	}
+	return id
 }
 
 type interval struct {
@@ -128,8 +220,17 @@ func CampaignGap(h *History) time.Duration {
 //     until End some candidate always leads;
 //   - campaigning: no run stops campaigning while its context is alive:
 //     while it does not lead, it always has a Lease call in flight or
-//     starts one within CampaignGap.
+//     starts one within CampaignGap;
+//   - handover: a successful HandOver to a live candidate that follows
+//     the Lease undisturbed makes it lead (see checkHandOverTaken).
 func CheckLiveness(h *History) []Violation {
+	out := checkLeader(h)
+	out = append(out, checkCampaigning(h)...)
+	return append(out, checkHandOverTaken(h)...)
+}
+
+// checkLeader: a leader by the bound, and always one from then on.
+func checkLeader(h *History) []Violation {
 	var out []Violation
 	bound := LivenessBound(h.Timing, h.BackoffCap)
 	deadline := h.Quiet + bound
@@ -158,7 +259,12 @@ func CheckLiveness(h *History) []Violation {
 			Detail: fmt.Sprintf("steady leadership only from %s, %v after faults healed at %s (bound %v)",
 				fmtDur(last[0]), last[0]-h.Quiet, fmtDur(h.Quiet), bound)})
 	}
+	return out
+}
 
+// checkCampaigning: no run stops campaigning while its context is alive.
+func checkCampaigning(h *History) []Violation {
+	var out []Violation
 	gap := CampaignGap(h)
 	for _, r := range h.Runs {
 		end := min(r.Cancelled, h.End)
@@ -198,6 +304,104 @@ func CheckLiveness(h *History) []Violation {
 		}
 	}
 	return out
+}
+
+// checkHandOverTaken: after a HandOver that returned nil, to a live
+// candidate X, X leads within the handover record's lease duration, if X
+// could take it: X's run lasts that long, X has a watch on the Lease open
+// when the record is written (it follows, and is not in a backoff wait),
+// no fault is active on X's API handle in that time, and nobody edits the
+// Lease by hand meanwhile.
+func checkHandOverTaken(h *History) []Violation {
+	var out []Violation
+	faults := faultWindows(h)
+	for _, a := range h.Actions {
+		if a.Kind != HandOver || a.Result != "ok" || a.ToState != TargetLive {
+			continue
+		}
+		i := slices.IndexFunc(h.Changes, func(c Change) bool { return c.At >= a.At && c.HandOverTo == a.To && !c.ByHand })
+		if i < 0 {
+			continue // not written (the lease was lost first): nothing was promised
+		}
+		rec := h.Changes[i]
+		secs, _ := strconv.Atoi(rec.Duration)
+		until := rec.At + time.Duration(secs)*time.Second
+		x := a.Holder
+		switch {
+		case until > h.End, !followsAt(h, x, rec.At), !runsThrough(h, x, rec.At, until),
+			overlapsAny(faults[x], rec.At, until), editedBetween(h, rec.At, until):
+			continue
+		}
+		led := slices.ContainsFunc(h.Leading, func(s Span) bool { return s.Candidate == x && s.From >= rec.At && s.From < until })
+		if !led {
+			out = append(out, Violation{Class: Liveness, Rule: "handover-not-taken", At: rec.At, Candidates: []int{x},
+				Detail: fmt.Sprintf("handed over to %s, which followed the Lease undisturbed, but did not lead within %ds", a.To, secs)})
+		}
+	}
+	return out
+}
+
+// followsAt reports whether candidate c has a watch on the election's Lease
+// open at t.
+func followsAt(h *History, c int, t time.Duration) bool {
+	return slices.ContainsFunc(h.Calls, func(k Call) bool {
+		return k.Candidate == c && k.Verb == "watch" && !k.Registry && k.Err == "" && k.Start <= t && t < k.End
+	})
+}
+
+// runsThrough reports whether a run of candidate c is alive (started, not
+// cancelled) throughout [from, to].
+func runsThrough(h *History, c int, from, to time.Duration) bool {
+	return slices.ContainsFunc(h.Runs, func(r Run) bool {
+		return r.Candidate == c && r.Start <= from && r.Cancelled >= to
+	})
+}
+
+// editedBetween reports whether the Lease was edited by hand in [from, to].
+func editedBetween(h *History, from, to time.Duration) bool {
+	return slices.ContainsFunc(h.Changes, func(c Change) bool { return c.ByHand && c.At >= from && c.At <= to })
+}
+
+// faultWindows returns, per candidate, the intervals during which a fault
+// was active on its API handle: from FailNext, Fail, FailVerb, Latency or
+// Partition to the next Heal, from Pause to the next Resume (or to End).
+func faultWindows(h *History) map[int][][2]time.Duration {
+	out := map[int][][2]time.Duration{}
+	openErr, openPause := map[int]time.Duration{}, map[int]time.Duration{}
+	for _, a := range h.Actions {
+		switch a.Kind {
+		case FailNext, Fail, FailVerb, Latency, Partition:
+			if _, ok := openErr[a.Target]; !ok {
+				openErr[a.Target] = a.At
+			}
+		case Heal:
+			if from, ok := openErr[a.Target]; ok {
+				out[a.Target] = append(out[a.Target], [2]time.Duration{from, a.At})
+				delete(openErr, a.Target)
+			}
+		case Pause:
+			if _, ok := openPause[a.Target]; !ok {
+				openPause[a.Target] = a.At
+			}
+		case Resume:
+			if from, ok := openPause[a.Target]; ok {
+				out[a.Target] = append(out[a.Target], [2]time.Duration{from, a.At})
+				delete(openPause, a.Target)
+			}
+		}
+	}
+	for c, from := range openErr {
+		out[c] = append(out[c], [2]time.Duration{from, h.End})
+	}
+	for c, from := range openPause {
+		out[c] = append(out[c], [2]time.Duration{from, h.End})
+	}
+	return out
+}
+
+// overlapsAny reports whether any of ws shares an instant with [from, to].
+func overlapsAny(ws [][2]time.Duration, from, to time.Duration) bool {
+	return slices.ContainsFunc(ws, func(w [2]time.Duration) bool { return w[0] <= to && from <= w[1] })
 }
 
 // mergeSpans merges the spans that keep, touching ones included, into
@@ -270,8 +474,15 @@ func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 // CheckEvents: within each run, every stopped-leading follows a
 // started-leading and names its term, and no started-leading comes while a
 // term is open; per candidate, term numbers never decrease, except across a
-// deletion of the Lease (which starts the count over).
+// deletion of the Lease (which starts the count over). Step-downs: see
+// checkStepDowns.
 func CheckEvents(h *History) []Violation {
+	return append(checkTermEvents(h), checkStepDowns(h)...)
+}
+
+// checkTermEvents: started and stopped pair up, term numbers grow, no
+// event is dropped.
+func checkTermEvents(h *History) []Violation {
 	var out []Violation
 	evs := slices.Clone(h.Events)
 	slices.SortStableFunc(evs, func(a, b Event) int { return cmp.Compare(a.At, b.At) })
@@ -321,6 +532,50 @@ func CheckEvents(h *History) []Violation {
 		if r.Dropped > 0 {
 			out = append(out, Violation{Class: Events, Rule: "dropped", At: r.Start, Candidates: []int{r.Candidate},
 				Detail: fmt.Sprintf("run %d dropped %d events", r.ID, r.Dropped)})
+		}
+	}
+	return out
+}
+
+// checkStepDowns: a term ends as yielded or handed over only in a run
+// asked to (a Yield or HandOver applied to it before), and a handed-over
+// event follows the stopped-leading of its term and names the identity
+// HandOver was given; HandOver fails when asked to hand over to the leader
+// itself, or to a candidate the leader lists as standing by.
+func checkStepDowns(h *History) []Violation {
+	var out []Violation
+	asked := func(run int, kind Kind, to string, at time.Duration) bool {
+		return slices.ContainsFunc(h.Actions, func(a Applied) bool {
+			return a.Kind == kind && a.Run == run && a.At <= at && (to == "" || a.To == to)
+		})
+	}
+	evs := slices.Clone(h.Events)
+	slices.SortStableFunc(evs, func(a, b Event) int { return cmp.Compare(a.At, b.At) })
+	stopped := map[[2]int64]bool{} // run, term
+	for _, e := range evs {
+		bad := func(rule, format string, args ...any) {
+			out = append(out, Violation{Class: Events, Rule: rule, At: e.At, Candidates: []int{e.Candidate},
+				Detail: fmt.Sprintf("run %d: ", e.Run) + fmt.Sprintf(format, args...)})
+		}
+		switch {
+		case e.Kind == Stopped && e.Cause == CauseYielded && !asked(e.Run, Yield, "", e.At):
+			bad("unasked-step-down", "term %d ended as yielded, but no Yield was asked of this run", e.Term)
+		case e.Kind == Stopped && e.Cause == CauseHandedOver && !asked(e.Run, HandOver, "", e.At):
+			bad("unasked-step-down", "term %d ended as handed over, but no HandOver was asked of this run", e.Term)
+		case e.Kind == HandedOver && !stopped[[2]int64{int64(e.Run), e.Term}]:
+			bad("handed-over-before-stop", "handed over term %d before it stopped", e.Term)
+		case e.Kind == HandedOver && !asked(e.Run, HandOver, e.Detail, e.At):
+			bad("unasked-step-down", "handed over to %s, but no HandOver to it was asked of this run", e.Detail)
+		}
+		if e.Kind == Stopped {
+			stopped[[2]int64{int64(e.Run), e.Term}] = true
+		}
+	}
+	for _, a := range h.Actions {
+		refused := a.ToState == TargetSelf || a.ToState == TargetStandby && a.StandbyKnown
+		if a.Kind == HandOver && refused && a.Result == "ok" {
+			out = append(out, Violation{Class: Events, Rule: "handover-not-refused", At: a.At,
+				Detail: fmt.Sprintf("HandOver to %s (%s) returned nil", a.To, a.ToState)})
 		}
 	}
 	return out

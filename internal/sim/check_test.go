@@ -89,13 +89,13 @@ func TestCheckLivenessCampaigning(t *testing.T) {
 		lead  []Span
 		want  []string
 	}{
-		{"polls", []Call{{1, 1, 1, "get", 10 * s, 10 * s, ""}, {1, 1, 1, "get", 30 * s, 30 * s, ""},
-			{1, 1, 1, "get", 50 * s, 50 * s, ""}}, nil, nil},
-		{"a long watch is in flight", []Call{{1, 1, 1, "watch", 11 * s, 59 * s, ""}}, nil, nil},
-		{"leads in between", []Call{{1, 1, 1, "get", 10 * s, 10 * s, ""}}, []Span{{1, 1, 12 * s, 58 * s}}, nil},
-		{"stops", []Call{{1, 1, 1, "get", 10 * s, 10 * s, ""}, {1, 1, 1, "get", 31 * s, 31 * s, ""}}, nil,
+		{"polls", []Call{{1, 1, 1, "get", 10 * s, 10 * s, "", false}, {1, 1, 1, "get", 30 * s, 30 * s, "", false},
+			{1, 1, 1, "get", 50 * s, 50 * s, "", false}}, nil, nil},
+		{"a long watch is in flight", []Call{{1, 1, 1, "watch", 11 * s, 59 * s, "", false}}, nil, nil},
+		{"leads in between", []Call{{1, 1, 1, "get", 10 * s, 10 * s, "", false}}, []Span{{1, 1, 12 * s, 58 * s}}, nil},
+		{"stops", []Call{{1, 1, 1, "get", 10 * s, 10 * s, "", false}, {1, 1, 1, "get", 31 * s, 31 * s, "", false}}, nil,
 			[]string{"liveness/stopped-campaigning", "liveness/stopped-campaigning"}},
-		{"another run's calls do not count", []Call{{1, 2, 2, "get", 20 * s, 55 * s, ""}}, nil,
+		{"another run's calls do not count", []Call{{1, 2, 2, "get", 20 * s, 55 * s, "", false}}, nil,
 			[]string{"liveness/stopped-campaigning"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,5 +226,121 @@ func TestExplain(t *testing.T) {
 	}
 	if got := Explain(base(), Violation{Class: Liveness, Rule: "no-leader"}); got != "" {
 		t.Errorf("liveness explained as %q", got)
+	}
+}
+
+func TestCheckStandbyAndHandOver(t *testing.T) {
+	// c0 hands the lease over to c1 at 10 s with a handover record of 4 s.
+	handover := []Change{
+		{At: 1 * s, Holder: "c0", Duration: "15"},
+		{At: 10 * s, Holder: "c1", Duration: "4", HandOverTo: "c1"},
+	}
+	for _, tc := range []struct {
+		name    string
+		changes []Change
+		leading []Span
+		standby []bool
+		want    []string
+	}{
+		{"a standby leads", nil, []Span{{1, 1, 5 * s, 6 * s}}, []bool{false, true, false}, []string{"safety/standby-led"}},
+		{"the named successor leads", handover, []Span{{0, 0, 1 * s, 10 * s}, {1, 1, 10 * s, 20 * s}}, nil, nil},
+		{"another leads first", handover, []Span{{0, 0, 1 * s, 10 * s}, {2, 2, 12 * s, 20 * s}}, nil,
+			[]string{"safety/handover-usurped"}},
+		{"the handing leader leads again", handover, []Span{{0, 0, 1 * s, 10 * s}, {0, 0, 13 * s, 20 * s}}, nil,
+			[]string{"safety/handover-usurped"}},
+		{"another leads once the record lapsed", handover, []Span{{2, 2, 14 * s, 20 * s}}, nil, nil},
+		{"another leads after the successor did", handover, []Span{{1, 1, 11 * s, 12 * s}, {2, 2, 12 * s, 20 * s}}, nil, nil},
+		{"another leads after the successor declined", append(slices.Clone(handover), Change{At: 11 * s, Duration: "1"}),
+			[]Span{{2, 2, 11 * s, 20 * s}}, nil, nil},
+		{"another leads once the successor's own record expired", append(slices.Clone(handover), Change{At: 11 * s, Holder: "c1", Duration: "2"}),
+			[]Span{{2, 2, 13 * s, 20 * s}}, nil, nil},
+		{"another leads after a hand edit", append(slices.Clone(handover), Change{At: 11 * s, Holder: "c2", ByHand: true}),
+			[]Span{{2, 2, 12 * s, 20 * s}}, nil, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := history()
+			h.Candidates = 3
+			h.Runs = []Run{{Candidate: 0, ID: 0, Identity: "c0"}, {Candidate: 1, ID: 1, Identity: "c1"}, {Candidate: 2, ID: 2, Identity: "c2"}}
+			h.Changes, h.Leading, h.Standby = tc.changes, tc.leading, tc.standby
+			if got := rules(CheckSafety(h)); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckHandOverTaken(t *testing.T) {
+	watch := Call{Candidate: 1, Run: 1, Verb: "watch", Start: 2 * s, End: 200 * s}
+	for _, tc := range []struct {
+		name    string
+		calls   []Call
+		leading []Span
+		faults  []Applied
+		want    []string
+	}{
+		{"taken", []Call{watch}, []Span{{1, 1, 10 * s, 200 * s}}, nil, nil},
+		{"not taken", []Call{watch}, nil, nil, []string{"liveness/handover-not-taken"}},
+		{"taken too late", []Call{watch}, []Span{{1, 1, 14 * s, 200 * s}}, nil, []string{"liveness/handover-not-taken"}},
+		{"not following", nil, nil, nil, nil},
+		{"following the registry only", []Call{{Candidate: 1, Run: 1, Verb: "watch", Start: 2 * s, End: 200 * s, Registry: true}}, nil, nil, nil},
+		{"partitioned", []Call{watch}, nil, []Applied{{Action: Action{Kind: Partition, Target: 1}, At: 5 * s}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := history()
+			h.Runs = []Run{{Candidate: 0, ID: 0, Identity: "c0", Cancelled: 200 * s}, {Candidate: 1, ID: 1, Identity: "c1", Cancelled: 200 * s}}
+			h.Changes = []Change{{At: 10 * s, Holder: "c1", Duration: "4", HandOverTo: "c1"}}
+			h.Actions = append([]Applied{{Action: Action{Kind: HandOver, Target: -1, Holder: 1}, At: 10 * s, Run: 0,
+				Result: "ok", To: "c1", ToState: TargetLive}}, tc.faults...)
+			h.Calls = tc.calls
+			h.Leading = append(tc.leading, Span{0, 0, 0, 10 * s})
+			var got []string
+			for _, r := range rules(CheckLiveness(h)) {
+				if r == "liveness/handover-not-taken" {
+					got = append(got, r)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckStepDowns(t *testing.T) {
+	ev := func(k EventKind, term int64, detail, cause string) Event {
+		return Event{Candidate: 0, Run: 0, At: 5 * s, Kind: k, Term: term, Detail: detail, Cause: cause}
+	}
+	yield := Applied{Action: Action{Kind: Yield, Target: -1}, At: 5 * s, Run: 0, Result: "ok"}
+	handOver := Applied{Action: Action{Kind: HandOver, Target: -1, Holder: 1}, At: 5 * s, Run: 0, Result: "ok", To: "c1", ToState: TargetLive}
+	for _, tc := range []struct {
+		name    string
+		events  []Event
+		actions []Applied
+		want    []string
+	}{
+		{"yielded", []Event{ev(Started, 1, "", ""), ev(Stopped, 1, "", CauseYielded), ev(Released, 1, "c0", "")},
+			[]Applied{yield}, nil},
+		{"yielded unasked", []Event{ev(Started, 1, "", ""), ev(Stopped, 1, "", CauseYielded)}, nil,
+			[]string{"events/unasked-step-down"}},
+		{"handed over", []Event{ev(Started, 1, "", ""), ev(Stopped, 1, "", CauseHandedOver), ev(HandedOver, 1, "c1", "")},
+			[]Applied{handOver}, nil},
+		{"handed over to another", []Event{ev(Started, 1, "", ""), ev(Stopped, 1, "", CauseHandedOver), ev(HandedOver, 1, "c2", "")},
+			[]Applied{handOver}, []string{"events/unasked-step-down"}},
+		{"handed over before it stopped", []Event{ev(Started, 1, "", ""), ev(HandedOver, 1, "c1", ""), ev(Stopped, 1, "", CauseHandedOver)},
+			[]Applied{handOver}, []string{"events/handed-over-before-stop"}},
+		{"handed over to itself", nil, []Applied{{Action: handOver.Action, At: 5 * s, Run: 0, Result: "ok", To: "c0", ToState: TargetSelf}},
+			[]string{"events/handover-not-refused"}},
+		{"handed over to a known standby", nil, []Applied{{Action: handOver.Action, At: 5 * s, Run: 0, Result: "ok", To: "c1",
+			ToState: TargetStandby, StandbyKnown: true}}, []string{"events/handover-not-refused"}},
+		{"handed over to a standby not known yet", nil, []Applied{{Action: handOver.Action, At: 5 * s, Run: 0, Result: "ok", To: "c1",
+			ToState: TargetStandby}}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := history()
+			h.Events, h.Actions = tc.events, tc.actions
+			if got := rules(CheckEvents(h)); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
 	}
 }

@@ -10,12 +10,17 @@
 //     seed: 2–7 candidates on one Lease, durations relect.New accepts, and
 //     faults on each candidate's API handle (errors, per-verb errors,
 //     latency, partition, pause), kills and graceful stops with restarts,
-//     and hand edits of the Lease, all undone by Schedule.Quiet.
+//     and hand edits of the Lease, all undone by Schedule.Quiet. A second
+//     stream, seeded by the same seed, adds succession: priorities,
+//     standbys, candidates that join late or leave for good, Yields and
+//     HandOvers; the first stream's draws are those of the schedule before
+//     succession was simulated.
 //   - Play(schedule, impl) runs it on a relecttest.LeaseAPI inside a
 //     testing/synctest bubble and returns a History.
 //   - Check(history) returns the Violations; Explain attributes one to a
-//     known Finding; Totals aggregates many runs; Minimize shrinks a
-//     failing schedule.
+//     known Finding; LeadershipChanges measures what each change of holder
+//     cost in Lease API calls (calls.go); Totals aggregates many runs;
+//     Minimize shrinks a failing schedule.
 //
 // History, Check and Explain depend on the standard library only, so that
 // a driver on a real control plane can fill in a History and reuse them.

@@ -15,6 +15,8 @@ type History struct {
 	Impl       string // which implementation ran
 	Candidates int    // candidates are numbered 0 … Candidates−1
 	Timing     Timing // with defaults applied
+	// Standby says which candidates stand by: they never lead.
+	Standby []bool
 	// Budget is the token bucket every process is held to: Burst calls at
 	// once, Rate calls per second sustained.
 	Budget struct {
@@ -53,6 +55,15 @@ type Change struct {
 	// resolution): a follower restarts its expiry clock only when it
 	// changes.
 	Visible string
+	// ByHand: an edit by hand (an action), not a candidate's write.
+	ByHand bool
+	// HandOverTo is the holder a handover record names (relect's
+	// HandOver: written by the leader, naming a successor that has not
+	// acquired yet), or "" if the record is not one.
+	HandOverTo string
+	// Line is the line of succession published with the record, first in
+	// line first (relect with its registry), or nil.
+	Line []string
 }
 
 // Run is one campaigning process of a candidate: from the call of Run to
@@ -95,6 +106,10 @@ type Call struct {
 	Verb       string
 	Start, End time.Duration
 	Err        string // "" on success
+	// Registry: the call concerns relect's candidate registry (a
+	// registration, or the list or watch of them), not the election's
+	// Lease.
+	Registry bool
 }
 
 // EventKind is the kind of a recorded notification.
@@ -115,13 +130,49 @@ type Event struct {
 	Kind      EventKind
 	Term      int64 // -1 if the notification carries none
 	Detail    string
+	// Cause is why a stopped-leading term ended, when it was a step-down
+	// the user asked for (CauseYielded, CauseHandedOver), else "".
+	Cause string
 }
+
+// Notifications of relect's that the events checker reads too.
+const (
+	Released   EventKind = "released"
+	HandedOver EventKind = "handed-over"
+)
+
+// Causes of a stopped-leading that a user asked for (Event.Cause).
+const (
+	CauseYielded    = "yielded"
+	CauseHandedOver = "handed-over"
+)
 
 // Applied is an action of the schedule as the driver applied it.
 type Applied struct {
 	Action
 	At      time.Duration // when it was applied
 	Skipped string        // why it had no effect (no Lease to edit), or ""
+
+	// Yield and HandOver: the run of the candidate that led and was
+	// asked to step down (-1 if none), and what the call returned: "ok",
+	// an error, or "" if it had not returned by the end of the run.
+	Run    int
+	Result string
+	// HandOver: the identity it named, the state the target was in
+	// (TargetLive, ...), and whether the leader listed it as standing by
+	// when asked (relect's Candidates): then HandOver must fail.
+	To           string
+	ToState      string
+	StandbyKnown bool
+}
+
+// CoverageKey is the action's (Action.CoverageKey), with a HandOver's told
+// apart by the state of its target.
+func (a Applied) CoverageKey() string {
+	if a.Kind == HandOver {
+		return "handover-to-" + a.ToState
+	}
+	return a.Action.CoverageKey()
 }
 
 // Timeline returns the history as one chronological log, for reports and
@@ -138,6 +189,12 @@ func (h *History) Timeline(withCalls bool) string {
 	}
 	for _, a := range h.Actions {
 		s := "ACTION " + a.Action.describe()
+		if a.ToState != "" {
+			s += " (" + a.ToState + ")"
+		}
+		if a.Run >= 0 {
+			s += fmt.Sprintf(" asked of run %d: %s", a.Run, a.Result)
+		}
 		if a.Skipped != "" {
 			s += " (skipped: " + a.Skipped + ")"
 		}
@@ -152,8 +209,20 @@ func (h *History) Timeline(withCalls bool) string {
 			if i > 0 && c.Visible == h.Changes[i-1].Visible {
 				vis = " (invisible to followers: record JSON unchanged)"
 			}
+			if c.ByHand {
+				vis += " (by hand)"
+			}
+			if c.HandOverTo != "" {
+				vis += " (handover record)"
+			}
+			if c.Line != nil {
+				vis += fmt.Sprintf(" line=%v", c.Line)
+			}
 			add(c.At, "LEASE holder=%q transitions=%d duration=%s%s", c.Holder, c.Transitions, c.Duration, vis)
 		}
+	}
+	for _, ch := range LeadershipChanges(h) {
+		add(ch.Settled, "CHANGE %v", ch)
 	}
 	for _, r := range h.Runs {
 		add(r.Start, "%s run %d starts (elector %d, identity %s, keep lease %v)", CandidateName(r.Candidate), r.ID, r.Elector, r.Identity, r.KeepLease)
@@ -182,6 +251,9 @@ func (h *History) Timeline(withCalls bool) string {
 		if e.Detail != "" {
 			s += " " + e.Detail
 		}
+		if e.Cause != "" {
+			s += " cause=" + e.Cause
+		}
 		add(e.At, "%s", s)
 	}
 	if withCalls {
@@ -190,11 +262,15 @@ func (h *History) Timeline(withCalls bool) string {
 			if c.Err != "" {
 				res = c.Err
 			}
+			verb := c.Verb
+			if c.Registry {
+				verb = "registry " + verb
+			}
 			if c.Verb == "watch" && c.Err == "" {
-				add(c.Start, "%s watch opened (closed %s)", CandidateName(c.Candidate), fmtDur(c.End))
+				add(c.Start, "%s %s opened (closed %s)", CandidateName(c.Candidate), verb, fmtDur(c.End))
 				continue
 			}
-			add(c.End, "%s %s (sent %s): %s", CandidateName(c.Candidate), c.Verb, fmtDur(c.Start), res)
+			add(c.End, "%s %s (sent %s): %s", CandidateName(c.Candidate), verb, fmtDur(c.Start), res)
 		}
 	}
 	slices.SortStableFunc(lines, func(a, b line) int {

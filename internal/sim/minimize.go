@@ -1,5 +1,7 @@
 package sim
 
+import "slices"
+
 // Minimize shrinks s while fails(s) holds, greedily: it drops whole
 // candidates (with every action on them), then single actions (with the
 // action they cannot go without: a kill or stop and its restart, a huge
@@ -28,16 +30,20 @@ func Minimize(s *Schedule, fails func(*Schedule) bool) *Schedule {
 }
 
 // WithoutCandidate returns a copy of s without candidate c and every action
-// on it (or naming it as holder); later candidates are renumbered.
+// on it (or naming it as holder or as the target of a handover); later
+// candidates are renumbered.
 func (s *Schedule) WithoutCandidate(c int) *Schedule {
-	out := s.Filter(func(a Action) bool { return a.Target != c && !(a.Kind == SetHolder && a.Holder == c) })
+	names := func(a Action) bool { return (a.Kind == SetHolder || a.Kind == HandOver) && a.Holder == c }
+	out := s.Filter(func(a Action) bool { return a.Target != c && !names(a) })
 	out.Candidates--
+	out.Priority = slices.Delete(slices.Clone(s.Priority), c, c+1)
+	out.Standby = slices.Delete(slices.Clone(s.Standby), c, c+1)
 	for i := range out.Actions {
 		a := &out.Actions[i]
 		if a.Target > c {
 			a.Target--
 		}
-		if a.Kind == SetHolder && a.Holder > c {
+		if (a.Kind == SetHolder || a.Kind == HandOver) && a.Holder > c {
 			a.Holder--
 		}
 	}

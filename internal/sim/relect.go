@@ -2,12 +2,15 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/relect/relect"
 	"golang.org/x/time/rate"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -37,14 +40,15 @@ func ValidTiming(t Timing) error {
 			LeaseMeta:  metav1.ObjectMeta{Namespace: Namespace, Name: LeaseName},
 			LockConfig: resourcelock.ResourceLockConfig{Identity: "validation"},
 		},
-		LeaseDuration:    t.LeaseDuration,
-		RenewDeadline:    t.RenewDeadline,
-		RetryPeriod:      t.RetryPeriod,
-		BackoffInitial:   t.BackoffInitial,
-		BackoffMax:       t.BackoffMax,
-		RateLimit:        rate.Limit(t.RateLimit),
-		RateBurst:        t.RateBurst,
-		OnStartedLeading: func(context.Context) {},
+		LeaseDuration:       t.LeaseDuration,
+		RenewDeadline:       t.RenewDeadline,
+		RetryPeriod:         t.RetryPeriod,
+		BackoffInitial:      t.BackoffInitial,
+		BackoffMax:          t.BackoffMax,
+		RateLimit:           rate.Limit(t.RateLimit),
+		RateBurst:           t.RateBurst,
+		RegistrationRenewal: t.RegistrationRenewal,
+		OnStartedLeading:    func(context.Context) {},
 	})
 	return err
 }
@@ -56,19 +60,22 @@ func newRelectProcess(r *runner, sl *slot, runID int, prev *Run, a *Action) (pro
 		el = &relectElector{id: r.electors, keep: a.KeepLease}
 		t := r.t
 		e, err := relect.New(relect.Options{
-			Client:            sl.cs,
-			Namespace:         Namespace,
-			Name:              LeaseName,
-			Identity:          sl.identity,
-			LeaseDuration:     t.LeaseDuration,
-			RenewDeadline:     t.RenewDeadline,
-			RetryPeriod:       t.RetryPeriod,
-			BackoffInitial:    t.BackoffInitial,
-			BackoffMax:        t.BackoffMax,
-			RateLimit:         rate.Limit(t.RateLimit),
-			RateBurst:         t.RateBurst,
-			KeepLeaseOnCancel: a.KeepLease,
-			EventBuffer:       256, // drained at every instant; drops are checked
+			Client:              sl.cs,
+			Namespace:           Namespace,
+			Name:                LeaseName,
+			Identity:            sl.identity,
+			LeaseDuration:       t.LeaseDuration,
+			RenewDeadline:       t.RenewDeadline,
+			RetryPeriod:         t.RetryPeriod,
+			BackoffInitial:      t.BackoffInitial,
+			BackoffMax:          t.BackoffMax,
+			RateLimit:           rate.Limit(t.RateLimit),
+			RateBurst:           t.RateBurst,
+			KeepLeaseOnCancel:   a.KeepLease,
+			Priority:            r.s.Priority[sl.idx],
+			Standby:             r.s.Standby[sl.idx],
+			RegistrationRenewal: t.RegistrationRenewal,
+			EventBuffer:         256, // drained at every instant; drops are checked
 			OnStartedLeading: func(ctx context.Context) {
 				n, _ := relect.TermFromContext(ctx)
 				cancelled := r.termStarted(sl, int(el.runID.Load()), n)
@@ -88,6 +95,60 @@ func newRelectProcess(r *runner, sl *slot, runID int, prev *Run, a *Action) (pro
 
 func (p *relectProcess) isLeader() bool { return p.el.e.IsLeader() }
 
+func (p *relectProcess) stepDown(ctx context.Context, to string) error {
+	if to == "" {
+		return p.el.e.Yield(ctx)
+	}
+	return p.el.e.HandOver(ctx, to)
+}
+
+func (p *relectProcess) knowsStandby(identity string) bool {
+	return slices.ContainsFunc(p.el.e.Candidates(), func(c relect.Candidate) bool {
+		return c.Identity == identity && c.Standby
+	})
+}
+
+// relect's annotations of the election's Lease (record.go): the line of
+// succession and the handover mark.
+const (
+	annotationSuccession = "relect.io/succession"
+	annotationHandOver   = "relect.io/handover"
+)
+
+// successionOf returns the holder a handover record names ("" if l's
+// record is not one) and the line of succession published with it, by
+// relect's rules: an annotation counts only if written with the record's
+// leaseTransitions, and a handover's only if it names the record's holder.
+func successionOf(l *coordinationv1.Lease) (handOverTo string, line []string) {
+	var term int32
+	if l.Spec.LeaseTransitions != nil {
+		term = *l.Spec.LeaseTransitions
+	}
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	var h struct {
+		Term int32  `json:"term"`
+		To   string `json:"to"`
+	}
+	if raw, ok := l.Annotations[annotationHandOver]; ok && json.Unmarshal([]byte(raw), &h) == nil && h.Term == term && h.To == holder {
+		handOverTo = holder
+	}
+	var sc struct {
+		Term int32 `json:"term"`
+		Next []struct {
+			ID string `json:"id"`
+		} `json:"next"`
+	}
+	if raw, ok := l.Annotations[annotationSuccession]; ok && json.Unmarshal([]byte(raw), &sc) == nil && sc.Term == term {
+		for _, n := range sc.Next {
+			line = append(line, n.ID)
+		}
+	}
+	return handOverTo, line
+}
+
 func (p *relectProcess) run(ctx context.Context) {
 	e := p.el.e
 	dropped := e.DroppedEvents()
@@ -97,12 +158,19 @@ func (p *relectProcess) run(ctx context.Context) {
 		for ev := range ch {
 			kind := EventKind(ev.Kind.String())
 			term := int64(-1)
+			cause := ""
 			switch ev.Kind {
 			case relect.EventStartedLeading:
 				kind, term = Started, ev.Term
 			case relect.EventStoppedLeading:
 				kind, term = Stopped, ev.Term
-			case relect.EventReleased, relect.EventNewLeader:
+				switch {
+				case errors.Is(ev.Err, relect.ErrYielded):
+					cause = CauseYielded
+				case errors.Is(ev.Err, relect.ErrHandedOver):
+					cause = CauseHandedOver
+				}
+			case relect.EventReleased, relect.EventNewLeader, relect.EventHandedOver:
 				term = ev.Term
 			}
 			detail := ev.Leader
@@ -114,7 +182,7 @@ func (p *relectProcess) run(ctx context.Context) {
 			}
 			p.r.mu.Lock()
 			p.r.h.Events = append(p.r.h.Events, Event{Candidate: p.sl.idx, Run: p.runID,
-				At: ev.Time.Sub(p.r.t0), Kind: kind, Term: term, Detail: detail})
+				At: ev.Time.Sub(p.r.t0), Kind: kind, Term: term, Detail: detail, Cause: cause})
 			p.r.mu.Unlock()
 			p.r.poke()
 		}

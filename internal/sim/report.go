@@ -24,6 +24,18 @@ type Totals struct {
 	calls     int
 	candTime  time.Duration
 	coverage  map[string]int // applied faults by coverage key
+	changes   []changeCost   // every leadership change
+	// costliest is the undisturbed change with the most calls, and the
+	// seed it happened in.
+	costliest     LeadershipChange
+	costliestSeed uint64
+}
+
+// changeCost is what Totals keeps of a LeadershipChange.
+type changeCost struct {
+	how               string
+	undisturbed, line bool
+	calls, peak       int
 }
 
 // Result is what Add learnt from one history.
@@ -41,6 +53,7 @@ func (t *Totals) Add(seed uint64, h *History) Result {
 	var res Result
 	res.Violations = vs
 	calls, candTime := Usage(h)
+	changes := LeadershipChanges(h)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.violations == nil {
@@ -79,6 +92,12 @@ func (t *Totals) Add(seed uint64, h *History) Result {
 	for _, a := range h.Actions {
 		if k := a.CoverageKey(); k != "" && a.Skipped == "" {
 			t.coverage[k]++
+		}
+	}
+	for _, ch := range changes {
+		t.changes = append(t.changes, changeCost{ch.How, ch.Disturbed == "", ch.Line, ch.Calls, ch.Peak})
+		if ch.Disturbed == "" && ch.Calls > t.costliest.Calls {
+			t.costliest, t.costliestSeed = ch, seed
 		}
 	}
 	return res
@@ -160,8 +179,8 @@ func (t *Totals) CallsPerCandidateMinute() float64 {
 // candidate-minute.
 func Table(impls []Impl, totals map[Impl]*Totals) string {
 	var b strings.Builder
-	b.WriteString("| implementation | schedules | safety violations | liveness violations | budget violations | event violations | API calls per candidate-minute |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| implementation | schedules | safety violations | liveness violations | budget violations | event violations | calls violations | API calls per candidate-minute |\n")
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, impl := range impls {
 		t := totals[impl]
 		fmt.Fprintf(&b, "| %s | %d |", impl, t.Schedules())
@@ -263,4 +282,76 @@ func CoverageTable(impls []Impl, totals map[Impl]*Totals) string {
 		b.WriteString("\n")
 	}
 	return b.String()
+}
+
+// changeRows are the rows of ChangeTable: which changes each summarises.
+var changeRows = []struct {
+	label string
+	keep  func(changeCost) bool
+}{
+	{"all", func(changeCost) bool { return true }},
+	{"undisturbed (no fault, edit, start or stop in the window)", func(c changeCost) bool { return c.undisturbed }},
+	{"undisturbed, the freed record named a line of succession", func(c changeCost) bool { return c.undisturbed && c.line }},
+	{"undisturbed, no line: every follower tries at once", func(c changeCost) bool { return c.undisturbed && !c.line }},
+	{"undisturbed, after a release (stop, yield)", func(c changeCost) bool { return c.undisturbed && c.how == FreedByRelease }},
+	{"undisturbed, after a handover", func(c changeCost) bool { return c.undisturbed && c.how == FreedByHandOver }},
+	{"undisturbed, after an expiry (kill, partition)", func(c changeCost) bool { return c.undisturbed && c.how == FreedByExpiry }},
+	{"after a hand edit freed the lease", func(c changeCost) bool { return c.how == FreedByHand }},
+}
+
+// ChangeTable formats the calls per leadership change (LeadershipChanges),
+// per implementation, as a markdown table: for each kind of change, how
+// many there were and the median, 99th percentile (nearest rank) and most
+// calls one cost; then the most calls any change made within PeakWindow.
+func ChangeTable(impls []Impl, totals map[Impl]*Totals) string {
+	var b strings.Builder
+	header(&b, "leadership changes: count, calls per change median / p99 / max", impls)
+	for _, row := range changeRows {
+		fmt.Fprintf(&b, "| %s |", row.label)
+		for _, impl := range impls {
+			var calls []int
+			for _, c := range totals[impl].changeCosts() {
+				if row.keep(c) {
+					calls = append(calls, c.calls)
+				}
+			}
+			if len(calls) == 0 {
+				b.WriteString(" 0 |")
+				continue
+			}
+			slices.Sort(calls)
+			fmt.Fprintf(&b, " %d: %d / %d / %d |", len(calls), nearestRank(calls, 50), nearestRank(calls, 99), calls[len(calls)-1])
+		}
+		b.WriteString("\n")
+	}
+	fmt.Fprintf(&b, "| most calls of one change within %v |", PeakWindow)
+	for _, impl := range impls {
+		peak := 0
+		for _, c := range totals[impl].changeCosts() {
+			peak = max(peak, c.peak)
+		}
+		fmt.Fprintf(&b, " %d |", peak)
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// nearestRank is the p-th percentile of sorted xs, by nearest rank.
+func nearestRank(xs []int, p int) int {
+	i := (p*len(xs)+99)/100 - 1
+	return xs[max(i, 0)]
+}
+
+func (t *Totals) changeCosts() []changeCost {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.changes)
+}
+
+// Costliest returns the undisturbed leadership change with the most calls,
+// and the seed of its schedule.
+func (t *Totals) Costliest() (LeadershipChange, uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.costliest, t.costliestSeed
 }

@@ -3,8 +3,10 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -66,7 +68,17 @@ type process interface {
 	run(ctx context.Context)
 	// isLeader is what the implementation's user would consult.
 	isLeader() bool
+	// stepDown ends the current term: a yield (to empty) or a handover
+	// to identity to, as the implementation's user would ask for it. It
+	// returns errUnsupported if the implementation cannot.
+	stepDown(ctx context.Context, to string) error
+	// knowsStandby reports whether this process, leading, knows identity
+	// as a candidate that stands by.
+	knowsStandby(identity string) bool
 }
+
+// errUnsupported is a step-down an implementation cannot make.
+var errUnsupported = errors.New("sim: not supported by this implementation")
 
 // Play plays s against impl and returns what happened. It must be called
 // inside a testing/synctest bubble, so that time is
@@ -94,11 +106,18 @@ type runner struct {
 	t0   time.Time
 	kick chan struct{}
 
-	watches  sync.WaitGroup // goroutines waiting for watches to close
-	mu       sync.Mutex     // guards h and the slots' run fields
-	h        *History
-	electors int
-	slots    []*slot
+	watches sync.WaitGroup // goroutines waiting for watches to close
+	// steps are the Yield and HandOver calls in flight; stepCtx ends them
+	// at the end of the run.
+	steps     sync.WaitGroup
+	stepCtx   context.Context
+	stopSteps context.CancelFunc
+	mu        sync.Mutex // guards h, changeRVs, handRVs and the slots' run fields
+	h         *History
+	changeRVs []string        // the resourceVersion of each of h.Changes
+	handRVs   map[string]bool // resourceVersions written by hand
+	electors  int
+	slots     []*slot
 }
 
 type slot struct {
@@ -128,7 +147,7 @@ type command struct {
 
 func newRunner(s *Schedule, impl Impl) *runner {
 	t := s.Timing.withDefaults()
-	h := &History{Impl: impl.String(), Candidates: s.Candidates, Timing: t, Quiet: s.Quiet}
+	h := &History{Impl: impl.String(), Candidates: s.Candidates, Timing: t, Quiet: s.Quiet, Standby: standbys(s)}
 	h.Budget.Rate, h.Budget.Burst = t.RateLimit, t.RateBurst
 	if impl == Relect {
 		h.BackoffCap = t.BackoffMax
@@ -138,7 +157,8 @@ func newRunner(s *Schedule, impl Impl) *runner {
 		h.Budget.Rate, h.Budget.Burst = DefaultRate(t.RetryPeriod), DefaultBurst
 	}
 	r := &runner{s: s, t: t, impl: impl, api: relecttest.NewLeaseAPI(), t0: time.Now(),
-		kick: make(chan struct{}, 1), h: h}
+		kick: make(chan struct{}, 1), h: h, handRVs: map[string]bool{}}
+	r.stepCtx, r.stopSteps = context.WithCancel(context.Background())
 	for i := range s.Candidates {
 		c := r.api.Client(CandidateName(i))
 		c.SetLatency(RoundTrip)
@@ -179,6 +199,7 @@ func (r *runner) play() *History {
 	r.mu.Lock()
 	r.h.End = r.now()
 	r.mu.Unlock()
+	r.stopSteps()
 	// Let stalled calls finish, then stop everyone gracefully.
 	for _, sl := range r.slots {
 		sl.client.Resume()
@@ -190,6 +211,7 @@ func (r *runner) play() *History {
 	for _, sl := range r.slots {
 		<-sl.done
 	}
+	r.steps.Wait()
 	close(quit)
 	<-sampled
 	stopLease()
@@ -203,7 +225,18 @@ func (r *runner) play() *History {
 			r.h.Runs[i].Cancelled = r.h.End
 		}
 	}
+	for i, rv := range r.changeRVs {
+		r.h.Changes[i].ByHand = r.handRVs[rv] || r.h.Changes[i].Deleted // no candidate deletes the Lease
+	}
 	return r.h
+}
+
+// standbys is which candidates of s stand by.
+func standbys(s *Schedule) []bool {
+	if s.Standby == nil {
+		return make([]bool, s.Candidates)
+	}
+	return slices.Clone(s.Standby)
 }
 
 // sample records IsLeader transitions; see Run.
@@ -287,8 +320,10 @@ func (r *runner) watchLease() (stop func()) {
 			}
 			raw, _ := json.Marshal(resourcelock.LeaseSpecToLeaderElectionRecord(&l.Spec))
 			c.Visible = string(raw)
+			c.HandOverTo, c.Line = successionOf(l)
 			r.mu.Lock()
 			r.h.Changes = append(r.h.Changes, c)
+			r.changeRVs = append(r.changeRVs, l.ResourceVersion)
 			r.mu.Unlock()
 		}
 	}()
@@ -309,7 +344,7 @@ func (r *runner) observeCall(c relecttest.Call) {
 		panic("sim: call from unknown handle " + c.Client)
 	}
 	call := Call{Candidate: idx, Run: -1, Elector: -1, Verb: c.Verb,
-		Start: c.Start.Sub(r.t0), End: c.End.Sub(r.t0)}
+		Start: c.Start.Sub(r.t0), End: c.End.Sub(r.t0), Registry: c.Name != LeaseName}
 	if c.Err != nil {
 		call.Err = errString(c.Err)
 	}
@@ -366,20 +401,32 @@ func (r *runner) termStarted(sl *slot, runID int, number int64) (cancelled func(
 
 // apply applies one action of the schedule.
 func (r *runner) apply(a Action) {
-	applied := Applied{Action: a, At: r.now()}
+	applied := Applied{Action: a, At: r.now(), Run: -1}
+	var step func(i int) // a step-down to start once applied is recorded as r.h.Actions[i]
 	defer func() {
 		r.mu.Lock()
+		i := len(r.h.Actions)
 		r.h.Actions = append(r.h.Actions, applied)
 		r.mu.Unlock()
+		if step != nil {
+			step(i)
+		}
 	}()
 	var sl *slot
 	if a.Target >= 0 {
 		sl = r.slots[a.Target]
 	}
+	// edit edits the Lease by hand, and remembers the resourceVersion it
+	// wrote so that the change it makes is known as a hand edit.
 	edit := func(f func(*coordinationv1.Lease)) {
-		if err := r.api.Edit(Namespace, LeaseName, f); err != nil {
+		var edited *coordinationv1.Lease
+		if err := r.api.Edit(Namespace, LeaseName, func(l *coordinationv1.Lease) { f(l); edited = l }); err != nil {
 			applied.Skipped = "no Lease"
+			return
 		}
+		r.mu.Lock()
+		r.handRVs[edited.ResourceVersion] = true // the API stamped it on the object it stored
+		r.mu.Unlock()
 	}
 	switch a.Kind {
 	case FailNext:
@@ -403,6 +450,8 @@ func (r *runner) apply(a Action) {
 		sl.cmds <- command{stop: true}
 	case Start:
 		sl.cmds <- command{start: &a}
+	case Yield, HandOver:
+		step = r.stepDown(&applied)
 	case SetHolder, SetStranger:
 		holder := strangerIdentity
 		if a.Kind == SetHolder {
@@ -410,9 +459,10 @@ func (r *runner) apply(a Action) {
 			holder = r.slots[a.Holder].identity
 			r.mu.Unlock()
 		}
-		if err := r.api.SetHolder(Namespace, LeaseName, holder); err != nil {
-			applied.Skipped = "no Lease"
-		}
+		edit(func(l *coordinationv1.Lease) { // as relecttest.LeaseAPI.SetHolder
+			l.Spec.HolderIdentity = &holder
+			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+		})
 	case DeleteLease:
 		if err := r.api.Delete(Namespace, LeaseName); err != nil {
 			applied.Skipped = "no Lease"
@@ -446,6 +496,72 @@ func (r *runner) apply(a Action) {
 	default:
 		panic(fmt.Sprintf("sim: unknown action %v", a.Kind))
 	}
+}
+
+// stepDown prepares a Yield or HandOver (a): it finds the leader and the
+// target, fills them in, and returns the function that asks the leader to
+// step down once a is recorded, or nil if it is skipped. The call runs in
+// a goroutine of the runner's (it blocks until the release is written) and
+// records its result when it returns.
+func (r *runner) stepDown(a *Applied) func(i int) {
+	leader := -1
+	for i, sl := range r.slots {
+		if b := sl.proc.Load(); b != nil && b.p.isLeader() {
+			leader = i
+			break
+		}
+	}
+	if leader < 0 {
+		a.Skipped = "no leader"
+		return nil
+	}
+	if a.Kind == HandOver && r.impl == ClientGoLoop {
+		a.Skipped = "client-go cannot hand over"
+		return nil
+	}
+	p := r.slots[leader].proc.Load().p
+	r.mu.Lock()
+	a.Run = r.slots[leader].runID
+	if a.Kind == HandOver {
+		a.To, a.ToState = r.targetLocked(a.Holder, leader)
+	}
+	r.mu.Unlock()
+	to := a.To
+	if to != "" {
+		a.StandbyKnown = p.knowsStandby(to)
+	}
+	return func(i int) {
+		r.steps.Go(func() {
+			res := "ok"
+			if err := p.stepDown(r.stepCtx, to); err != nil {
+				res = errString(err)
+			}
+			r.mu.Lock()
+			r.h.Actions[i].Result = res
+			r.mu.Unlock()
+			r.poke()
+		})
+	}
+}
+
+// targetLocked returns the identity a HandOver to candidate c (-1: none)
+// names, and the state the target is in. Requires mu.
+func (r *runner) targetLocked(c, leader int) (identity, state string) {
+	switch {
+	case c < 0:
+		return unknownIdentity, TargetUnknown
+	case c == leader:
+		return r.slots[c].identity, TargetSelf
+	}
+	sl := r.slots[c]
+	running := sl.runID >= 0 && r.h.Runs[sl.runID].Cancelled < 0
+	switch {
+	case !running:
+		return sl.identity, TargetDead
+	case r.h.Standby[c]:
+		return sl.identity, TargetStandby
+	}
+	return sl.identity, TargetLive
 }
 
 // supervise runs the slot's incarnations one after the other, as commands

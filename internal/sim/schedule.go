@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/relect/relect"
 )
 
 // Timing is the configuration shared by every candidate of one schedule.
@@ -21,6 +23,10 @@ type Timing struct {
 	BackoffMax     time.Duration // relect only
 	RateLimit      float64       // relect only: calls per second
 	RateBurst      int           // relect only: calls
+	// RegistrationRenewal is how often a relect candidate renews its
+	// registration (relect only); zero selects relect's default (15 min,
+	// so a run sees no renewal).
+	RegistrationRenewal time.Duration
 }
 
 // Defaults applied to zero Timing fields, as relect.New applies them.
@@ -40,7 +46,11 @@ func (t Timing) withDefaults() Timing {
 	return t
 }
 
-// DefaultBurst is relect's default token-bucket size (relect.DefaultRateBurst).
+// DefaultBurst is the token-bucket size of a schedule that draws none, and
+// the client-go loop's budget: relect's least (Options.RateBurst must be at
+// least 4), not its default (relect.DefaultRateBurst, 10). With 4 relect's
+// candidate registry never gets a spare token (see docs/reliability.md), so
+// half of those schedules use relect's default instead (Generate).
 const DefaultBurst = 4
 
 // DefaultRate is relect's default sustained budget for a retry period rp: 2
@@ -83,6 +93,17 @@ const (
 	Stop
 	// Start starts the candidate (at time zero, and after Kill or Stop).
 	Start
+	// Yield: the candidate leading when it is applied, if any, steps down
+	// and releases the lease, staying a candidate (relect: Elector.Yield;
+	// the client-go loop: its current LeaderElector is cancelled, which
+	// releases with ReleaseOnCancel, and the loop runs a new one, as a
+	// client-go user would).
+	Yield
+	// HandOver: the candidate leading when it is applied, if any, hands
+	// the lease over to candidate Holder, or to an identity no candidate
+	// has if Holder is -1 (relect: Elector.HandOver; the client-go loop
+	// cannot: skipped).
+	HandOver
 	// SetHolder edits the Lease by hand to name candidate Holder.
 	SetHolder
 	// SetStranger edits the Lease by hand to name an identity no
@@ -110,6 +131,7 @@ const (
 var kindNames = map[Kind]string{
 	FailNext: "fail-next", Fail: "fail", FailVerb: "fail-verb", Latency: "latency", Partition: "partition",
 	Heal: "heal", Pause: "pause", Resume: "resume", Kill: "kill", Stop: "stop", Start: "start",
+	Yield: "yield", HandOver: "handover",
 	SetHolder: "edit-set-holder", SetStranger: "edit-stranger-holder", DeleteLease: "edit-delete",
 	EmptyHolder: "edit-empty-holder", NilDuration: "edit-nil-duration", ZeroDuration: "edit-zero-duration",
 	NegativeDuration: "edit-negative-duration", HugeDuration: "edit-huge-duration",
@@ -141,9 +163,16 @@ type Action struct {
 	Verb   string        // FailVerb: relecttest's verb ("get", "watch", ...)
 	Count  int           // FailNext
 	Delay  time.Duration // Latency
-	Holder int           // SetHolder: candidate index
+	// Holder is the candidate index SetHolder names, or the one HandOver
+	// hands over to (-1: an identity no candidate has).
+	Holder int
 	// Start: the candidate's first start (not a restart).
 	Initial bool
+	// Start (initial): the candidate joins late, after the others have
+	// settled, rather than within the first LeaseDuration.
+	Late bool
+	// Kill, Stop: the candidate leaves for good; no Start follows.
+	ForGood bool
 	// Start: the candidate comes back with a new identity (a process
 	// that generates one at start) rather than its stable one (a pod
 	// name).
@@ -166,16 +195,34 @@ func (a Action) CoverageKey() string {
 	case Heal, Resume, RepairDuration:
 		return ""
 	case Start:
-		if a.Initial {
+		switch {
+		case a.Initial && a.Late:
+			return "join"
+		case a.Initial:
 			return ""
-		}
-		if a.NewIdentity {
+		case a.NewIdentity:
 			return "restart-new-identity"
 		}
 		return "restart-same-identity"
+	case Kill, Stop:
+		if a.ForGood {
+			return "leave-by-" + a.Kind.String()
+		}
 	}
 	return a.Kind.String()
 }
+
+// The states a HandOver finds its target in, when applied (Applied.To).
+const (
+	TargetLive    = "live"    // running, and not standing by
+	TargetDead    = "dead"    // not running (killed, stopped, left, or not started)
+	TargetStandby = "standby" // running, standing by
+	TargetUnknown = "unknown" // an identity no candidate has
+	TargetSelf    = "self"    // the leader itself
+)
+
+// handOverTargets are the target states coverage counts separately.
+var handOverTargets = []string{TargetLive, TargetDead, TargetStandby, TargetUnknown, TargetSelf}
 
 // AllCoverageKeys lists every fault a schedule can inject: the coverage a
 // run of many schedules must reach.
@@ -195,6 +242,10 @@ func AllCoverageKeys() []string {
 		if k != RepairDuration {
 			keys = append(keys, k.String())
 		}
+	}
+	keys = append(keys, "join", "leave-by-stop", "leave-by-kill", "yield")
+	for _, to := range handOverTargets {
+		keys = append(keys, "handover-to-"+to)
 	}
 	return keys
 }
@@ -218,15 +269,35 @@ func (a Action) describe() string {
 		s += " delay=" + fmtDur(a.Delay)
 	case SetHolder:
 		s += " holder=" + CandidateName(a.Holder)
+	case HandOver:
+		s += " to=" + handOverName(a.Holder)
 	case Start:
+		if a.Late {
+			s += " (joins late)"
+		}
 		if a.NewIdentity {
 			s += " new-identity"
 		}
 		if a.KeepLease {
 			s += " (ends by kill)"
 		}
+	case Kill, Stop:
+		if a.ForGood {
+			s += " (leaves for good)"
+		}
 	}
 	return s
+}
+
+// unknownIdentity is the identity a HandOver to no candidate names.
+const unknownIdentity = "nobody"
+
+// handOverName is the name of HandOver's target candidate c (-1: unknown).
+func handOverName(c int) string {
+	if c < 0 {
+		return unknownIdentity
+	}
+	return CandidateName(c)
 }
 
 // CandidateName is the name of candidate i: its API handle's name and its
@@ -240,6 +311,11 @@ type Schedule struct {
 	Seed       uint64
 	Candidates int // 2–7
 	Timing     Timing
+	// Priority and Standby are each candidate's relect Options.Priority
+	// and Options.Standby (the client-go loop has neither: its standbys
+	// only read the Lease).
+	Priority []int32
+	Standby  []bool
 	// Quiet is when the last fault is undone: no action is at or after
 	// it. Liveness is judged from here.
 	Quiet time.Duration
@@ -258,9 +334,16 @@ func LivenessBound(t Timing, backoffCap time.Duration) time.Duration {
 func (s *Schedule) String() string {
 	var b strings.Builder
 	t := s.Timing.withDefaults()
-	fmt.Fprintf(&b, "seed=%d candidates=%d LD=%v RD=%v RP=%v backoff=%v..%v rate=%.3g/s burst=%d quiet=%s span=%s\n",
+	fmt.Fprintf(&b, "seed=%d candidates=%d LD=%v RD=%v RP=%v backoff=%v..%v rate=%.3g/s burst=%d registration=%v quiet=%s span=%s\n",
 		s.Seed, s.Candidates, t.LeaseDuration, t.RenewDeadline, t.RetryPeriod, t.BackoffInitial, t.BackoffMax,
-		t.RateLimit, t.RateBurst, fmtDur(s.Quiet), fmtDur(s.Span))
+		t.RateLimit, t.RateBurst, t.RegistrationRenewal, fmtDur(s.Quiet), fmtDur(s.Span))
+	for i := range s.Candidates {
+		fmt.Fprintf(&b, "  %s priority=%d", CandidateName(i), s.Priority[i])
+		if s.Standby[i] {
+			b.WriteString(" standby")
+		}
+		b.WriteByte('\n')
+	}
 	for _, a := range s.Actions {
 		b.WriteString(a.String())
 		b.WriteByte('\n')
@@ -360,6 +443,9 @@ func Generate(seed uint64) *Schedule {
 			}
 		}
 	}
+	// Succession draws from a stream of its own, so that the actions
+	// above are those of the seed before succession was simulated.
+	acts = addSuccession(rand.New(rand.NewPCG(seed, 0x73756363657373)), s, acts, faultEnd) // "success"
 	slices.SortStableFunc(acts, func(a, b Action) int { return cmpDur(a.At, b.At) })
 
 	// Each start knows how its incarnation ends.
@@ -383,6 +469,118 @@ func Generate(seed uint64) *Schedule {
 	// it established hold for a LeaseDuration.
 	s.Span = s.Quiet + LivenessBound(t, t.BackoffMax) + ld
 	return s
+}
+
+// addSuccession draws what the succession API adds to a schedule whose
+// other actions are acts: each candidate's priority (−1…3) and whether it
+// stands by (one in five); a registration renewal period (half of the
+// schedules: LD to 6 LD, so that a dead candidate's registration lapses
+// within the run); relect's default token bucket (10) for half of the
+// schedules that draw none; candidates that join late (one in four: at a
+// random instant of the fault phase, dropping their kills and stops before
+// it) or leave for good (one in four: stopped or killed after their last
+// restart); and 0 to N+1 Yields and HandOvers at random instants of the
+// fault phase, a HandOver to a random candidate or to an unknown
+// identity. One candidate, the anchor, neither stands by, joins late nor
+// leaves: someone can always lead at the end.
+func addSuccession(r *rand.Rand, s *Schedule, acts []Action, faultEnd time.Duration) []Action {
+	n := s.Candidates
+	ld := s.Timing.LeaseDuration
+	anchor := r.IntN(n)
+	s.Priority, s.Standby = make([]int32, n), make([]bool, n)
+	for i := range n {
+		s.Priority[i] = int32(r.IntN(5) - 1)
+		s.Standby[i] = i != anchor && r.IntN(5) == 0
+	}
+	if r.IntN(2) == 0 {
+		s.Timing.RegistrationRenewal = roundMs(scale(ld, 1+5*r.Float64()))
+	}
+	if s.Timing.RateBurst == 0 && r.IntN(2) == 0 {
+		s.Timing.RateBurst = relect.DefaultRateBurst
+	}
+	for i := range n {
+		if i == anchor {
+			continue
+		}
+		if r.IntN(4) == 0 && faultEnd > ld {
+			acts = joinLate(acts, i, roundMs(ld+scale(faultEnd-ld, r.Float64())))
+		}
+		if r.IntN(4) == 0 {
+			acts = leave(r, acts, i, faultEnd)
+		}
+	}
+	for range r.IntN(n + 2) {
+		a := Action{At: roundMs(scale(faultEnd, r.Float64())), Kind: Yield, Target: -1}
+		if r.IntN(5) >= 2 {
+			a.Kind, a.Holder = HandOver, r.IntN(n+1)
+			if a.Holder == n {
+				a.Holder = -1
+			}
+		}
+		acts = append(acts, a)
+	}
+	return acts
+}
+
+// joinLate moves candidate c's first start to at, and drops the kills and
+// stops of c (with their restarts) that came before it.
+func joinLate(acts []Action, c int, at time.Duration) []Action {
+	var kept []Action
+	for _, a := range acts {
+		switch {
+		case a.Target != c:
+		case a.Kind == Start && a.Initial:
+			a.At, a.Late = at, true
+		case (a.Kind == Kill || a.Kind == Stop || a.Kind == Start) && a.At <= at:
+			continue // a down window before the join; windows are disjoint
+		}
+		kept = append(kept, a)
+	}
+	// A window that began before the join and ended after it: its kill
+	// or stop was dropped, so drop its restart too.
+	up := false
+	out := kept[:0]
+	for _, a := range sortedByAt(kept) {
+		if a.Target == c {
+			switch a.Kind {
+			case Start:
+				if up {
+					continue
+				}
+				up = true
+			case Kill, Stop:
+				up = false
+			}
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
+// leave makes candidate c leave for good, by a stop or a kill, at a random
+// instant between its last start and faultEnd, if there is room.
+func leave(r *rand.Rand, acts []Action, c int, faultEnd time.Duration) []Action {
+	lastUp := time.Duration(-1)
+	for _, a := range acts {
+		if a.Target == c && a.Kind == Start {
+			lastUp = max(lastUp, a.At)
+		}
+	}
+	kind := Stop
+	if r.IntN(2) == 0 {
+		kind = Kill
+	}
+	at := roundMs(lastUp + scale(faultEnd-lastUp, r.Float64()))
+	if lastUp < 0 || at <= lastUp || at >= faultEnd {
+		return acts
+	}
+	return append(acts, Action{At: at, Kind: kind, Target: c, ForGood: true})
+}
+
+func sortedByAt(acts []Action) []Action {
+	out := slices.Clone(acts)
+	slices.SortStableFunc(out, func(a, b Action) int { return cmpDur(a.At, b.At) })
+	return out
 }
 
 // genTiming draws durations that relect.New accepts: LeaseDuration whole

@@ -3,6 +3,7 @@ package sim
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -26,9 +27,13 @@ func TestGenerate(t *testing.T) {
 		if !slices.IsSortedFunc(sch.Actions, func(a, b Action) int { return cmpDur(a.At, b.At) }) {
 			t.Errorf("seed %d: actions out of order", seed)
 		}
+		if len(sch.Priority) != sch.Candidates || len(sch.Standby) != sch.Candidates {
+			t.Fatalf("seed %d: %d priorities and %d standbys for %d candidates", seed, len(sch.Priority), len(sch.Standby), sch.Candidates)
+		}
 		// Each candidate: started first, then alternately down and up,
-		// up at the end; every fault undone.
+		// up at the end unless it left for good; every fault undone.
 		up := make([]int, sch.Candidates) // 0 never started, 1 up, 2 down
+		left := make([]bool, sch.Candidates)
 		broken := map[int]int{}
 		for _, a := range sch.Actions {
 			seen[a.CoverageKey()] = true
@@ -46,16 +51,26 @@ func TestGenerate(t *testing.T) {
 					t.Errorf("seed %d: %v while not running", seed, a)
 				}
 				up[a.Target] = 2
+				left[a.Target] = a.ForGood
+			case HandOver:
+				if a.Holder < -1 || a.Holder >= sch.Candidates {
+					t.Errorf("seed %d: %v to no candidate", seed, a)
+				}
 			case FailNext, Fail, FailVerb, Latency, Partition:
 				broken[a.Target]++
 			case Heal:
 				broken[a.Target] = 0
 			}
 		}
+		campaigner := false // someone can lead at the end
 		for c, st := range up {
-			if st != 1 {
+			if st != 1 && !left[c] {
 				t.Errorf("seed %d: candidate %d ends in state %d", seed, c, st)
 			}
+			campaigner = campaigner || st == 1 && !sch.Standby[c]
+		}
+		if !campaigner {
+			t.Errorf("seed %d: no candidate that may lead is up at the end", seed)
 		}
 		for c, n := range broken {
 			if n != 0 {
@@ -64,6 +79,9 @@ func TestGenerate(t *testing.T) {
 		}
 	}
 	for _, k := range AllCoverageKeys() {
+		if strings.HasPrefix(k, "handover-to-") {
+			k = "handover" // the target's state is known only when applied
+		}
 		if !seen[k] {
 			t.Errorf("500 schedules never inject %s", k)
 		}
