@@ -238,10 +238,13 @@ func (e *Elector) Yield(ctx context.Context) error {
 // holder, for twice RetryPeriod rounded up to whole seconds (4 s by
 // default), and marks the record as a handover. The named candidate, if it
 // is a relect candidate following the Lease (not in a backoff wait), takes
-// it at once with a term of its own; nobody else may take it before that
-// time has passed — plain client-go candidates included, since the Lease
-// names a holder — after which normal succession resumes. This candidate
-// stays a candidate, as with Yield.
+// it at once with a term of its own; nobody else may take the handover
+// record before that time has passed — plain client-go candidates
+// included, since the Lease names a holder — after which normal succession
+// resumes. This candidate stays a candidate, as with Yield. A leader knows
+// which candidates stand by only from half a RetryPeriod into its term,
+// once it has listed the registry: a HandOver to a standby before then is
+// written, and waited out.
 //
 // HandOver blocks until OnStartedLeading has returned and the handover
 // record was written, or until ctx is done. It returns nil once the record

@@ -99,18 +99,21 @@ func (g *gateway) do(ctx context.Context, verb string, bounded bool, fn func(con
 	return err
 }
 
-// doSpare is do for calls that must never delay the election's own (the
+// doSpare is do for calls that should not delay the election's own (the
 // registry's): it takes a token only once the bucket holds more than the
 // calls of an acquisition and its first renewal (minRateBurst), waiting
-// for the bucket to refill if need be.
+// for the bucket to refill if need be. A bucket of the minimum burst (4)
+// never holds more: there it waits for a full bucket, and an acquisition
+// right after may wait for one token (at most 1/RateLimit).
 func (g *gateway) doSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
 	start := time.Now()
+	need := min(minRateBurst+1, float64(g.limiter.Burst()))
 	for g.limiter.Limit() != rate.Inf {
 		have := g.limiter.Tokens()
-		if have >= minRateBurst+1 {
+		if have >= need {
 			break
 		}
-		refill := time.Duration((minRateBurst + 1 - have) / float64(g.limiter.Limit()) * float64(time.Second))
+		refill := time.Duration((need - have) / float64(g.limiter.Limit()) * float64(time.Second))
 		if err := sleep(ctx, max(refill, time.Millisecond)); err != nil {
 			g.up.called(verb, callResult(ctx, err), err, time.Since(start))
 			return err

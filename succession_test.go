@@ -463,3 +463,16 @@ func TestRegistryWatchResumesAfterClose(t *testing.T) {
 		stopAll(append(cs, late)...)
 	})
 }
+
+// The registry works with the smallest bucket New accepts (RateBurst 4):
+// registry calls then wait for a full bucket instead of never being sent.
+func TestRegistryWithTheSmallestBucket(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 3, func(_ int, o *relect.Options) { o.RateBurst = 4 })
+		time.Sleep(ld)
+		assert.Len(t, api.Leases(ns), 4, "the election's Lease and three registrations")
+		assert.Len(t, cs[0].e.Candidates(), 3, "the leader lists them")
+		stopAll(cs...)
+	})
+}
