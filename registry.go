@@ -145,8 +145,8 @@ func register(ctx context.Context, cfg *config, gw *gateway, up registryReports)
 		case apierrors.IsForbidden(err):
 			up.registryForbidden(err)
 			return
-		case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-			own = nil // read it again
+		case apierrors.IsConflict(err):
+			own = nil // changed by someone else: read it again
 		}
 		wait := jitter(cfg.RegistrationRenewal, 0.1)
 		if err != nil {
@@ -166,34 +166,39 @@ func register(ctx context.Context, cfg *config, gw *gateway, up registryReports)
 	})
 }
 
-// writeRegistration creates or updates the registration; with own nil it
-// first reads what is there.
+// writeRegistration writes the registration: an Update of own, the one
+// last written, or without it a Create — or, when one exists already (left
+// by a previous process of the same identity, or own was stale), a read
+// and an Update of what is there.
 func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	name := registrationName(cfg.Name, cfg.identity)
-	if own == nil {
-		err := gw.doSpare(ctx, "register", true, func(ctx context.Context) error {
+	write := func(create bool, from *coordinationv1.Lease) (out *coordinationv1.Lease, err error) {
+		err = gw.doSpare(ctx, "register", true, func(ctx context.Context) error {
 			var err error
-			own, err = cfg.leases.Get(ctx, name, metav1.GetOptions{})
+			if create {
+				out, err = cfg.leases.Create(ctx, registration(cfg, nil, time.Now()), metav1.CreateOptions{})
+			} else {
+				out, err = cfg.leases.Update(ctx, registration(cfg, from, time.Now()), metav1.UpdateOptions{})
+			}
 			return err
 		})
-		switch {
-		case apierrors.IsNotFound(err):
-			own = nil
-		case err != nil:
-			return nil, err
-		}
+		return out, err
 	}
-	var out *coordinationv1.Lease
-	err := gw.doSpare(ctx, "register", true, func(ctx context.Context) error {
+	if own != nil {
+		return write(false, own)
+	}
+	out, err := write(true, nil)
+	if !apierrors.IsAlreadyExists(err) {
+		return out, err
+	}
+	err = gw.doSpare(ctx, "register", true, func(ctx context.Context) error {
 		var err error
-		if own == nil {
-			out, err = cfg.leases.Create(ctx, registration(cfg, nil, time.Now()), metav1.CreateOptions{})
-		} else {
-			out, err = cfg.leases.Update(ctx, registration(cfg, own, time.Now()), metav1.UpdateOptions{})
-		}
+		own, err = cfg.leases.Get(ctx, registrationName(cfg.Name, cfg.identity), metav1.GetOptions{})
 		return err
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	return write(false, own)
 }
 
 // registryReports is what the registry tells the Elector's state.

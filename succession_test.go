@@ -428,6 +428,27 @@ func TestRegistrations(t *testing.T) {
 			return out
 		}
 		require.Len(t, names(), 3)
+		registration := func(identity string) *coordinationv1.Lease {
+			for _, l := range api.Leases(ns) {
+				if l.Name != lease && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == identity {
+					return l
+				}
+			}
+			return nil
+		}
+		// A new process with the same identity takes the leftover over.
+		left := registration(cs[1].name)
+		require.NotNil(t, left)
+		again := newCandidate(t, api, cs[1].name, nil)
+		again.start()
+		time.Sleep(2 * rp)
+		now := registration(cs[1].name)
+		require.NotNil(t, now)
+		assert.True(t, now.Spec.RenewTime.After(left.Spec.RenewTime.Time), "renewed by the new process")
+		again.client.Partition() // and dies without deregistering, too
+		again.stop()
+		again.client.Heal()
+		require.Len(t, names(), 3)
 		// Lapsed: three renewal periods; deleted once twice that old, at
 		// the leader's next listing (a new term).
 		time.Sleep(6*relect.DefaultRegistrationRenewal + time.Minute)
