@@ -49,6 +49,8 @@ func runCampaign(ctx context.Context, cfg *config, st *state, gw *gateway) (stab
 		w  watch.Interface
 		rv string
 	)
+	gw.forgetAcquired()
+	defer gw.forgetAcquired()
 	if st.startCampaign() || cfg.Standby {
 		var wrote bool
 		var err error

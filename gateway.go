@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -40,6 +41,10 @@ type gateway struct {
 	own     *leaseLock             // inner, when it is relect's own (Config or Client); nil with a Lock
 	limiter *rate.Limiter
 	up      gatewayReports
+	// acquired is the Lease as the follower's acquiring write left it,
+	// until client-go's first Get of the campaign, which it answers
+	// (see Get).
+	acquired atomic.Pointer[coordinationv1.Lease]
 }
 
 var _ resourcelock.Interface = (*gateway)(nil)
@@ -143,7 +148,18 @@ func (g *gateway) hasTokens(n float64) bool { return g.limiter.Tokens() >= n }
 // client-go gets is the record, or its disguise, with its recordKey as the
 // raw bytes client-go compares (so that it sees renewals within one second
 // as new, too).
+//
+// The first Get of a campaign that acquired by following is answered,
+// without a call, with the Lease as the acquiring write left it, a moment
+// ago: client-go only reads it to resume it, with a write conditional on
+// that object's resourceVersion, which fails if the Lease changed since.
 func (g *gateway) Get(ctx context.Context) (*record, []byte, error) {
+	if l := g.acquired.Swap(nil); l != nil && g.own != nil {
+		g.own.lease = l
+		rec := recordOf(l)
+		g.up.observed(rec, l)
+		return rec, recordKey(rec), nil
+	}
 	var (
 		rec *record
 		raw []byte
@@ -310,9 +326,15 @@ func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec 
 	})
 	if err == nil {
 		g.up.wrote(sent, recordOf(l))
+		g.acquired.Store(l)
 	}
 	return l, sent, err
 }
+
+// forgetAcquired drops what the follower's acquiring write left for
+// client-go's first Get: a campaign that ends before client-go ran, or a
+// new one, must read the Lease.
+func (g *gateway) forgetAcquired() { g.acquired.Store(nil) }
 
 // watch opens a watch on the one Lease (field selector metadata.name),
 // resuming after resourceVersion rv ("": from now).
