@@ -94,9 +94,9 @@ func (f *follower) run(ctx context.Context) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if f.needRead {
+		if f.needRead && !time.Now().Before(f.retryAt) {
 			if err := f.read(ctx); err != nil {
-				if err := sleep(ctx, f.retry.next()); err != nil {
+				if err := f.backOff(ctx); err != nil {
 					return err
 				}
 				continue
@@ -161,6 +161,19 @@ func (f *follower) acquireFailed(ctx context.Context, err error) error {
 	return sleep(ctx, f.retry.next())
 }
 
+// backOff waits before the next try after a failed call: with a watch
+// open, it only holds the next try back (retryAt) and the loop goes on
+// reading the watch, whose next event may make the try needless — a
+// follower must not sleep through a release or a handover; without one,
+// it sleeps.
+func (f *follower) backOff(ctx context.Context) error {
+	if f.w != nil {
+		f.retryAt = time.Now().Add(f.retry.next())
+		return nil
+	}
+	return sleep(ctx, f.retry.next())
+}
+
 // poll is a standby's follow when it may not watch: it reads the Lease
 // every RetryPeriod, with the follower's backoff while reads fail, until
 // ctx is done.
@@ -176,11 +189,14 @@ func (f *follower) poll(ctx context.Context) error {
 	}
 }
 
-// wakeAt is when the follower acts next without a watch event: when the
-// Lease may be taken over, or a held-back try is due; after a conflict,
-// when it gives up waiting for the watch to show what won.
+// wakeAt is when the follower acts next without a watch event: when a
+// held-back read is due; when the Lease may be taken over, or a held-back
+// try is due; after a conflict, when it gives up waiting for the watch to
+// show what won.
 func (f *follower) wakeAt() time.Time {
 	switch {
+	case f.needRead:
+		return f.retryAt // a read held back (backOff)
 	case f.standby:
 		return time.Now().Add(never)
 	case f.stale:
@@ -271,6 +287,9 @@ func (f *follower) openWatch(ctx context.Context) error {
 // as in client-go.
 func (f *follower) observe(l *coordinationv1.Lease, fromWatch bool) {
 	f.known, f.stale = true, false
+	if fromWatch {
+		f.needRead = false // the watch shows the Lease as it is now
+	}
 	if l == nil {
 		// A missing Lease may have been deleted by hand while held, and
 		// its holder lead on, unaware, until its next renewal fails:
@@ -293,7 +312,10 @@ func (f *follower) observe(l *coordinationv1.Lease, fromWatch bool) {
 	f.lease, f.rv = l, l.ResourceVersion
 	rec := recordOf(l)
 	if key := recordKey(rec); !bytes.Equal(key, f.key) {
-		f.key, f.observedAt = key, time.Now()
+		// A new record: a new situation, which a try held back after a
+		// failure (retryAt) must not miss — a release, or a handover to
+		// us. The backoff itself goes on growing until a watch opens.
+		f.key, f.observedAt, f.retryAt = key, time.Now(), time.Time{}
 	}
 	f.up.observed(rec, l)
 }

@@ -71,13 +71,21 @@ type termWatchReports interface {
 // back as events naming us and change nothing. If the watch ends, renewals
 // alone detect a loss, as with client-go.
 //
+// rv is the resourceVersion of the acquiring write. The follower's watch
+// may still hold events from before it — queued while the follower was cut
+// off, say — which show the Lease as it was before we took it: they are
+// skipped until the event of our own write; a loss can only come after
+// it. (If that event never comes, the watch shows nothing, and renewals
+// detect a loss, as without a watch.)
+//
 // A nil w is a follower that acquired before it watched (it found the lease
-// free at its first read): watchTerm opens one from rv, the resourceVersion
-// of the acquiring write, so that an edit made before it opens is still
-// shown — at once if the bucket has a token to spare beyond the next
-// renewal's, else after a RetryPeriod, so as not to delay a renewal. A
-// failure to open leaves the renewals to detect a loss.
+// free at its first read): watchTerm opens one from rv, so that an edit
+// made after our write but before the watch opens is still shown — at once
+// if the bucket has a token to spare beyond the next renewal's, else after
+// a RetryPeriod, so as not to delay a renewal. A failure to open leaves
+// the renewals to detect a loss.
 func watchTerm(ctx context.Context, gw *gateway, up termWatchReports, w watch.Interface, rv string) {
+	caughtUp := w == nil // a watch opened from rv shows only what followed it
 	if w == nil {
 		if !gw.hasTokens(2) && sleep(ctx, gw.cfg.RetryPeriod) != nil {
 			return
@@ -93,7 +101,12 @@ func watchTerm(ctx context.Context, gw *gateway, up termWatchReports, w watch.In
 		case <-ctx.Done():
 			return
 		case ev, open := <-w.ResultChan():
-			switch e := decode(ev, open); e.kind {
+			e := decode(ev, open)
+			if !caughtUp && e.lease != nil {
+				caughtUp = e.lease.ResourceVersion == rv
+				continue // before our write, or our write itself
+			}
+			switch e.kind {
 			case leaseChanged:
 				up.observed(recordOf(e.lease), e.lease)
 			case leaseDeleted:

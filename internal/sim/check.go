@@ -309,9 +309,9 @@ func checkCampaigning(h *History) []Violation {
 // checkHandOverTaken: after a HandOver that returned nil, to a live
 // candidate X, X leads within the handover record's lease duration, if X
 // could take it: X's run lasts that long, X has a watch on the Lease open
-// when the record is written (it follows, and is not in a backoff wait),
-// no fault is active on X's API handle in that time, and nobody edits the
-// Lease by hand meanwhile.
+// when the record is written (it follows, and is not in a backoff wait)
+// and no other call in flight, no fault is active on X's API handle in
+// that time, and nobody edits the Lease by hand meanwhile.
 func checkHandOverTaken(h *History) []Violation {
 	var out []Violation
 	faults := faultWindows(h)
@@ -329,7 +329,7 @@ func checkHandOverTaken(h *History) []Violation {
 		x := a.Holder
 		switch {
 		case until > h.End, !followsAt(h, x, rec.At), !runsThrough(h, x, rec.At, until),
-			overlapsAny(faults[x], rec.At, until), editedBetween(h, rec.At, until):
+			overlapsAny(faults[x], rec.At, until), editedBetween(h, rec.At, until), callingAt(h, x, rec.At):
 			continue
 		}
 		led := slices.ContainsFunc(h.Leading, func(s Span) bool { return s.Candidate == x && s.From >= rec.At && s.From < until })
@@ -346,6 +346,16 @@ func checkHandOverTaken(h *History) []Violation {
 func followsAt(h *History, c int, t time.Duration) bool {
 	return slices.ContainsFunc(h.Calls, func(k Call) bool {
 		return k.Candidate == c && k.Verb == "watch" && !k.Registry && k.Err == "" && k.Start <= t && t < k.End
+	})
+}
+
+// callingAt reports whether candidate c has a call on the election's Lease
+// in flight at t, other than its watch: a follower waiting on a call (one
+// a fault slowed before it healed, say) reads no watch event until the
+// call returns.
+func callingAt(h *History, c int, t time.Duration) bool {
+	return slices.ContainsFunc(h.Calls, func(k Call) bool {
+		return k.Candidate == c && k.Verb != "watch" && !k.Registry && k.Start <= t && t < k.End
 	})
 }
 
