@@ -122,7 +122,7 @@ func (f *follower) run(ctx context.Context) error {
 					return errWatchForbidden
 				}
 				f.needRead = true
-				if err := sleep(ctx, f.retry.next()); err != nil {
+				if err := f.backOff(ctx); err != nil {
 					return err
 				}
 				continue
@@ -153,12 +153,11 @@ func (f *follower) acquireFailed(ctx context.Context, err error) error {
 		f.needRead = true
 		return nil
 	case f.w != nil && (apierrors.IsTooManyRequests(err) || callResult(ctx, err) == "server_error"):
-		f.retryAt = time.Now().Add(f.retry.next())
-		return nil
+		return f.backOff(ctx)
 	}
 	f.needRead = true
 	f.stopWatch()
-	return sleep(ctx, f.retry.next())
+	return f.backOff(ctx)
 }
 
 // backOff waits before the next try after a failed call: with a watch
