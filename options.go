@@ -51,17 +51,20 @@ const (
 	// DefaultRateBurst is the token bucket's default burst: what a
 	// candidate needs within a second or two without waiting — starting to
 	// follow (a Get and a Watch), losing one race for a released lease (the
-	// conflicting Update and a Get), winning the next (its Update, then
-	// client-go's Get, resuming Update and first renewal) and releasing at
-	// once (one Update), as in a quick rolling restart. With a burst of 6 the
-	// release of a leader stopped right after its election waited up to
-	// 1/RateLimit for a token (docs/performance.md).
+	// conflicting Update), winning the next (its Update, then client-go's
+	// Get — answered without a call after a follower's write — resuming
+	// Update and first renewal) and releasing at once (one Update), as in a
+	// quick rolling restart, with a token or two to spare for the candidate
+	// registry. With a burst of 6 the release of a leader stopped right
+	// after its election waited up to 1/RateLimit for a token
+	// (docs/performance.md).
 	DefaultRateBurst = 10
 
 	// minRateBurst is the smallest burst that lets an acquisition and a
 	// renewal run without waiting on the bucket: a follower's conditional
-	// Update, then client-go's Get, its resuming Update and its renew loop's
-	// immediate first Update, all within milliseconds. (One renewal try on
+	// Update, then client-go's Get (a call when client-go polls), its
+	// resuming Update and its renew loop's immediate first Update, all
+	// within milliseconds. (One renewal try on
 	// client-go's slow path — Update, Get, Update — needs 3.) A write
 	// delayed by the bucket carries a renew time stamped before the wait,
 	// which followers may not see as new, so a healthy leader must never

@@ -141,7 +141,7 @@ func (d *demo) gracefulBound(took time.Duration) result {
 		note:     d.fleetNote(took),
 		what:     "graceful handover",
 		took:     took,
-		expected: "one watch event + 3 calls: milliseconds",
+		expected: "one watch event + 3 writes: milliseconds",
 		lo:       0,
 		hi:       rp*22/10 + slack,
 	}
