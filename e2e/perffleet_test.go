@@ -173,12 +173,17 @@ func fleetKeys(p perfParams) []fleetKey {
 type window struct {
 	d       time.Duration
 	reqs    float64 // lease requests, by its apiserver_request_total
+	writes  float64 // of which PUT, POST, DELETE and PATCH
 	apiCPU  time.Duration
 	selfCPU time.Duration // the test process's, which hosts the candidates
 }
 
 func windowOf(a, b load) window {
-	return window{d: b.at.Sub(a.at), reqs: b.metrics.total() - a.metrics.total(), apiCPU: b.api - a.api, selfCPU: b.self - a.self}
+	w := window{d: b.at.Sub(a.at), reqs: b.metrics.total() - a.metrics.total(), apiCPU: b.api - a.api, selfCPU: b.self - a.self}
+	for _, verb := range []string{"PUT", "POST", "DELETE", "PATCH"} {
+		w.writes += b.metrics.leaseRequests[verb] - a.metrics.leaseRequests[verb]
+	}
+	return w
 }
 
 // fleetRun is what one run of row g measured, change by change: the
@@ -190,18 +195,20 @@ type fleetRun struct {
 }
 
 // perChange is the mean, over the changes, of a change's window minus its
-// quiet window — the lease requests and the apiserver CPU milliseconds of
-// one change beyond the background — with the standard error of each
+// quiet window — the lease requests, the writes among them, and the
+// apiserver CPU milliseconds of one change beyond the background — with
+// the standard error of each
 // mean. The two windows of a pair are as long as each other and each ends
 // with one scrape of /metrics, so the background and the scrapes cancel
 // out, but for their noise.
-func (r fleetRun) perChange() (reqs, cpuMS meanSE) {
-	var dr, dc []float64
+func (r fleetRun) perChange() (reqs, writes, cpuMS meanSE) {
+	var dr, dw, dc []float64
 	for i := range r.change {
 		dr = append(dr, r.change[i].reqs-r.quiet[i].reqs)
+		dw = append(dw, r.change[i].writes-r.quiet[i].writes)
 		dc = append(dc, msOf(r.change[i].apiCPU-r.quiet[i].apiCPU))
 	}
-	return meanSEOf(dr), meanSEOf(dc)
+	return meanSEOf(dr), meanSEOf(dw), meanSEOf(dc)
 }
 
 // meanSE is a mean and its standard error.
@@ -341,12 +348,26 @@ func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 		run.change, run.quiet = append(run.change, cw), append(run.quiet, qw)
 		cur = next
 	}
-	reqs, cpu := run.perChange()
+	reqs, writes, cpu := run.perChange()
 	q := run.quietTotal()
-	t.Logf("%s: per change beyond the background: %v lease requests, %v apiserver CPU ms; background: %.2f lease requests/s, "+
+	t.Logf("%s: per change beyond the background: %v lease requests (%v writes), %v apiserver CPU ms; background: %.2f lease requests/s, "+
 		"CPU of kube-apiserver %.2f cores, of the test process (the %d candidates) %.2f cores",
-		k, reqs, cpu, run.background(), q.apiCPU.Seconds()/q.d.Seconds(), k.n, q.selfCPU.Seconds()/q.d.Seconds())
+		k, reqs, writes, cpu, run.background(), q.apiCPU.Seconds()/q.d.Seconds(), k.n, q.selfCPU.Seconds()/q.d.Seconds())
 	return run
+}
+
+// betweenRenewals waits until a quarter RetryPeriod after a renewal by the
+// leader of term m sent at least RetryPeriod into the term, and now or
+// later. Both windows of a change begin there: the same phase of the
+// renewals, long after the last sample (a scrape of /metrics stalls the
+// requests in flight, which then complete in the next window).
+func (f *fleet) betweenRenewals(m termMark) {
+	f.t.Helper()
+	lt := productionTiming
+	if err := m.p.reqs.waitSince("PUT", later(m.at.Add(lt.rp), time.Now()), 2*lt.rp+slack); err != nil {
+		f.t.Fatalf("%s leads but does not renew: %v", m.p.id, err)
+	}
+	time.Sleep(lt.rp / 4)
 }
 
 // change makes one change of leader: the Run of cur's candidate is
@@ -355,14 +376,12 @@ func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 // cancel to fleetSettle after RetryPeriod into the next leader's term, once
 // the cancelled Run returned; then the stopped candidate is replaced, and
 // once the new one made its first calls, a quiet window as long (qw) is
-// measured. It returns the next leader's term and the change's latency:
-// the cancel → the next OnStartedLeading.
+// measured, from the same phase of the new leader's renewals. It returns
+// the next leader's term and the change's latency: the cancel → the next
+// OnStartedLeading.
 func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, qw window) {
 	t, lt, leader := f.t, productionTiming, cur.p
-	if err := leader.reqs.waitSince("PUT", later(cur.at.Add(lt.rp), time.Now()), 2*lt.rp+slack); err != nil {
-		t.Fatalf("%s leads but does not renew: %v", leader.id, err)
-	}
-	time.Sleep(lt.rp / 4)
+	f.betweenRenewals(cur)
 	if !leader.leading.Load() {
 		describeFleet(t, f.c, f.lease, f.live)
 		t.Fatalf("%s stopped leading by itself", leader.id)
@@ -386,6 +405,7 @@ func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, 
 	}
 	f.live = removeProc(f.live, leader)
 	f.settled(f.add())
+	f.betweenRenewals(next)
 	q0 := f.sample()
 	time.Sleep(b.at.Sub(a.at))
 	q1 := f.sample()
@@ -670,9 +690,11 @@ func (r *perfResults) fleetRows(row func(id, what, rel, cg, ratio string)) []str
 			what = fmt.Sprintf("change of leader among N candidates on one Lease (the leader's Run cancelled between renewals; %d changes each; %s). %s",
 				r.p.fleetChanges, prod, what)
 		}
-		relReqs, relCPU := rel.perChange()
-		cgReqs, cgCPU := cg.perChange()
+		relReqs, relWrites, relCPU := rel.perChange()
+		cgReqs, cgWrites, cgCPU := cg.perChange()
 		row("g", what, relReqs.String(), cgReqs.String(), ratioOf(cgReqs.mean, relReqs.mean))
+		row("g", fmt.Sprintf("N = %d: of which writes (PUT, POST, DELETE), beyond the background ³", n),
+			relWrites.String(), cgWrites.String(), ratioOf(cgWrites.mean, relWrites.mean))
 		row("g", fmt.Sprintf("N = %d: kube-apiserver CPU ms per change, beyond the background ³", n),
 			relCPU.String(), cgCPU.String(), ratioOf(cgCPU.mean, relCPU.mean))
 		row("g", fmt.Sprintf("N = %d: the background, apiserver lease requests per second in the quiet windows", n),
@@ -682,7 +704,7 @@ func (r *perfResults) fleetRows(row func(id, what, rel, cg, ratio string)) []str
 			fmtDur(relLat)+" / "+fmtDur(percentile(rel.latency, 0.99)), fmtDur(cgLat)+" / "+fmtDur(percentile(cg.latency, 0.99)),
 			ratioOf(cgLat.Seconds(), relLat.Seconds()))
 		if off, ok := r.fleet[fleetKey{modeRelect, n, true}]; ok {
-			reqs, cpu := off.perChange()
+			reqs, _, cpu := off.perChange()
 			row("g", fmt.Sprintf("N = %d, relect with DisableRegistry (no line of succession: every follower tries at once): lease requests per change; CPU ms per change; handover p50 / p99", n),
 				fmt.Sprintf("%v; %v; %s / %s", reqs, cpu, fmtDur(percentile(off.latency, 0.5)), fmtDur(percentile(off.latency, 0.99))), "—", "")
 		}
@@ -696,8 +718,8 @@ func (r *perfResults) fleetRows(row func(id, what, rel, cg, ratio string)) []str
 		fmt.Sprintf("%d of %d", h.clean, len(h.latency)), "no such call", "")
 	return []string{"³ Row g: each change's window runs from a sample just before the leader's Run is cancelled to RetryPeriod + 200 ms after the next " +
 		"leader's OnStartedLeading (and after the cancelled Run returned). The stopped candidate is then replaced, and once the new one made its first " +
-		"calls, a quiet window as long as the change's is measured with the same candidates and no change. Each window ends with one scrape of " +
-		"/metrics. The figure is the mean over changes of (change window − quiet window), ± its standard error: the background and the scrapes cancel out, " +
+		"calls, a quiet window as long as the change's is measured with the same candidates and no change. Both windows begin a quarter RetryPeriod " +
+		"after a renewal of the leader, and end with one scrape of /metrics. The figure is the mean over changes of (change window − quiet window), ± its standard error: the background and the scrapes cancel out, " +
 		"but for their noise (the loop's background is its followers' polling).",
 		"⁴ Row h: each call comes between two renewals, at least RetryPeriod into the term, once the other candidates follow the Lease again " +
 			"(with BackoffMax = RetryPeriod, within a RetryPeriod of their term's end), the leader has listed the registry (it knows all three " +
