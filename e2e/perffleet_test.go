@@ -197,16 +197,19 @@ type fleetRun struct {
 // perChange is the mean, over the changes, of a change's window minus its
 // quiet window — the lease requests, the writes among them, and the
 // apiserver CPU milliseconds of one change beyond the background — with
-// the standard error of each
-// mean. The two windows of a pair are as long as each other and each ends
-// with one scrape of /metrics, so the background and the scrapes cancel
-// out, but for their noise.
+// the standard error of each mean. Each window ends with one scrape of
+// /metrics, and the quiet window's figures are scaled to the change
+// window's length (the quiet one is longer by the time its closing scrape
+// took: a sample is stamped after its scrape), so the background and the
+// scrapes cancel out, but for their noise.
 func (r fleetRun) perChange() (reqs, writes, cpuMS meanSE) {
 	var dr, dw, dc []float64
-	for i := range r.change {
-		dr = append(dr, r.change[i].reqs-r.quiet[i].reqs)
-		dw = append(dw, r.change[i].writes-r.quiet[i].writes)
-		dc = append(dc, msOf(r.change[i].apiCPU-r.quiet[i].apiCPU))
+	for i, c := range r.change {
+		q := r.quiet[i]
+		scale := c.d.Seconds() / q.d.Seconds()
+		dr = append(dr, c.reqs-q.reqs*scale)
+		dw = append(dw, c.writes-q.writes*scale)
+		dc = append(dc, msOf(c.apiCPU)-msOf(q.apiCPU)*scale)
 	}
 	return meanSEOf(dr), meanSEOf(dw), meanSEOf(dc)
 }
@@ -413,9 +416,9 @@ func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, 
 		t.Fatal("the apiserver restarted during the run")
 	}
 	cw, qw, latency = windowOf(a, b), windowOf(q0, q1), next.at.Sub(cancelled)
-	t.Logf("%s: %s → %s in %s (their requests: %s); lease requests in the %v window %.0f (%s), in the quiet one %.0f; apiserver CPU %v and %v",
+	t.Logf("%s: %s → %s in %s (their requests: %s); lease requests in the %v window %.0f (%s), in the %v quiet one %.0f (%s); apiserver CPU %v and %v",
 		f.k, leader.id, next.p.id, ms(latency), requestsBetween([]*proc{leader, next.p}, cancelled, next.at),
-		cw.d.Round(time.Millisecond), cw.reqs, byVerb(a, b), qw.reqs, cw.apiCPU, qw.apiCPU)
+		cw.d.Round(time.Millisecond), cw.reqs, byVerb(a, b), qw.d.Round(time.Millisecond), qw.reqs, byVerb(q0, q1), cw.apiCPU, qw.apiCPU)
 	return next, latency, cw, qw
 }
 
@@ -719,8 +722,9 @@ func (r *perfResults) fleetRows(row func(id, what, rel, cg, ratio string)) []str
 	return []string{"³ Row g: each change's window runs from a sample just before the leader's Run is cancelled to RetryPeriod + 200 ms after the next " +
 		"leader's OnStartedLeading (and after the cancelled Run returned). The stopped candidate is then replaced, and once the new one made its first " +
 		"calls, a quiet window as long as the change's is measured with the same candidates and no change. Both windows begin a quarter RetryPeriod " +
-		"after a renewal of the leader, and end with one scrape of /metrics. The figure is the mean over changes of (change window − quiet window), ± its standard error: the background and the scrapes cancel out, " +
-		"but for their noise (the loop's background is its followers' polling).",
+		"after a renewal of the leader, and end with one scrape of /metrics. The figure is the mean over changes of (change window − quiet window " +
+		"scaled to the change window's length), ± its standard error: the background and the scrapes cancel out, but for their noise (the loop's " +
+		"background is its followers' polls).",
 		"⁴ Row h: each call comes between two renewals, at least RetryPeriod into the term, once the other candidates follow the Lease again " +
 			"(with BackoffMax = RetryPeriod, within a RetryPeriod of their term's end), the leader has listed the registry (it knows all three " +
 			"candidates) and the successor's token bucket, worked out from its requests, holds the 5 calls its acquisition and first renewal take. " +
