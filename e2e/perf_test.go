@@ -33,8 +33,8 @@ import (
 
 // Environment variables of the benchmark.
 const (
-	// envPerf selects the benchmark's size: "short" (CI, ≈ 3.5 min) or
-	// "full" (≈ 15 min); unset skips TestPerformance.
+	// envPerf selects the benchmark's size: "short" (CI, ≈ 5.5 min) or
+	// "full" (≈ 32 min); unset skips TestPerformance.
 	envPerf = "RELECT_PERF"
 	// envPerfOut, if set, is a file the table is written to as well.
 	envPerfOut = "RELECT_PERF_OUT"
