@@ -178,6 +178,37 @@ func (cand *candidate) events(kind string, from time.Time) []history.Record {
 	return out
 }
 
+// Leadership controls of a relect candidate process, and the events it
+// records for them.
+const (
+	sigYield    = syscall.SIGUSR1 // Elector.Yield: event "yield"
+	sigHandOver = syscall.SIGUSR2 // Elector.HandOver(-handover-to): event "handover"
+)
+
+// control sends sig (sigYield or sigHandOver) to a relect candidate, waits
+// for the record of the call it made, and checks that the call returned
+// no error. It returns the record: T is when the call was made.
+func (cand *candidate) control(sig syscall.Signal) history.Record {
+	cand.t.Helper()
+	event := "yield"
+	if sig == sigHandOver {
+		event = "handover"
+	}
+	sent := cand.signal(sig)
+	var rec history.Record
+	waitFor(cand.t, renewDeadline+slack, cand.id+"'s "+event, func() bool {
+		if rs := cand.events(event, sent); len(rs) > 0 {
+			rec = rs[0]
+			return true
+		}
+		return false
+	})
+	if rec.Err != "" {
+		cand.t.Fatalf("%s: %s returned %s", cand.id, event, rec.Err)
+	}
+	return rec
+}
+
 // terminate sends SIGTERM, waits for a graceful exit and checks it exited
 // 0 with an exit record.
 func (cand *candidate) terminate() (sent, exited time.Time) {

@@ -224,15 +224,21 @@ type procOpts struct {
 	id     string
 	timing leaseTiming
 	// onStarted, if not nil, is called first thing in OnStartedLeading,
-	// with the time it was called.
-	onStarted func(p *proc, at time.Time)
+	// with the time it was called; onStopped, if not nil, once its
+	// context is done, with that time.
+	onStarted, onStopped func(p *proc, at time.Time)
+	// relect's Options.BackoffMax (zero: its default) and
+	// Options.DisableRegistry; the loop has neither.
+	backoffMax      time.Duration
+	disableRegistry bool
 }
 
 // proc is an in-process candidate.
 type proc struct {
 	id, mode string
 	reqs     *reqLog
-	leading  atomic.Bool // in OnStartedLeading, its context not done
+	e        *relect.Elector // relect's candidate; nil for the loop
+	leading  atomic.Bool     // in OnStartedLeading, its context not done
 	cancel   context.CancelFunc
 	done     chan struct{} // closed when Run has returned
 	runErr   error         // what Run returned; read after done
@@ -251,6 +257,9 @@ func (c *cluster) startProc(o procOpts) (*proc, error) {
 		}
 		<-ctx.Done()
 		p.leading.Store(false)
+		if o.onStopped != nil {
+			o.onStopped(p, time.Now())
+		}
 	}
 	var run func(context.Context) error
 	switch o.mode {
@@ -263,12 +272,14 @@ func (c *cluster) startProc(o procOpts) (*proc, error) {
 			LeaseDuration:    o.timing.ld,
 			RenewDeadline:    o.timing.rd,
 			RetryPeriod:      o.timing.rp,
+			BackoffMax:       o.backoffMax,
+			DisableRegistry:  o.disableRegistry,
 			OnStartedLeading: work,
 		})
 		if err != nil {
 			return nil, err
 		}
-		run = e.Run
+		p.e, run = e, e.Run
 	case modeClientGo:
 		cs, err := kubernetes.NewForConfig(cfg)
 		if err != nil {

@@ -33,8 +33,8 @@ import (
 
 // Environment variables of the benchmark.
 const (
-	// envPerf selects the benchmark's size: "short" (CI, ≈ 3.5 min) or
-	// "full" (≈ 15 min); unset skips TestPerformance.
+	// envPerf selects the benchmark's size: "short" (CI, ≈ 5.5 min) or
+	// "full" (≈ 32 min); unset skips TestPerformance.
 	envPerf = "RELECT_PERF"
 	// envPerfOut, if set, is a file the table is written to as well.
 	envPerfOut = "RELECT_PERF_OUT"
@@ -50,13 +50,19 @@ type perfParams struct {
 	scaleWarmup    time.Duration // row e: after the candidates started
 	scaleWindow    time.Duration // row e: per implementation
 	overheadN      int           // row f: idle followers
+	fleetNs        []int         // row g: fleet sizes
+	fleetOffNs     []int         // row g: fleet sizes also run with relect's registry off
+	fleetChanges   int           // row g: changes of leader per implementation and size
+	stepDowns      int           // row h: Yields, and HandOvers
 }
 
 var perfModes = map[string]perfParams{
 	"short": {warmup: 12 * time.Second, window: 30 * time.Second, handovers: 8, failovers: 3,
-		scaleN: 200, scaleIdle: 15 * time.Second, scaleWarmup: 8 * time.Second, scaleWindow: 20 * time.Second, overheadN: 50},
+		scaleN: 200, scaleIdle: 15 * time.Second, scaleWarmup: 8 * time.Second, scaleWindow: 20 * time.Second, overheadN: 50,
+		fleetNs: []int{200}, fleetChanges: 3, stepDowns: 8},
 	"full": {warmup: 20 * time.Second, window: 3 * time.Minute, handovers: 30, failovers: 12,
-		scaleN: 200, scaleIdle: 90 * time.Second, scaleWarmup: 20 * time.Second, scaleWindow: 2 * time.Minute, overheadN: 50},
+		scaleN: 200, scaleIdle: 90 * time.Second, scaleWarmup: 20 * time.Second, scaleWindow: 2 * time.Minute, overheadN: 50,
+		fleetNs: []int{3, 200, 1000}, fleetOffNs: []int{200, 1000}, fleetChanges: 10, stepDowns: 30},
 }
 
 // implementations, in the table's column order.
@@ -123,6 +129,15 @@ func TestPerformance(t *testing.T) {
 			}
 		}
 	})
+	phase("stepdown", func(t *testing.T) {
+		for _, kind := range []string{ctlYield, ctlHandOver} {
+			t.Run(kind, func(t *testing.T) {
+				t.Parallel()
+				run := benchStepDown(t, c, kind, p.stepDowns)
+				res.set(func() { res.stepDowns[kind] = run })
+			})
+		}
+	})
 	phase("failover", func(t *testing.T) {
 		for _, mode := range implementations {
 			t.Run(mode, func(t *testing.T) {
@@ -139,6 +154,14 @@ func TestPerformance(t *testing.T) {
 		}
 	})
 	phase("scale", func(t *testing.T) { benchScale(t, c, p, res) })
+	phase("fleet", func(t *testing.T) {
+		for _, k := range fleetKeys(p) {
+			t.Run(k.String(), func(t *testing.T) {
+				run := benchFleet(t, c, k, p.fleetChanges)
+				res.set(func() { res.fleet[k] = run })
+			})
+		}
+	})
 
 	table := res.table(c.machine(t), time.Since(start))
 	fmt.Print("\n" + table)
@@ -173,6 +196,9 @@ type perfResults struct {
 	scale               map[string]loadRates
 	scaleCounted        map[string]float64 // lease requests per second counted by the transports
 	goroutines, heapKiB map[string]float64
+	// g: by run; h: by control (ctlYield, ctlHandOver).
+	fleet     map[fleetKey]fleetRun
+	stepDowns map[string]stepDownRun
 }
 
 func (r *perfResults) set(f func()) {
@@ -184,6 +210,7 @@ func (r *perfResults) set(f func()) {
 		r.handover, r.failover = map[string][]time.Duration{}, map[string][]failoverRun{}
 		r.scale, r.scaleCounted = map[string]loadRates{}, map[string]float64{}
 		r.goroutines, r.heapKiB = map[string]float64{}, map[string]float64{}
+		r.fleet, r.stepDowns = map[fleetKey]fleetRun{}, map[string]stepDownRun{}
 	}
 	f()
 }
@@ -947,6 +974,7 @@ func (r *perfResults) table(machine string, took time.Duration) string {
 		fmt.Sprintf("%.1f", r.heapKiB[modeRelect]), fmt.Sprintf("%.1f", r.heapKiB[modeClientGo]),
 		ratioOf(r.heapKiB[modeClientGo], r.heapKiB[modeRelect]))
 
+	fleetNotes := r.fleetRows(row)
 	footnotes = append(footnotes,
 		"¹ relect sent no request in the window: the ratio is a lower bound, computed as if each of its candidates had sent one.",
 		fmt.Sprintf("Cross-check of rows a and d (one %s window): the benchmark's transports counted %.0f lease requests sent to the apiserver; the apiserver's apiserver_request_total{resource=\"leases\"} grew by %.0f, of which its own lease traffic at the idle rate of row e accounts for %.0f.",
@@ -955,6 +983,7 @@ func (r *perfResults) table(machine string, took time.Duration) string {
 			roundDur(p.scaleIdle), r.scaleIdles[0].apiCPU, r.scaleIdles[1].apiCPU, r.scaleIdles[0].etcdCPU, r.scaleIdles[1].etcdCPU, r.scaleIdles[0].leaseReqs, r.scaleIdles[1].leaseReqs),
 		fmt.Sprintf("Row e: lease requests per second counted by the candidates' transports: relect %.2f, client-go loop %.2f; lease watches open at the end of the window: relect %.0f, client-go loop %.0f, idle %.0f.",
 			r.scaleCounted[modeRelect], r.scaleCounted[modeClientGo], r.scale[modeRelect].openWatches, r.scale[modeClientGo].openWatches, idle.openWatches))
+	footnotes = append(footnotes, fleetNotes...)
 	b.WriteString("\n")
 	for _, f := range footnotes {
 		b.WriteString(f + "\n\n")

@@ -11,6 +11,14 @@
 // (view "ctx": on when the callback starts, off when its context is done),
 // client-go's IsLeader sampled (view "isleader"), and the callbacks.
 //
+// With -mode=relect, -priority and -standby set relect's Options.Priority
+// and Options.Standby; on SIGUSR1 it calls Elector.Yield, and on SIGUSR2
+// Elector.HandOver to the identity given by -handover-to, and records each
+// call as an event ("yield", "handover": T when it was made, Delay how long
+// it took, Err what it returned). With each new-leader event it records the
+// successors it knows of (Elector.Candidates). Send SIGUSR1 and SIGUSR2 to
+// relect candidates only: in clientgo mode they end the process.
+//
 // On SIGTERM or SIGINT it cancels the election (a graceful release unless
 // -keep-lease-on-cancel), waits for Run to return, writes an "exit" record
 // and exits 0. It exits 1 if Run ended otherwise and 2 on bad flags.
@@ -40,6 +48,9 @@ type flags struct {
 	backoffInitial, backoffMax                           time.Duration
 	keepLeaseOnCancel                                    bool
 	sample                                               time.Duration
+	priority                                             int
+	standby                                              bool
+	handOverTo                                           string
 }
 
 func main() {
@@ -57,6 +68,9 @@ func main() {
 	flag.DurationVar(&f.backoffMax, "backoff-max", 0, "relect BackoffMax (0: relect's default)")
 	flag.BoolVar(&f.keepLeaseOnCancel, "keep-lease-on-cancel", false, "relect KeepLeaseOnCancel: do not release the lease on SIGTERM")
 	flag.DurationVar(&f.sample, "sample", 2*time.Millisecond, "how often IsLeader is sampled")
+	flag.IntVar(&f.priority, "priority", 0, "relect Priority")
+	flag.BoolVar(&f.standby, "standby", false, "relect Standby: follow and report, never campaign")
+	flag.StringVar(&f.handOverTo, "handover-to", "", "the identity SIGUSR2 hands the lease over to (relect HandOver)")
 	flag.Parse()
 	if f.kubeconfig == "" || f.name == "" || f.identity == "" || f.history == "" ||
 		(f.mode != "relect" && f.mode != "clientgo") || f.sample <= 0 {
@@ -161,6 +175,8 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 		BackoffInitial:    f.backoffInitial,
 		BackoffMax:        f.backoffMax,
 		KeepLeaseOnCancel: f.keepLeaseOnCancel,
+		Priority:          int32(f.priority),
+		Standby:           f.standby,
 		OnStartedLeading:  func(ctx context.Context) { <-ctx.Done() },
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
@@ -178,12 +194,21 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 			if ev.Err != nil {
 				r.Err = ev.Err.Error()
 			}
+			if ev.Kind == relect.EventNewLeader {
+				for _, c := range e.Candidates() {
+					if c.Successor > 0 {
+						r.Successors = append(r.Successors, c.Identity)
+					}
+				}
+			}
 			must(w.Write(r))
 		}
 	}()
 
 	runDone := make(chan error, 1)
 	go func() { runDone <- e.Run(ctx) }()
+	controlled := control(ctx, e, f.handOverTo, w)
+	defer controlled()
 
 	s := &sampler{w: w, view: history.ViewRelect}
 	observe := func() {
@@ -208,6 +233,45 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 			return err
 		case <-tick.C:
 		}
+	}
+}
+
+// control calls Yield on SIGUSR1 and HandOver(to) on SIGUSR2, one at a
+// time, until ctx is done, and records each call. The returned function
+// stops it and waits for it.
+func control(ctx context.Context, e *relect.Elector, to string, w *history.Writer) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGUSR1, syscall.SIGUSR2)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case sig := <-sigs:
+				r := history.Record{Kind: history.KindEvent, Event: "yield"}
+				called := time.Now()
+				var err error
+				if sig == syscall.SIGUSR1 {
+					err = e.Yield(ctx)
+				} else {
+					r.Event, r.Leader = "handover", to
+					err = e.HandOver(ctx, to)
+				}
+				r.T, r.Delay = called.UnixNano(), int64(time.Since(called))
+				if err != nil {
+					r.Err = err.Error()
+				}
+				must(w.Write(r))
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(sigs)
+		cancel()
+		<-done
 	}
 }
 

@@ -78,11 +78,14 @@ type Record struct {
 	Before       bool   `json:"before,omitempty"`         // gap
 	After        bool   `json:"after,omitempty"`          // gap
 
-	Event   string `json:"event,omitempty"`   // event: relect's EventKind.String(), or a client-go callback name
-	Leader  string `json:"leader,omitempty"`  // event
+	Event   string `json:"event,omitempty"`   // event: relect's EventKind.String(), a client-go callback name, or "yield" or "handover" (a call the candidate made)
+	Leader  string `json:"leader,omitempty"`  // event; for "handover", the identity named
 	Err     string `json:"err,omitempty"`     // event, exit
-	Delay   int64  `json:"delay,omitempty"`   // event: backoff, ns
+	Delay   int64  `json:"delay,omitempty"`   // event: backoff, or how long a "yield" or "handover" call took, ns
 	Dropped uint64 `json:"dropped,omitempty"` // exit
+	// Successors are, with relect's new-leader event, the successors the
+	// candidate knew of then, first in line first (Elector.Candidates).
+	Successors []string `json:"successors,omitempty"`
 	// Calls counts the Lease API calls by "verb/result" (exit, relect
 	// mode: relect's Stats.Calls); BucketWait is the total time they
 	// waited on relect's token bucket, in ns.

@@ -1,0 +1,735 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relect/relect"
+)
+
+// Rows g and h of the benchmark: changes of leader in fleets of N
+// in-process candidates, relect and the client-go loop side by side (g),
+// and relect's Yield and HandOver (h). docs/performance.md says what each
+// row measures.
+
+// ---- terms: when each candidate of a group began and stopped leading ----
+
+// termMark is one candidate's OnStartedLeading beginning (start), or its
+// context ending.
+type termMark struct {
+	p     *proc
+	at    time.Time
+	start bool
+}
+
+// termLog records the terms of a group of in-process candidates, through
+// procOpts.onStarted and onStopped. It is safe for concurrent use.
+type termLog struct {
+	mu    sync.Mutex
+	marks []termMark // in the order recorded
+}
+
+// opts returns o with the log's callbacks.
+func (l *termLog) opts(o procOpts) procOpts {
+	o.onStarted = func(p *proc, at time.Time) { l.add(termMark{p, at, true}) }
+	o.onStopped = func(p *proc, at time.Time) { l.add(termMark{p, at, false}) }
+	return o
+}
+
+func (l *termLog) add(m termMark) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.marks = append(l.marks, m)
+}
+
+// nextStart waits up to timeout for a term that started at or after from,
+// and returns the first one.
+func (l *termLog) nextStart(from time.Time, timeout time.Duration) (termMark, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, m := range l.between(from, time.Now().Add(time.Hour)) {
+			if m.start {
+				return m, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return termMark{}, fmt.Errorf("no term started within %v", timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// between returns the marks stamped in [from, to), earliest first.
+func (l *termLog) between(from, to time.Time) []termMark {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []termMark
+	for _, m := range l.marks {
+		if !m.at.Before(from) && m.at.Before(to) {
+			out = append(out, m)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].at.Before(out[j].at) })
+	return out
+}
+
+// current waits up to timeout until exactly one of ps leads, and returns
+// the start of its term.
+func (l *termLog) current(ps []*proc, timeout time.Duration) (termMark, error) {
+	deadline := time.Now().Add(timeout)
+	for {
+		var leading []*proc
+		for _, p := range ps {
+			if p.leading.Load() {
+				leading = append(leading, p)
+			}
+		}
+		if len(leading) == 1 {
+			if m, ok := l.lastStart(leading[0]); ok {
+				return m, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return termMark{}, fmt.Errorf("%d of %d candidates lead, after %v", len(leading), len(ps), timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// lastStart returns the start of p's last term, if it led.
+func (l *termLog) lastStart(p *proc) (termMark, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.marks) - 1; i >= 0; i-- {
+		if m := l.marks[i]; m.p == p && m.start {
+			return m, true
+		}
+	}
+	return termMark{}, false
+}
+
+// lastStop is when p's last term ended, or zero if it never led.
+func (l *termLog) lastStop(p *proc) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var at time.Time
+	for _, m := range l.marks {
+		if m.p == p && !m.start && m.at.After(at) {
+			at = m.at
+		}
+	}
+	return at
+}
+
+// ---- row g: a change of leader at fleet size ----
+
+// fleetKey names one run of row g.
+type fleetKey struct {
+	mode        string // modeRelect or modeClientGo
+	n           int    // candidates
+	registryOff bool   // relect with Options.DisableRegistry
+}
+
+func (k fleetKey) String() string {
+	s := fmt.Sprintf("%s-%d", k.mode, k.n)
+	if k.registryOff {
+		s += "-registry-off"
+	}
+	return s
+}
+
+// How row g starts a fleet, and when it ends a change's window.
+const (
+	fleetBatch      = 100                    // candidates started at once,
+	fleetBatchPause = 200 * time.Millisecond // then a pause
+	// fleetSettle is how long after RetryPeriod into the new leader's
+	// term a change's window ends: its first calls (client-go's resuming
+	// write and first renewal, relect's list of the registry half a
+	// RetryPeriod in) are in the window.
+	fleetSettle = 200 * time.Millisecond
+)
+
+// fleetKeys are the runs of row g, in order: at each size, relect, the
+// loop, then relect with its registry off if p asks for it.
+func fleetKeys(p perfParams) []fleetKey {
+	var keys []fleetKey
+	for _, n := range p.fleetNs {
+		keys = append(keys, fleetKey{modeRelect, n, false}, fleetKey{modeClientGo, n, false})
+		if slices.Contains(p.fleetOffNs, n) {
+			keys = append(keys, fleetKey{modeRelect, n, true})
+		}
+	}
+	return keys
+}
+
+// window is what the apiserver did between two samples.
+type window struct {
+	d       time.Duration
+	reqs    float64 // lease requests, by its apiserver_request_total
+	writes  float64 // of which PUT, POST, DELETE and PATCH
+	apiCPU  time.Duration
+	selfCPU time.Duration // the test process's, which hosts the candidates
+}
+
+func windowOf(a, b load) window {
+	w := window{d: b.at.Sub(a.at), reqs: b.metrics.total() - a.metrics.total(), apiCPU: b.api - a.api, selfCPU: b.self - a.self}
+	for _, verb := range []string{"PUT", "POST", "DELETE", "PATCH"} {
+		w.writes += b.metrics.leaseRequests[verb] - a.metrics.leaseRequests[verb]
+	}
+	return w
+}
+
+// fleetRun is what one run of row g measured, change by change: the
+// latency of each change, its window, and the quiet window paired with it
+// (same length, same candidates, no change).
+type fleetRun struct {
+	latency       []time.Duration // the leader's Run cancelled → the next OnStartedLeading
+	change, quiet []window
+}
+
+// perChange is the mean, over the changes, of a change's window minus its
+// quiet window — the lease requests, the writes among them, and the
+// apiserver CPU milliseconds of one change beyond the background — with
+// the standard error of each mean. Each window ends with one scrape of
+// /metrics, and the quiet window's figures are scaled to the change
+// window's length (the quiet one is longer by the time its closing scrape
+// took: a sample is stamped after its scrape), so the background and the
+// scrapes cancel out, but for their noise.
+func (r fleetRun) perChange() (reqs, writes, cpuMS meanSE) {
+	var dr, dw, dc []float64
+	for i, c := range r.change {
+		q := r.quiet[i]
+		scale := c.d.Seconds() / q.d.Seconds()
+		dr = append(dr, c.reqs-q.reqs*scale)
+		dw = append(dw, c.writes-q.writes*scale)
+		dc = append(dc, msOf(c.apiCPU)-msOf(q.apiCPU)*scale)
+	}
+	return meanSEOf(dr), meanSEOf(dw), meanSEOf(dc)
+}
+
+// meanSE is a mean and its standard error.
+type meanSE struct{ mean, se float64 }
+
+func meanSEOf(xs []float64) meanSE {
+	m := mean(xs)
+	if len(xs) < 2 {
+		return meanSE{m, math.NaN()}
+	}
+	var ss float64
+	for _, x := range xs {
+		ss += (x - m) * (x - m)
+	}
+	return meanSE{m, math.Sqrt(ss/float64(len(xs)-1)) / math.Sqrt(float64(len(xs)))}
+}
+
+func (v meanSE) String() string {
+	if math.IsNaN(v.se) {
+		return fmt.Sprintf("%.1f", v.mean)
+	}
+	return fmt.Sprintf("%.1f ± %.1f", v.mean, v.se)
+}
+
+// background is the lease requests per second of the quiet windows.
+func (r fleetRun) background() float64 {
+	b := r.quietTotal()
+	return b.reqs / b.d.Seconds()
+}
+
+// quietTotal adds up the quiet windows.
+func (r fleetRun) quietTotal() window {
+	var sum window
+	for _, w := range r.quiet {
+		sum.d, sum.reqs, sum.apiCPU, sum.selfCPU = sum.d+w.d, sum.reqs+w.reqs, sum.apiCPU+w.apiCPU, sum.selfCPU+w.selfCPU
+	}
+	return sum
+}
+
+// settledVerb is the request that shows a candidate of k has made its
+// first calls: relect's registration (a Create), or with the registry off
+// its watch; the loop's first poll.
+func settledVerb(k fleetKey) string {
+	switch {
+	case k.mode == modeClientGo:
+		return "GET"
+	case k.registryOff:
+		return "WATCH"
+	}
+	return "POST"
+}
+
+// fleet is the candidates of one run of row g.
+type fleet struct {
+	t     *testing.T
+	c     *cluster
+	k     fleetKey
+	lease string
+	terms *termLog
+	opts  procOpts
+	live  []*proc
+	seq   int // the next candidate's number
+}
+
+// add starts one more candidate.
+func (f *fleet) add() *proc {
+	f.t.Helper()
+	f.opts.id = fmt.Sprintf("%s-%d", f.k, f.seq)
+	f.seq++
+	p, err := f.c.startProc(f.opts)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.live = append(f.live, p)
+	return p
+}
+
+// settled waits until each of ps has made its first calls (settledVerb).
+func (f *fleet) settled(ps ...*proc) {
+	f.t.Helper()
+	for _, p := range ps {
+		if err := p.reqs.waitSince(settledVerb(f.k), time.Time{}, 30*time.Second); err != nil {
+			f.t.Fatalf("%s: %v", p.id, err)
+		}
+	}
+}
+
+func (f *fleet) sample() load {
+	f.t.Helper()
+	l, err := f.c.sampleLoad(context.Background())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return l
+}
+
+// benchFleet starts k.n candidates on one Lease, production durations, in
+// batches, and makes changes graceful changes of leader (change).
+func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
+	lt := productionTiming
+	f := &fleet{t: t, c: c, k: k, lease: leaseName(t), terms: &termLog{}}
+	f.opts = f.terms.opts(procOpts{mode: k.mode, lease: f.lease, timing: lt, disableRegistry: k.registryOff})
+	c.createReleasedLease(t, f.lease)
+	t.Cleanup(func() {
+		if err := stopProcs(f.live); err != nil {
+			t.Error(err)
+		}
+	})
+	begin := time.Now()
+	for i := range k.n {
+		f.add()
+		if i%fleetBatch == fleetBatch-1 {
+			time.Sleep(fleetBatchPause)
+		}
+	}
+	f.settled(f.live...)
+	// Two renewals more: relect's leader has listed the registrations and
+	// names its successors in the Lease.
+	time.Sleep(2 * lt.rp)
+	cur, err := f.terms.current(f.live, electionTimeout(lt))
+	if err != nil {
+		describeFleet(t, c, f.lease, f.live)
+		t.Fatal(err)
+	}
+	starts := 0
+	for _, m := range f.terms.between(begin, time.Now()) {
+		if m.start {
+			starts++
+		}
+	}
+	t.Logf("%s: %d candidates started and settled in %v; %s leads, after %d terms", k, k.n, time.Since(begin).Round(time.Millisecond), cur.p.id, starts)
+
+	var run fleetRun
+	for len(run.latency) < changes {
+		next, latency, cw, qw := f.change(cur)
+		run.latency = append(run.latency, latency)
+		run.change, run.quiet = append(run.change, cw), append(run.quiet, qw)
+		cur = next
+	}
+	reqs, writes, cpu := run.perChange()
+	q := run.quietTotal()
+	t.Logf("%s: per change beyond the background: %v lease requests (%v writes), %v apiserver CPU ms; background: %.2f lease requests/s, "+
+		"CPU of kube-apiserver %.2f cores, of the test process (the %d candidates) %.2f cores",
+		k, reqs, writes, cpu, run.background(), q.apiCPU.Seconds()/q.d.Seconds(), k.n, q.selfCPU.Seconds()/q.d.Seconds())
+	return run
+}
+
+// betweenRenewals waits until a quarter RetryPeriod after a renewal by the
+// leader of term m sent at least RetryPeriod into the term, and now or
+// later. Both windows of a change begin there: the same phase of the
+// renewals, long after the last sample (a scrape of /metrics stalls the
+// requests in flight, which then complete in the next window).
+func (f *fleet) betweenRenewals(m termMark) {
+	f.t.Helper()
+	lt := productionTiming
+	if err := m.p.reqs.waitSince("PUT", later(m.at.Add(lt.rp), time.Now()), 2*lt.rp+slack); err != nil {
+		f.t.Fatalf("%s leads but does not renew: %v", m.p.id, err)
+	}
+	time.Sleep(lt.rp / 4)
+}
+
+// change makes one change of leader: the Run of cur's candidate is
+// cancelled between two renewals, at least RetryPeriod into its term, as in
+// row b. The change's window (cw) runs from a sample just before the
+// cancel to fleetSettle after RetryPeriod into the next leader's term, once
+// the cancelled Run returned; then the stopped candidate is replaced, and
+// once the new one made its first calls, a quiet window as long (qw) is
+// measured, from the same phase of the new leader's renewals. It returns
+// the next leader's term and the change's latency: the cancel → the next
+// OnStartedLeading.
+func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, qw window) {
+	t, lt, leader := f.t, productionTiming, cur.p
+	f.betweenRenewals(cur)
+	if !leader.leading.Load() {
+		describeFleet(t, f.c, f.lease, f.live)
+		t.Fatalf("%s stopped leading by itself", leader.id)
+	}
+	a := f.sample()
+	cancelled := time.Now()
+	leader.cancel()
+	next, err := f.terms.nextStart(cancelled, electionTimeout(lt))
+	if err != nil {
+		describeFleet(t, f.c, f.lease, f.live)
+		t.Fatalf("after cancelling %s: %v", leader.id, err)
+	}
+	if next.p == leader {
+		t.Fatalf("%s led again after its Run was cancelled", leader.id)
+	}
+	<-leader.done
+	time.Sleep(time.Until(next.at.Add(lt.rp + fleetSettle)))
+	b := f.sample()
+	if err := leader.stop(); err != nil {
+		t.Error(err)
+	}
+	f.live = removeProc(f.live, leader)
+	f.settled(f.add())
+	f.betweenRenewals(next)
+	q0 := f.sample()
+	time.Sleep(b.at.Sub(a.at))
+	q1 := f.sample()
+	if a.apiPID != q1.apiPID {
+		t.Fatal("the apiserver restarted during the run")
+	}
+	cw, qw, latency = windowOf(a, b), windowOf(q0, q1), next.at.Sub(cancelled)
+	t.Logf("%s: %s → %s in %s (their requests: %s); lease requests in the %v window %.0f (%s), in the %v quiet one %.0f (%s); apiserver CPU %v and %v",
+		f.k, leader.id, next.p.id, ms(latency), requestsBetween([]*proc{leader, next.p}, cancelled, next.at),
+		cw.d.Round(time.Millisecond), cw.reqs, byVerb(a, b), qw.d.Round(time.Millisecond), qw.reqs, byVerb(q0, q1), cw.apiCPU, qw.apiCPU)
+	return next, latency, cw, qw
+}
+
+// describeFleet logs, for a run that went wrong, the Lease as stored and
+// what relect's candidates know: the leader they observed, their calls by
+// verb and result, and the successors they know of.
+func describeFleet(t *testing.T, c *cluster, lease string, ps []*proc) {
+	t.Helper()
+	if l := c.getLease(t, lease); l != nil {
+		t.Logf("the Lease: holder %q, transitions %d, duration %ds, renewed %v; annotations %v",
+			ptrVal(l.Spec.HolderIdentity), ptrVal(l.Spec.LeaseTransitions), ptrVal(l.Spec.LeaseDurationSeconds), l.Spec.RenewTime, l.Annotations)
+	}
+	leaders := map[string]int{}
+	calls := map[string]uint64{}
+	for i, p := range ps {
+		if p.e == nil {
+			continue
+		}
+		st := p.e.Stats()
+		leaders[st.Leader]++
+		for k, n := range st.Calls {
+			calls[k.Verb+"/"+k.Result] += n
+		}
+		if i < 5 {
+			var line []string
+			for _, cand := range p.e.Candidates() {
+				line = append(line, fmt.Sprintf("%s(leader %v, successor %d)", cand.Identity, cand.Leader, cand.Successor))
+			}
+			t.Logf("%s: leader %q, failures in a row %d, degraded %v, backoffs %d; candidates: %s",
+				p.id, st.Leader, st.ConsecutiveFailures, st.Degraded, st.Backoffs, strings.Join(line, ", "))
+		}
+	}
+	t.Logf("leaders observed by the relect candidates: %v; their calls: %v", leaders, calls)
+}
+
+// byVerb lists the apiserver's lease requests between two samples by verb.
+func byVerb(a, b load) string {
+	var out []string
+	for v, n := range b.metrics.leaseRequests {
+		if d := n - a.metrics.leaseRequests[v]; d > 0 {
+			out = append(out, fmt.Sprintf("%s %.0f", v, d))
+		}
+	}
+	sort.Strings(out)
+	return strings.Join(out, ", ")
+}
+
+// ---- row h: Yield and HandOver ----
+
+// Leadership controls of row h.
+const (
+	ctlYield    = "yield"
+	ctlHandOver = "handover"
+)
+
+// stepDownRun is what row h measured of one control.
+type stepDownRun struct {
+	latency []time.Duration // the call → the next OnStartedLeading
+	// clean: HandOvers after which the named candidate led next, nobody
+	// else led or held the Lease in between, and the old leader's work had
+	// returned before the new term started.
+	clean int
+}
+
+// tokensNeeded is what a successor's token bucket must hold for its
+// acquisition not to wait: the calls of the acquisition and the first
+// renewal (relect's minRateBurst), and one more for the milliseconds
+// between a token and the request the transport stamps.
+const tokensNeeded = 5
+
+// untilTokens returns how long until the token bucket of a relect candidate
+// with the defaults (burst relect.DefaultRateBurst, 2 calls per
+// RetryPeriod) holds n tokens, as worked out from its Lease requests: one
+// token each, the bucket full at the start.
+func untilTokens(reqs []request, lt leaseTiming, n float64) time.Duration {
+	rate, burst := 2/lt.rp.Seconds(), float64(relect.DefaultRateBurst)
+	tokens, last := burst, time.Now()
+	for i, r := range reqs {
+		if i > 0 {
+			tokens = min(burst, tokens+rate*r.at.Sub(last).Seconds())
+		}
+		tokens, last = tokens-1, r.at
+	}
+	tokens = min(burst, tokens+rate*time.Since(last).Seconds())
+	return time.Duration(max(0, n-tokens) / rate * float64(time.Second))
+}
+
+// refillTime is how long an empty token bucket of relect's defaults takes
+// to fill.
+func refillTime(lt leaseTiming) time.Duration {
+	return time.Duration(relect.DefaultRateBurst) * lt.rp / 2
+}
+
+// benchStepDown makes n changes of leader among three relect candidates
+// with Yield or HandOver (kind), production durations, BackoffMax =
+// RetryPeriod so that a candidate that just led follows again within a
+// RetryPeriod. Each call comes between two renewals, at least RetryPeriod
+// into the term, in a settled fleet: every other candidate follows the
+// Lease (it has sent a watch since its last term ended), the leader has
+// listed the registry (it knows every candidate), and the successor's
+// token bucket holds what its acquisition takes (tokensNeeded). A term
+// costs a candidate about as many calls as its bucket holds, the first in
+// line at a Yield is, with equal priorities and three candidates, the
+// candidate that led before, and a leader lists the registry only with
+// tokens to spare: changes in quicker succession wait for tokens, and
+// pass on lines of succession that leave out the leaders before (see
+// docs/performance.md). HandOver names the candidate that did not lead
+// last.
+func benchStepDown(t *testing.T, c *cluster, kind string, n int) stepDownRun {
+	lt := productionTiming
+	lease := leaseName(t)
+	c.createReleasedLease(t, lease)
+	w := c.watchLease(t, lease)
+	terms := &termLog{}
+	ps, err := c.startProcs(3, kind, terms.opts(procOpts{mode: modeRelect, lease: lease, timing: lt, backoffMax: lt.rp}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := stopProcs(ps); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, p := range ps {
+		if err := p.reqs.waitSince("POST", time.Time{}, 30*time.Second); err != nil {
+			t.Fatalf("%s did not register: %v", p.id, err)
+		}
+	}
+	time.Sleep(2 * lt.rp)
+	cur, err := terms.current(ps, electionTimeout(lt))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	var run stepDownRun
+	var prev *proc
+	ctx := context.Background()
+	for len(run.latency) < n {
+		leader := cur.p
+		target := settledFleet(t, terms, leader, prev, ps, kind)
+		if err := leader.reqs.waitSince("PUT", later(cur.at.Add(lt.rp), time.Now()), 2*lt.rp+slack); err != nil {
+			t.Fatalf("%s leads but does not renew: %v", leader.id, err)
+		}
+		time.Sleep(lt.rp / 4)
+		term, leading := leader.e.Term()
+		if !leading {
+			t.Fatalf("%s stopped leading by itself", leader.id)
+		}
+		called := time.Now()
+		if kind == ctlYield {
+			err = leader.e.Yield(ctx)
+		} else {
+			err = leader.e.HandOver(ctx, target.id)
+		}
+		returned := time.Now()
+		if err != nil {
+			t.Fatalf("%s: %s: %v", leader.id, kind, err)
+		}
+		next, err := terms.nextStart(called, electionTimeout(lt))
+		if err != nil {
+			t.Fatalf("after %s's %s: %v", leader.id, kind, err)
+		}
+		if next.p == leader {
+			t.Fatalf("%s led again after its %s", leader.id, kind)
+		}
+		d := next.at.Sub(called)
+		run.latency = append(run.latency, d)
+		t.Logf("%s: %s → %s in %s (the call returned after %s); Lease requests meanwhile: %s",
+			kind, leader.id, next.p.id, ms(d), ms(returned.Sub(called)), requestsBetween(ps, called, next.at))
+		if kind == ctlHandOver && handedOverCleanly(t, w, terms, leader, target, next, called, term) {
+			run.clean++
+		}
+		prev, cur = leader, next
+	}
+	return run
+}
+
+// settledFleet waits until, among ps, every candidate but the leader
+// follows the Lease, the leader knows every candidate, and the successor's
+// token bucket holds tokensNeeded (see benchStepDown). It returns the
+// candidate a HandOver names: one that did not lead last (prev).
+func settledFleet(t *testing.T, terms *termLog, leader, prev *proc, ps []*proc, kind string) (target *proc) {
+	t.Helper()
+	lt := productionTiming
+	for _, p := range removeProc(ps, leader) {
+		if err := p.reqs.waitSince("WATCH", terms.lastStop(p), 2*lt.rp+slack); err != nil {
+			t.Fatalf("%s does not follow the Lease again: %v", p.id, err)
+		}
+		if p != prev {
+			target = p
+		}
+	}
+	// The leader has listed the registry: it knows every candidate, and
+	// names its successors from that list.
+	waitFor(t, refillTime(lt)+2*lt.rp+slack, leader.id+" to know every candidate", func() bool {
+		return len(leader.e.Candidates()) == len(ps)
+	})
+	successor := target
+	if kind == ctlYield {
+		successor = firstInLine(t, leader, ps)
+	}
+	time.Sleep(untilTokens(successor.reqs.all(), lt, tokensNeeded))
+	return target
+}
+
+// firstInLine is the candidate of ps the leader names first in its line of
+// succession.
+func firstInLine(t *testing.T, leader *proc, ps []*proc) *proc {
+	t.Helper()
+	for _, c := range leader.e.Candidates() {
+		if c.Successor != 1 {
+			continue
+		}
+		for _, p := range ps {
+			if p.id == c.Identity {
+				return p
+			}
+		}
+	}
+	t.Fatalf("%s names no successor among %d candidates: %v", leader.id, len(ps), leader.e.Candidates())
+	return nil
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// handedOverCleanly checks what HandOver promises (an error otherwise):
+// the named candidate leads next; nobody else began a term, nor held the
+// Lease, between the call and its term; the old leader's work returned
+// before that term began. term is the old leader's term number.
+func handedOverCleanly(t *testing.T, w *leaseWatch, terms *termLog, leader, target *proc, next termMark, called time.Time, term int64) bool {
+	t.Helper()
+	ok := true
+	if next.p != target {
+		t.Errorf("HandOver from %s to %s: %s led next", leader.id, target.id, next.p.id)
+		ok = false
+	}
+	if stop := terms.lastStop(leader); stop.Before(called) || !stop.Before(next.at) {
+		t.Errorf("HandOver from %s: its work returned at %s, not between the call (%s) and %s's term (%s)",
+			leader.id, stop.Format("15:04:05.000000"), called.Format("15:04:05.000000"), next.p.id, next.at.Format("15:04:05.000000"))
+		ok = false
+	}
+	// The Lease: from the call on, only the old leader and the named
+	// candidate, until the named candidate's acquiring write.
+	acquired := w.await(t, called, 5*time.Second, target.id+"'s acquisition", func(o leaseObs) bool {
+		return o.holder == target.id && int64(o.transitions) > term
+	})
+	for _, o := range w.changes() {
+		if !o.at.Before(called) && !o.at.After(acquired.at) && o.holder != leader.id && o.holder != target.id {
+			t.Errorf("HandOver from %s to %s: the Lease was seen held by %q in between (%v)", leader.id, target.id, o.holder, o)
+			ok = false
+		}
+	}
+	return ok
+}
+
+// ---- the table's rows g and h ----
+
+// fleetRows adds rows g and h to the table and returns their footnotes.
+// Requires r.mu.
+func (r *perfResults) fleetRows(row func(id, what, rel, cg, ratio string)) []string {
+	prod := productionTiming.String()
+	for i, n := range r.p.fleetNs {
+		rel, cg := r.fleet[fleetKey{modeRelect, n, false}], r.fleet[fleetKey{modeClientGo, n, false}]
+		what := fmt.Sprintf("N = %d: apiserver lease requests per change of leader, beyond the background ³", n)
+		if i == 0 {
+			what = fmt.Sprintf("change of leader among N candidates on one Lease (the leader's Run cancelled between renewals; %d changes each; %s). %s",
+				r.p.fleetChanges, prod, what)
+		}
+		relReqs, relWrites, relCPU := rel.perChange()
+		cgReqs, cgWrites, cgCPU := cg.perChange()
+		row("g", what, relReqs.String(), cgReqs.String(), ratioOf(cgReqs.mean, relReqs.mean))
+		row("g", fmt.Sprintf("N = %d: of which writes (PUT, POST, DELETE), beyond the background ³", n),
+			relWrites.String(), cgWrites.String(), ratioOf(cgWrites.mean, relWrites.mean))
+		row("g", fmt.Sprintf("N = %d: kube-apiserver CPU ms per change, beyond the background ³", n),
+			relCPU.String(), cgCPU.String(), ratioOf(cgCPU.mean, relCPU.mean))
+		row("g", fmt.Sprintf("N = %d: the background, apiserver lease requests per second in the quiet windows", n),
+			fmt.Sprintf("%.2f", rel.background()), fmt.Sprintf("%.2f", cg.background()), ratioOf(cg.background(), rel.background()))
+		relLat, cgLat := percentile(rel.latency, 0.5), percentile(cg.latency, 0.5)
+		row("g", fmt.Sprintf("N = %d: handover, the leader's Run cancelled → the next OnStartedLeading, p50 / p99", n),
+			fmtDur(relLat)+" / "+fmtDur(percentile(rel.latency, 0.99)), fmtDur(cgLat)+" / "+fmtDur(percentile(cg.latency, 0.99)),
+			ratioOf(cgLat.Seconds(), relLat.Seconds()))
+		if off, ok := r.fleet[fleetKey{modeRelect, n, true}]; ok {
+			reqs, _, cpu := off.perChange()
+			row("g", fmt.Sprintf("N = %d, relect with DisableRegistry (no line of succession: every follower tries at once): lease requests per change; CPU ms per change; handover p50 / p99", n),
+				fmt.Sprintf("%v; %v; %s / %s", reqs, cpu, fmtDur(percentile(off.latency, 0.5)), fmtDur(percentile(off.latency, 0.99))), "—", "")
+		}
+	}
+	y, h := r.stepDowns[ctlYield], r.stepDowns[ctlHandOver]
+	row("h", fmt.Sprintf("Yield: the call → the next leader's OnStartedLeading, p50 / p99 (%d yields; 3 candidates; %s; BackoffMax = RP; each call in a settled fleet ⁴)", len(y.latency), prod),
+		fmtDur(percentile(y.latency, 0.5))+" / "+fmtDur(percentile(y.latency, 0.99)), "no such call", "")
+	row("h", fmt.Sprintf("HandOver to a candidate that follows the Lease: the call → its OnStartedLeading, p50 / p99 (%d handovers, the same setup)", len(h.latency)),
+		fmtDur(percentile(h.latency, 0.5))+" / "+fmtDur(percentile(h.latency, 0.99)), "no such call", "")
+	row("h", "HandOver: the named candidate led next, nobody else led or held the Lease in between, the old leader's work had returned (asserted)",
+		fmt.Sprintf("%d of %d", h.clean, len(h.latency)), "no such call", "")
+	return []string{"³ Row g: each change's window runs from a sample just before the leader's Run is cancelled to RetryPeriod + 200 ms after the next " +
+		"leader's OnStartedLeading (and after the cancelled Run returned). The stopped candidate is then replaced, and once the new one made its first " +
+		"calls, a quiet window as long as the change's is measured with the same candidates and no change. Both windows begin a quarter RetryPeriod " +
+		"after a renewal of the leader, and end with one scrape of /metrics. The figure is the mean over changes of (change window − quiet window " +
+		"scaled to the change window's length), ± its standard error: the background and the scrapes cancel out, but for their noise (the loop's " +
+		"background is its followers' polls).",
+		"⁴ Row h: each call comes between two renewals, at least RetryPeriod into the term, once the other candidates follow the Lease again " +
+			"(with BackoffMax = RetryPeriod, within a RetryPeriod of their term's end), the leader has listed the registry (it knows all three " +
+			"candidates) and the successor's token bucket, worked out from its requests, holds the 5 calls its acquisition and first renewal take. " +
+			"HandOver names the candidate that did not lead last; Yield's successor is the leader's first in line."}
+}
+
+// msOf is d in milliseconds.
+func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
