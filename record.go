@@ -189,6 +189,10 @@ type succession struct {
 	// Next are the successors, first in line first; at most
 	// maxSuccessors.
 	Next []successor `json:"next,omitempty"`
+	// Passed are candidates the leader leaves out of Next as likely dead
+	// (lineage.passedOver), so that the leader after it leaves them out
+	// too; at most maxPassed.
+	Passed []string `json:"passed,omitempty"`
 }
 
 // successor is one candidate in a succession.
@@ -201,6 +205,9 @@ type successor struct {
 // one succession step for each of them that is dead; after them, the other
 // candidates try, staggered.
 const maxSuccessors = 3
+
+// maxPassed is how many passed-over candidates a line of succession names.
+const maxPassed = 8
 
 // handOver is the content of annotationHandOver.
 type handOver struct {

@@ -271,14 +271,21 @@ func (s *state) wrote(sent time.Time, rec *record) {
 	if view := clientGoView(rec); string(view) != string(s.published) {
 		s.published, s.publishedAt = view, sent
 	}
+	if rec.HolderIdentity == s.cfg.identity && s.stopCampaign == nil {
+		// An acquisition by following. The holder observed until now is
+		// someone else's only if its lease expired: a release and a
+		// handover are observed as no leader.
+		expired := s.leader
+		if expired == s.cfg.identity {
+			expired = ""
+		}
+		s.succession.acquired(s.cfg.identity, expired)
+	}
 	holder := rec.HolderIdentity
 	if holder != s.cfg.identity {
 		holder = "" // a release, or a handover: its successor leads once it takes the lease
 	}
 	s.setLeaderLocked(holder, rec.LeaderTransitions)
-	if rec.HolderIdentity == s.cfg.identity && s.stopCampaign == nil {
-		s.succession.acquired(s.cfg.identity)
-	}
 	if rec.HolderIdentity != s.cfg.identity || s.stopCampaign == nil {
 		return
 	}

@@ -146,10 +146,15 @@ func (c *seenCandidate) live(now time.Time) bool {
 func (g *lineage) listed(cs []candidate, now time.Time) {
 	old := g.view
 	g.view = map[string]*seenCandidate{}
+	registered := map[string]bool{}
 	for _, c := range cs {
 		g.view[c.name] = seen(old[c.name], c, now)
 		g.renewed(c)
+		registered[c.Identity] = true
 	}
+	// A passed-over candidate that is no longer registered is out of every
+	// line anyway; if it registers again, it is a new process.
+	maps.DeleteFunc(g.passedOver, func(id, _ string) bool { return !registered[id] })
 }
 
 // changed records a registration added or renewed, seen at now.
@@ -169,9 +174,25 @@ func seen(prev *seenCandidate, c candidate, now time.Time) *seenCandidate {
 	return &seenCandidate{candidate: c, seenAt: now}
 }
 
-// acquired records, at this candidate's acquiring write, the successors
-// that were in line before it: they did not take their turn (passedOver).
-func (g *lineage) acquired(identity string) {
+// acquired records, at this candidate's acquiring write, who is likely
+// dead (passedOver): the successors that were in line before it, since
+// they did not take their turn; the holder whose lease it took over once
+// it expired (expired; "" if it was released, handed over, or missing),
+// since it did not renew; and whoever the line it observed names as
+// passed over already, so that a dead candidate is not put back in line by
+// every new leader until its registration lapses.
+func (g *lineage) acquired(identity, expired string) {
+	pass := func(id string) {
+		if g.passedOver == nil {
+			g.passedOver = map[string]string{}
+		}
+		if _, ok := g.passedOver[id]; !ok && id != identity {
+			g.passedOver[id] = ""
+		}
+	}
+	if expired != "" {
+		pass(expired)
+	}
 	if g.line == nil {
 		return
 	}
@@ -180,10 +201,10 @@ func (g *lineage) acquired(identity string) {
 		r = len(g.line.Next)
 	}
 	for _, c := range g.line.Next[:r] {
-		if g.passedOver == nil {
-			g.passedOver = map[string]string{}
-		}
-		g.passedOver[c.Identity] = ""
+		pass(c.Identity)
+	}
+	for _, id := range g.line.Passed {
+		pass(id)
 	}
 }
 
@@ -230,23 +251,31 @@ func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string)
 	if !cfg.registry || g.off {
 		return nil
 	}
+	passed := func(id string) bool {
+		_, ok := g.passedOver[id]
+		return ok
+	}
 	var next []successor
 	if g.view != nil {
-		live := slices.DeleteFunc(g.live(now), func(c Candidate) bool {
-			_, skip := g.passedOver[c.Identity]
-			return skip
-		})
+		live := slices.DeleteFunc(g.live(now), func(c Candidate) bool { return passed(c.Identity) })
 		next = chooseSuccessors(live, cfg.identity)
 	} else if g.line != nil {
 		next = slices.Clone(g.line.Next)
 	}
 	next = slices.DeleteFunc(next, func(c successor) bool {
-		return c.Identity == cfg.identity || slices.Contains(except, c.Identity)
+		return c.Identity == cfg.identity || passed(c.Identity) || slices.Contains(except, c.Identity)
 	})
 	if len(next) == 0 {
 		return nil
 	}
-	return &succession{Term: term, Next: next}
+	s := &succession{Term: term, Next: next}
+	for _, id := range slices.Sorted(maps.Keys(g.passedOver)) {
+		if len(s.Passed) == maxPassed {
+			break
+		}
+		s.Passed = append(s.Passed, id)
+	}
+	return s
 }
 
 // known returns the candidates as this candidate, self, knows them with

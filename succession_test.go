@@ -163,6 +163,54 @@ func TestCrashFailoverPassesOverADeadSuccessor(t *testing.T) {
 	})
 }
 
+// Leaders that crash one after the other stay out of every later line of
+// succession, though their registrations stay until they lapse: the leader
+// that took over a lease once it expired passes over its holder, and
+// publishes whom it passes over, so that the leader after it leaves them
+// out too. Each failover is then the first successor's, when the lease
+// expires, with no dead candidate's turn before it.
+func TestCrashedLeadersArePassedOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		// One priority: the line is by identity, c00's first, so every
+		// crashed leader would come first in the lines after it.
+		cs := fleet(t, api, 8, func(_ int, o *relect.Options) {
+			o.Priority = 0
+			o.KeepLeaseOnCancel = true
+		})
+		leader := cs[0]
+		var crashed []string
+		for range 3 {
+			synctest.Wait()
+			require.True(t, leader.e.IsLeader())
+			time.Sleep(rp + rp/3) // a renewal, then between renewals
+			synctest.Wait()
+			first := named(cs, leader.e.Candidates()[1].Identity)
+			lastRenewal := api.Lease(ns, lease).Spec.RenewTime.Time
+			leader.client.Partition() // crashed, as far as anyone can tell
+			crashed = append(crashed, leader.name)
+			waitFor(t, ld+2*rp, "a new leader", first.e.IsLeader)
+			synctest.Wait()
+			on := first.eventsOf(relect.EventStartedLeading)
+			require.NotEmpty(t, on)
+			assert.Equal(t, lastRenewal.Add(ld), on[len(on)-1].Time,
+				"%s takes over when %s's lease expires: no crashed leader's turn before it", first.name, leader.name)
+			time.Sleep(rp) // the new leader lists the candidates
+			synctest.Wait()
+			for _, c := range first.e.Candidates() {
+				if slices.Contains(crashed, c.Identity) {
+					assert.Zero(t, c.Successor, "%s, crashed, is out of %s's line", c.Identity, first.name)
+				}
+			}
+			leader = first
+		}
+		for _, c := range cs {
+			c.client.Heal()
+		}
+		stopAll(cs...)
+	})
+}
+
 // Yield ends the term, releases the lease to the first successor, which
 // leads at once, and the yielder stays a candidate: it follows the new
 // leader, and leads again when it is its turn. Yield by a follower is
