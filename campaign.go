@@ -236,15 +236,18 @@ func (c *campaign) release(t *term, to string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(c.runCtx), c.cfg.RenewDeadline)
 	defer cancel()
 	var (
-		ok     bool
-		err    error
-		number int64
+		ok          bool
+		err         error
+		transitions int
 	)
 	if t == nil {
-		ok, err = c.gw.release(ctx, 0, to, true)
+		ok, transitions, err = c.gw.release(ctx, 0, to, true)
 	} else {
+		ok, transitions, err = c.gw.release(ctx, t.held, to, false)
+	}
+	number := int64(transitions) // without a term: the record released
+	if t != nil {
 		number = t.number
-		ok, err = c.gw.release(ctx, t.held, to, false)
 	}
 	switch {
 	case err != nil:

@@ -17,8 +17,10 @@ import (
 // bucket.
 //
 // An Elector is safe for concurrent use: every method may be called from
-// any goroutine at any time, and none but Run blocks. Run may be active at
-// most once at a time; after it has returned it may be called again.
+// any goroutine at any time. Run, Yield, HandOver, AwaitLeading and
+// AwaitLeader block (each says until when); the others return at once. Run
+// may be active at most once at a time; after it has returned it may be
+// called again.
 //
 // The zero value is not usable: create Electors with New. On a zero
 // Elector, Run returns ErrNotInitialized at once and the other methods

@@ -24,13 +24,17 @@ const (
 	// (Err: why, one of ErrLeaseExpired, ErrLeaseLost, ErrWorkReturned,
 	// ErrYielded, ErrHandedOver, *PanicError, or Run's context's cause).
 	EventStoppedLeading
-	// EventReleased: the lease was released after the term's work returned.
+	// EventReleased: the lease was released after the term's work
+	// returned — or, when the campaign ended while its acquiring write was
+	// in flight and that write had been applied, without a term: Term is
+	// then the leaseTransitions of the record released.
 	EventReleased
 	// EventBackoff: waiting Delay before the next campaign.
 	EventBackoff
 	// EventError: a Lease API call failed (Err is a *CallError), a release
 	// failed, or a callback panicked (Err is a *PanicError). Election goes
-	// on.
+	// on. A conflict (409, AlreadyExists: a lost race) is no failure: it is
+	// counted in Stats.Calls only.
 	EventError
 	// EventDegraded: Options.DegradedAfter Lease API calls failed in a row
 	// (Err: the last failure). The election goes on; a process that stays

@@ -419,3 +419,35 @@ func TestFollowerBacksOffWhileWritesFail(t *testing.T) {
 		a.stop()
 	})
 }
+
+// Two candidates that start together on a free Lease race for it: one
+// write wins, the other is refused (409). A lost race is how election
+// works, not an API failure: no EventError, not degraded, and the loser
+// follows the winner.
+func TestLostRaceIsNoError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		a, b := newCandidate(t, api, "a", nil), newCandidate(t, api, "b", nil)
+		// Every call takes 10 ms: both send their acquiring writes before
+		// either is applied.
+		a.client.SetLatency(10 * time.Millisecond)
+		b.client.SetLatency(10 * time.Millisecond)
+		a.start()
+		b.start()
+		time.Sleep(rp)
+		synctest.Wait()
+		require.True(t, a.e.IsLeader() != b.e.IsLeader(), "one leads")
+		conflicts := uint64(0)
+		for _, c := range []*candidate{a, b} {
+			for k, n := range c.e.Stats().Calls {
+				if k.Result == "conflict" {
+					conflicts += n
+				}
+			}
+			assert.Empty(t, c.eventsOf(relect.EventError), "%s", c.name)
+			assert.False(t, c.e.Stats().Degraded)
+		}
+		assert.Equal(t, uint64(1), conflicts, "the loser's write was refused")
+		stopAll(a, b)
+	})
+}

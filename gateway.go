@@ -261,13 +261,14 @@ func (g *gateway) read(ctx context.Context) (*record, error) {
 // as Get would disguise it — and goes on only while it holds a record this
 // Elector wrote or sent (state.mine): one that merely names us may be
 // another leader's, edited by hand. It gives up when ctx ends, and reports
-// whether the lease is now released (or handed over) by us.
-func (g *gateway) release(ctx context.Context, transitions int, to string, check bool) (bool, error) {
+// whether the lease is now released (or handed over) by us, and the
+// leaseTransitions of the record it released.
+func (g *gateway) release(ctx context.Context, transitions int, to string, check bool) (bool, int, error) {
 	for ; ; check = true {
 		if check {
 			cur, err := g.read(ctx)
 			if err != nil || cur == nil || !g.up.mine(cur) {
-				return false, err // passed on, edited, deleted, or unreadable
+				return false, 0, err // passed on, edited, deleted, or unreadable
 			}
 			transitions = cur.LeaderTransitions
 		}
@@ -277,10 +278,10 @@ func (g *gateway) release(ctx context.Context, transitions int, to string, check
 		}
 		err := g.Update(ctx, rec)
 		if err == nil {
-			return true, nil
+			return true, transitions, nil
 		}
 		if !apierrors.IsConflict(err) {
-			return false, err
+			return false, 0, err
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -349,38 +350,78 @@ func resolveSource(o *Options, p *problems) {
 	}
 	switch {
 	case sources == 0:
-		p.bad("Config", "is nil: set exactly one of Config, Client and Lock")
+		p.bad("Config", "and Client and Lock are all nil: set exactly one of them")
 	case sources > 1:
 		p.bad("Config", "and Client and Lock: set exactly one of them, not %d", sources)
+	case isNilPointer(o.Client):
+		p.bad("Client", "is a nil %T", o.Client)
+	case isNilPointer(o.Lock):
+		p.bad("Lock", "is a nil %T", o.Lock)
 	case o.Lock != nil:
 		if o.Namespace != "" || o.Name != "" || o.Identity != "" {
 			p.bad("Lock", "is set: leave Namespace, Name and Identity empty, the lock carries them")
 		}
 		if o.Lock.Identity() == "" {
 			p.bad("Lock", "has an empty Identity()")
+		} else {
+			checkIdentity("Lock", o.Lock.Identity(), p)
 		}
-	default:
-		if o.Namespace == "" {
-			p.bad("Namespace", "is empty")
-		} else if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
-			p.bad("Namespace", "%q is not a valid namespace: %s", o.Namespace, strings.Join(msgs, "; "))
+		if o.Standby {
+			p.bad("Standby", "needs Config or Client: a standby follows the Lease with a watch, which a Lock cannot give")
 		}
-		if o.Name == "" {
-			p.bad("Name", "is empty")
-		} else if msgs := validation.IsDNS1123Subdomain(o.Name); len(msgs) > 0 {
-			p.bad("Name", "%q is not a valid Lease name: %s", o.Name, strings.Join(msgs, "; "))
-		}
-		if len(o.Identity) > 253 {
-			p.bad("Identity", "is %d bytes long, more than 253", len(o.Identity))
-		}
-		if !utf8.ValidString(o.Identity) {
-			p.bad("Identity", "%q is not valid UTF-8: the API server would store it altered, and "+
-				"this candidate would not recognise the lease it holds", o.Identity)
-		}
+	}
+	if o.Lock == nil {
+		checkLease(o, p)
 	}
 	if o.OnStartedLeading == nil {
 		p.bad("OnStartedLeading", "is nil")
 	}
+}
+
+// checkLease checks the Lease's namespace and name and the identity given
+// with Config or Client; every bad one is reported, whatever else is.
+func checkLease(o *Options, p *problems) {
+	if o.Namespace == "" {
+		p.bad("Namespace", "is empty")
+	} else if msgs := validation.IsDNS1123Label(o.Namespace); len(msgs) > 0 {
+		p.bad("Namespace", "%q is not a valid namespace: %s", o.Namespace, strings.Join(msgs, "; "))
+	}
+	if o.Name == "" {
+		p.bad("Name", "is empty")
+	} else if msgs := validation.IsDNS1123Subdomain(o.Name); len(msgs) > 0 {
+		p.bad("Name", "%q is not a valid Lease name: %s", o.Name, strings.Join(msgs, "; "))
+	}
+	if len(o.Identity) > 253 {
+		p.bad("Identity", "is %d bytes long, more than 253", len(o.Identity))
+	}
+	checkIdentity("Identity", o.Identity, p)
+}
+
+// checkIdentity rejects an identity the API server would store altered,
+// and one that relect uses itself, for client-go's eyes only, to stand for
+// a holder that is not this candidate (disguise): a candidate of that
+// identity would take such a lease for its own.
+func checkIdentity(field, id string, p *problems) {
+	switch {
+	case !utf8.ValidString(id):
+		p.bad(field, "%q is not valid UTF-8: the API server would store it altered, and "+
+			"this candidate would not recognise the lease it holds", id)
+	case id == emptiedHolder || strings.HasSuffix(id, strangerSuffix):
+		p.bad(field, "%q is reserved: relect shows it to client-go in place of a holder that is not this candidate", id)
+	}
+}
+
+// isNilPointer reports whether v is an interface holding a nil pointer (or
+// other nil reference): set, yet unusable.
+func isNilPointer(v any) bool {
+	if v == nil {
+		return false
+	}
+	switch r := reflect.ValueOf(v); r.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }
 
 // resolveDurations defaults LeaseDuration, RenewDeadline and RetryPeriod
@@ -434,12 +475,16 @@ func resolveDurations(o *Options, p *problems) (ok bool) {
 // resolvePacing defaults and checks the backoff and the token bucket, whose
 // defaults and bounds derive from the durations.
 func resolvePacing(o *Options, durationsOK bool, p *problems) {
-	switch {
-	case o.BackoffInitial < 0:
+	backoffOK := true
+	if o.BackoffInitial < 0 {
 		p.bad("BackoffInitial", "is negative (%v)", o.BackoffInitial)
-	case o.BackoffMax < 0:
+		backoffOK = false
+	}
+	if o.BackoffMax < 0 {
 		p.bad("BackoffMax", "is negative (%v)", o.BackoffMax)
-	case durationsOK:
+		backoffOK = false
+	}
+	if backoffOK && durationsOK {
 		if o.BackoffInitial == 0 {
 			o.BackoffInitial = o.RetryPeriod
 		}
@@ -452,29 +497,32 @@ func resolvePacing(o *Options, durationsOK bool, p *problems) {
 	}
 
 	limit := float64(o.RateLimit)
-	switch {
-	case math.IsNaN(limit) || limit < 0:
+	limitOK := !math.IsNaN(limit) && limit >= 0
+	if !limitOK {
 		p.bad("RateLimit", "%v is not a non-negative number of calls per second", limit)
+	}
+	if math.IsInf(limit, 1) {
+		o.RateLimit = rate.Inf // the limiter's own infinity: no bucket
+	}
+	switch {
 	case o.RateBurst < 0:
 		p.bad("RateBurst", "is negative (%d)", o.RateBurst)
-	case o.RateLimit == rate.Inf:
-		// No bucket: RateBurst is ignored.
-	case durationsOK:
-		need := rate.Limit(callsPerRetryPeriod / o.RetryPeriod.Seconds())
-		if o.RateLimit == 0 {
-			o.RateLimit = need
-		}
-		if o.RateBurst == 0 {
-			o.RateBurst = DefaultRateBurst
-		}
-		// A relative tolerance keeps "exactly 2 per RetryPeriod", computed
-		// by the caller in another order, from failing on rounding.
-		if float64(o.RateLimit) < float64(need)*(1-1e-9) {
-			p.bad("RateLimit", "%.4g calls/s is below the %.4g calls/s (2 per RetryPeriod %v) a leader needs to renew", float64(o.RateLimit), float64(need), o.RetryPeriod)
-		}
-		if o.RateBurst < minRateBurst {
-			p.bad("RateBurst", "%d is below %d, the calls of an acquisition and its first renewal", o.RateBurst, minRateBurst)
-		}
+	case o.RateBurst > 0 && o.RateBurst < minRateBurst && o.RateLimit != rate.Inf:
+		p.bad("RateBurst", "%d is below %d, the calls of an acquisition and its first renewal", o.RateBurst, minRateBurst)
+	case o.RateBurst == 0:
+		o.RateBurst = DefaultRateBurst
+	}
+	if !limitOK || o.RateLimit == rate.Inf || !durationsOK {
+		return // no bucket (RateBurst is ignored), or nothing to check against
+	}
+	need := rate.Limit(callsPerRetryPeriod / o.RetryPeriod.Seconds())
+	if o.RateLimit == 0 {
+		o.RateLimit = need
+	}
+	// A relative tolerance keeps "exactly 2 per RetryPeriod", computed by
+	// the caller in another order, from failing on rounding.
+	if float64(o.RateLimit) < float64(need)*(1-1e-9) {
+		p.bad("RateLimit", "%.4g calls/s is below the %.4g calls/s (2 per RetryPeriod %v) a leader needs to renew", float64(o.RateLimit), float64(need), o.RetryPeriod)
 	}
 }
 
@@ -508,8 +556,11 @@ func resolveDelivery(o *Options, p *problems) {
 	case o.EventBuffer == 0:
 		o.EventBuffer = DefaultEventBuffer
 	}
-	if o.Logger == nil {
+	switch {
+	case o.Logger == nil:
 		o.Logger = slog.New(slog.DiscardHandler)
+	case o.Logger.Handler() == nil:
+		p.bad("Logger", "has no handler (a zero slog.Logger): use slog.New, or leave Logger nil")
 	}
 }
 

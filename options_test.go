@@ -2,6 +2,7 @@ package relect_test
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"strings"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"golang.org/x/time/rate"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
@@ -65,6 +67,18 @@ func TestNewRejectsInvalidOptionsNamingTheField(t *testing.T) {
 		{"rate too small to renew", func(o *relect.Options) { o.RateLimit = 0.5 }, "RateLimit"},
 		{"negative burst", func(o *relect.Options) { o.RateBurst = -1 }, "RateBurst"},
 		{"burst too small to acquire and renew", func(o *relect.Options) { o.RateBurst = 3 }, "RateBurst"},
+		{"typed nil client", func(o *relect.Options) { o.Client = (*kubernetes.Clientset)(nil) }, "Client"},
+		{"typed nil lock", func(o *relect.Options) {
+			o.Client, o.Namespace, o.Name = nil, "", ""
+			o.Lock = (*resourcelock.LeaseLock)(nil)
+		}, "Lock"},
+		{"lock and standby", func(o *relect.Options) {
+			o.Client, o.Namespace, o.Name = nil, "", ""
+			o.Lock, o.Standby = lock, true
+		}, "Standby"},
+		{"identity relect shows client-go for an emptied holder", func(o *relect.Options) { o.Identity = "(holder emptied without a release)" }, "Identity"},
+		{"identity relect shows client-go for a stranger", func(o *relect.Options) { o.Identity = "a (not written by this elector)" }, "Identity"},
+		{"zero logger", func(o *relect.Options) { o.Logger = &slog.Logger{} }, "Logger"},
 		{"negative event buffer", func(o *relect.Options) { o.EventBuffer = -1 }, "EventBuffer"},
 		{"huge event buffer", func(o *relect.Options) { o.EventBuffer = math.MaxInt }, "EventBuffer"},
 	} {
@@ -81,10 +95,21 @@ func TestNewRejectsInvalidOptionsNamingTheField(t *testing.T) {
 }
 
 func TestNewReportsEveryInvalidField(t *testing.T) {
-	_, err := relect.New(relect.Options{RetryPeriod: -1, EventBuffer: -1})
-	require.Error(t, err)
-	for _, field := range []string{"Config", "OnStartedLeading", "RetryPeriod", "EventBuffer"} {
-		assert.Contains(t, err.Error(), "Options."+field)
+	for _, tc := range []struct {
+		o      relect.Options
+		fields []string
+	}{
+		{relect.Options{RetryPeriod: -1, EventBuffer: -1}, []string{"Config", "OnStartedLeading", "RetryPeriod", "EventBuffer"}},
+		{relect.Options{Namespace: "Default", Name: "a_b"}, []string{"Config", "Namespace", "Name"}},
+		{relect.Options{BackoffInitial: -1, BackoffMax: -1}, []string{"BackoffInitial", "BackoffMax"}},
+		{relect.Options{RateLimit: rate.Limit(math.NaN()), RateBurst: -1}, []string{"RateLimit", "RateBurst"}},
+		{relect.Options{RenewDeadline: -time.Second, RateBurst: 2}, []string{"RenewDeadline", "RateBurst"}},
+	} {
+		_, err := relect.New(tc.o)
+		require.Error(t, err)
+		for _, field := range tc.fields {
+			assert.Contains(t, err.Error(), "Options."+field+" ", "%+v", tc.o)
+		}
 	}
 }
 
@@ -99,6 +124,7 @@ func TestNewAcceptsValidOptions(t *testing.T) {
 		}},
 		{"exactly the minimum budget", func(o *relect.Options) { o.RateLimit, o.RateBurst = 1, 4 }},
 		{"no bucket", func(o *relect.Options) { o.RateLimit, o.RateBurst = rate.Inf, 0 }},
+		{"no bucket, as +Inf", func(o *relect.Options) { o.RateLimit = rate.Limit(math.Inf(1)) }},
 		{"rest config", func(o *relect.Options) { o.Client, o.Config = nil, &rest.Config{Host: "https://127.0.0.1:1"} }},
 		{"lock", func(o *relect.Options) {
 			o.Client, o.Namespace, o.Name = nil, "", ""

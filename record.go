@@ -217,7 +217,8 @@ type handOver struct {
 }
 
 // successionOf returns the succession published with l's record, or nil if
-// there is none, it is malformed, or it belongs to another term.
+// there is none, it is malformed, or it belongs to another term; at most
+// maxSuccessors successors and maxPassed passed over are read.
 func successionOf(l *coordinationv1.Lease) *succession {
 	raw, ok := l.Annotations[annotationSuccession]
 	if !ok {
@@ -227,6 +228,10 @@ func successionOf(l *coordinationv1.Lease) *succession {
 	if json.Unmarshal([]byte(raw), &s) != nil || !sameTerm(l, s.Term) {
 		return nil
 	}
+	// A line longer than any leader writes (edited by hand) would delay
+	// everyone outside it by a step per name: only the first are read.
+	s.Next = s.Next[:min(len(s.Next), maxSuccessors)]
+	s.Passed = s.Passed[:min(len(s.Passed), maxPassed)]
 	return &s
 }
 

@@ -142,7 +142,8 @@ func (s *state) setLeaderLocked(holder string, transitions int) {
 // record names another holder, and the campaign if it acquired by
 // following and the Lease moved on before client-go resumed it; a Lease
 // that names another preferred holder while we lead asks for a handover
-// (KEP-4355's spec.preferredHolder). It reports whether, outside a term,
+// (KEP-4355's spec.preferredHolder), unless the registry shows that
+// candidate standing by (as HandOver refuses it). It reports whether, outside a term,
 // the record names us although this Elector did not write it: a stranger's
 // (see disguise).
 func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
@@ -152,7 +153,7 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 		s.succession.line = successionOf(l)
 	}
 	if p := rec.PreferredHolder; p != "" && p != s.cfg.identity && rec.HolderIdentity == s.cfg.identity &&
-		s.term.leading(time.Now()) && s.term.stepDown == nil {
+		!s.succession.standingBy(p) && s.term.leading(time.Now()) && s.term.stepDown == nil {
 		s.stepDownLocked(p)
 	}
 	s.missingSince = time.Time{}
@@ -426,7 +427,10 @@ func (s *state) currentLeader() string {
 // CallKey) that waited waited on the bucket, and keeps the degraded signal:
 // a failure is an EventError, and DegradedAfter of them in a row an
 // EventDegraded until a call succeeds. A call abandoned because its
-// campaign stopped is counted, and is no failure.
+// campaign stopped is counted, and is no failure; nor is a conflict (409,
+// or AlreadyExists): the API answered, and a lost race — two candidates
+// creating a missing Lease, a write on a resourceVersion someone else's
+// write replaced — is how election works.
 func (s *state) called(verb, result string, err error, waited time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -438,7 +442,7 @@ func (s *state) called(verb, result string, err error, waited time.Duration) {
 	switch result {
 	case "canceled":
 		return
-	case "ok", "not_found":
+	case "ok", "not_found", "conflict":
 		s.stats.LastSuccess = time.Now()
 		s.stats.ConsecutiveFailures = 0
 		s.stats.FailingSince = time.Time{}

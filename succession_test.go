@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -432,6 +433,51 @@ func TestPreferredHolderIsHandedOver(t *testing.T) {
 		synctest.Wait()
 		assert.True(t, want.e.IsLeader())
 		assert.Equal(t, want.name, cs[0].eventsOf(relect.EventHandedOver)[0].Leader)
+		stopAll(cs...)
+	})
+}
+
+// A preferredHolder that the registry shows standing by is not handed
+// over to, as HandOver refuses it: nobody would take the lease.
+func TestPreferredHolderStandingByIsIgnored(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 3, func(i int, o *relect.Options) { o.Standby = i == 2 })
+		standby := cs[2]
+		require.NoError(t, api.Edit(ns, lease, func(l *coordinationv1.Lease) {
+			strategy := coordinationv1.OldestEmulationVersion
+			l.Spec.PreferredHolder, l.Spec.Strategy = &standby.name, &strategy
+		}))
+		synctest.Wait()
+		assert.True(t, cs[0].e.IsLeader(), "the leader keeps leading")
+		assert.Empty(t, cs[0].eventsOf(relect.EventHandedOver))
+		stopAll(cs...)
+	})
+}
+
+// A line of succession edited by hand to name many candidates delays a
+// failover no more than the three a leader writes: a follower outside it
+// tries at most five succession steps after the lease expired.
+func TestLongForgedLineIsCut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 2, func(_ int, o *relect.Options) { o.KeepLeaseOnCancel = true })
+		leader, follower := cs[0], cs[1]
+		time.Sleep(rp / 3) // between renewals
+		leader.client.Partition()
+		var last time.Time
+		require.NoError(t, api.Edit(ns, lease, func(l *coordinationv1.Lease) {
+			var next []string
+			for i := range 1000 {
+				next = append(next, fmt.Sprintf(`{"id":"ghost-%d"}`, i))
+			}
+			l.Annotations["relect.io/succession"] = fmt.Sprintf(`{"term":%d,"next":[%s]}`, *l.Spec.LeaseTransitions, strings.Join(next, ","))
+			last = time.Now()
+		}))
+		waitFor(t, ld+10*rp, "the follower to lead", follower.e.IsLeader)
+		on := follower.eventsOf(relect.EventStartedLeading)[0].Time
+		assert.LessOrEqual(t, on.Sub(last), ld+5*rp/2, "at most LD + 5 steps after the last change it saw")
+		leader.client.Heal()
 		stopAll(cs...)
 	})
 }
