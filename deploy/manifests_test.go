@@ -31,8 +31,8 @@ import (
 )
 
 // leaseVerbs are exactly the verbs a leader-election Role grants on Leases:
-// the customary ones, and delete for relect's candidate registry.
-var leaseVerbs = []string{"create", "delete", "get", "list", "patch", "update", "watch"}
+// the ones relect uses (no patch), delete and list for its candidate registry.
+var leaseVerbs = []string{"create", "delete", "get", "list", "update", "watch"}
 
 // manifestSet describes one directory of manifests.
 type manifestSet struct {
