@@ -229,3 +229,19 @@ func TestGraceDefaultIsHalfTheMargin(t *testing.T) {
 		assert.Equal(t, tc.want, plan.grace.String(), "%q", args)
 	}
 }
+
+// A bad option flag is reported by name before the kubeconfig is looked
+// for: on a machine with no cluster configured, the flag is still what the
+// message names.
+func TestBadFlagReportedBeforeTheKubeconfig(t *testing.T) {
+	t.Setenv("HOME", t.TempDir()) // no ~/.kube/config either
+	for _, args := range [][]string{
+		{"run", "--lease-duration=-5s", "default/job", "--", "true"},
+		{"sidecar", "--lease-duration=-5s", "default/job"},
+	} {
+		r := runCLI(t, args...)
+		assert.Equal(t, exitUsage, r.code, "%q: %s", args, r.stderr)
+		assert.Contains(t, r.stderr, "--lease-duration", "%q", args)
+		assert.NotContains(t, r.stderr, "kubeconfig", "%q", args)
+	}
+}

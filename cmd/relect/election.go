@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/relect/relect"
 	"github.com/relect/relect/metrics"
+	"k8s.io/client-go/rest"
 )
 
 // newElector builds the Elector for opts (with its connection and
@@ -33,6 +34,18 @@ func newElector(opts relect.Options, health relect.HealthOptions) (*relect.Elect
 		return nil, optionsError(err, healthFlags)
 	}
 	return e, nil
+}
+
+// checkOptions validates the options the flags set, as newElector will,
+// before the kubeconfig is loaded: a bad flag is reported by name even on a
+// machine where no cluster can be found. The Elector it builds never runs.
+func checkOptions(s settings, lease leaseRef) error {
+	opts := s.opts
+	opts.Config = &rest.Config{Host: "https://127.0.0.1"} // only validated, never called
+	opts.Namespace, opts.Name = lease.namespace, lease.name
+	opts.OnStartedLeading = func(context.Context) {}
+	_, err := newElector(opts, s.health)
+	return err
 }
 
 // httpServer serves GET /leader (JSON), /healthz (relect's health check)

@@ -137,6 +137,9 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 		return report(stderr, "run", err)
 	}
+	if err := checkOptions(plan.s, plan.lease); err != nil {
+		return report(stderr, "run", err)
+	}
 	cfg, err := plan.cluster.restConfig()
 	if err != nil {
 		return report(stderr, "run", err)

@@ -75,6 +75,9 @@ func sidecarCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return report(stderr, "sidecar", err)
 	}
+	if err := checkOptions(plan.s, plan.lease); err != nil {
+		return report(stderr, "sidecar", err)
+	}
 	cfg, err := plan.cluster.restConfig()
 	if err != nil {
 		return report(stderr, "sidecar", err)
