@@ -107,8 +107,9 @@ func (s *httpServer) stop() {
 
 // pump logs the events of one Run and shows them to view until Run closes
 // the channel. With a file it also rewrites the file whenever the state
-// changes: after each event, and every tick (renewals extend the validity
-// without an event).
+// changes: after each event, when a term's work begins or ends (view's
+// signal), and every tick (renewals extend the validity without an
+// event).
 func pump(events <-chan relect.Event, log *slog.Logger, view *leaderView, file *stateFile, tick time.Duration) {
 	var ticks <-chan time.Time
 	if file != nil {
@@ -124,6 +125,7 @@ func pump(events <-chan relect.Event, log *slog.Logger, view *leaderView, file *
 				logEvent(log, ev)
 				view.observe(ev)
 			}
+		case <-view.changed:
 		case <-ticks:
 		}
 		if file != nil {

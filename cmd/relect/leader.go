@@ -55,10 +55,23 @@ type leaderView struct {
 	// handedOut is the latest ValidUntil in a state returned, with its
 	// monotonic clock reading.
 	handedOut time.Time
+
+	// changed is signalled (1-buffered, never blocking) when a term's work
+	// begins or ends: the state changed without an event, and the state
+	// file is rewritten at once (pump).
+	changed chan struct{}
 }
 
 func newLeaderView(e *relect.Elector, lease leaseRef) *leaderView {
-	return &leaderView{e: e, lease: lease.String()}
+	return &leaderView{e: e, lease: lease.String(), changed: make(chan struct{}, 1)}
+}
+
+// signal wakes pump; it never blocks.
+func (v *leaderView) signal() {
+	select {
+	case v.changed <- struct{}{}:
+	default:
+	}
 }
 
 // observe takes the term numbers from events.
@@ -78,12 +91,14 @@ func (v *leaderView) begin(ctx context.Context) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.termCtx = ctx
+	v.signal()
 }
 
 func (v *leaderView) end() (handedOutUntil time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.termCtx = nil
+	v.signal()
 	return v.handedOut
 }
 
