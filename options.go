@@ -199,7 +199,8 @@ type Options struct {
 	// bucket in front of every call. Zero means 2 calls per RetryPeriod
 	// (1 call/s with the default RetryPeriod), which a healthy leader (one
 	// Update per RetryPeriod) never waits on. Must be at least that, so that
-	// a leader can always renew; rate.Inf disables the bucket.
+	// a leader can always renew; rate.Inf (or any +Inf) disables the
+	// bucket.
 	RateLimit rate.Limit
 
 	// RateBurst is the token bucket's size in calls. Zero means
@@ -228,7 +229,8 @@ type Options struct {
 	// campaigns: it follows the Lease and reports its leader (Leader,
 	// OnNewLeader, Events, Candidates, AwaitLeader) but never writes the
 	// Lease, so it never leads and OnStartedLeading is never called (it
-	// must still be set). It registers as standing by.
+	// must still be set). It registers as standing by. Needs Config or
+	// Client: with a Lock, New reports Options.Standby.
 	Standby bool
 
 	// DisableRegistry, when true, turns the candidate registry off: this
@@ -266,7 +268,8 @@ type Options struct {
 	EventBuffer int
 
 	// Logger receives relect's logs and those of the wrapped client-go
-	// elector (through klog's contextual logging). Nil discards them.
+	// elector (through klog's contextual logging). Nil discards them; a
+	// Logger without a handler (a zero slog.Logger) is refused by New.
 	// Records reach its handler in order from a goroutine of relect's,
 	// never from one that runs the election, so a slow handler delays only
 	// the log: when more than 1,024 records wait, the oldest are dropped
