@@ -71,7 +71,7 @@ func TestReadersWhileTermsStartAndEnd(t *testing.T) {
 		}
 		a.e.Leader()
 		a.e.Events()
-		a.e.DroppedEvents()
+		a.e.Candidates()
 	})
 
 	deadline := time.Now().Add(time.Minute)

@@ -17,8 +17,8 @@ import (
 // bucket.
 //
 // An Elector is safe for concurrent use: every method may be called from
-// any goroutine at any time. Run, Yield, HandOver, AwaitLeading and
-// AwaitLeader block (each says until when); the others return at once. Run
+// any goroutine at any time. Run, Yield, HandOver, WaitForTerm and
+// WaitForLeader block (each says until when); the others return at once. Run
 // may be active at most once at a time; after it has returned it may be
 // called again.
 //
@@ -120,7 +120,7 @@ func (e *Elector) Leader() string {
 // none is active, delivers Events, in the order they happened. Delivery
 // never blocks the election: when the channel's buffer (Options.EventBuffer)
 // is full, the oldest buffered event is dropped and counted in
-// DroppedEvents. The channel is closed when that Run returns; call Events
+// Stats.DroppedEvents. The channel is closed when that Run returns; call Events
 // again to follow a later Run. On a zero Elector it returns a closed
 // channel.
 func (e *Elector) Events() <-chan Event {
@@ -130,15 +130,6 @@ func (e *Elector) Events() <-chan Event {
 		return ch
 	}
 	return e.events.channel()
-}
-
-// DroppedEvents returns how many events were dropped since New because the
-// Events buffer was full.
-func (e *Elector) DroppedEvents() uint64 {
-	if e.events == nil {
-		return 0
-	}
-	return e.events.droppedCount()
 }
 
 // Stats returns a snapshot of the Elector's state and counters, all read at
@@ -251,7 +242,7 @@ func (e *Elector) Yield(ctx context.Context) error {
 // HandOver blocks until OnStartedLeading has returned and the handover
 // record was written, or until ctx is done. It returns nil once the record
 // is written (not once the successor leads: wait for that with the
-// successor's AwaitLeading, or watch Leader), ErrNotLeader if this
+// successor's WaitForTerm, or watch Leader), ErrNotLeader if this
 // candidate does not lead at the call, an error if identity is empty, this
 // candidate's own, or known to stand by, ctx's error, or the write's error.
 // Safe for concurrent use; OnStartedLeading must not wait for it.
@@ -298,12 +289,12 @@ func (e *Elector) Candidates() []Candidate {
 	return e.st.knownCandidates()
 }
 
-// AwaitLeading blocks until this candidate leads, and returns the term's
+// WaitForTerm blocks until this candidate leads, and returns the term's
 // number (see Term); or until ctx is done, and returns its cause. It
 // returns at once if this candidate leads at the call. Leading may end at
 // any moment after it returns: act under the term's context, or check
 // IsLeader. Safe for concurrent use.
-func (e *Elector) AwaitLeading(ctx context.Context) (term int64, err error) {
+func (e *Elector) WaitForTerm(ctx context.Context) (term int64, err error) {
 	if e.st == nil {
 		return 0, ErrNotInitialized
 	}
@@ -320,11 +311,11 @@ func (e *Elector) AwaitLeading(ctx context.Context) (term int64, err error) {
 	}
 }
 
-// AwaitLeader blocks until a holder of the lease is observed, and returns
+// WaitForLeader blocks until a holder of the lease is observed, and returns
 // its identity (see Leader; this candidate's own included); or until ctx is
 // done, and returns its cause. It returns at once if a holder is known at
 // the call. Safe for concurrent use.
-func (e *Elector) AwaitLeader(ctx context.Context) (identity string, err error) {
+func (e *Elector) WaitForLeader(ctx context.Context) (identity string, err error) {
 	if e.st == nil {
 		return "", ErrNotInitialized
 	}

@@ -503,7 +503,7 @@ func TestSlowReaderDropsOldest(t *testing.T) {
 		})
 		ch := a.e.Events()
 		require.ErrorIs(t, a.e.Run(ctx), context.Canceled, "the election went on unread")
-		assert.Greater(t, a.e.DroppedEvents(), uint64(5*terms))
+		assert.Greater(t, a.e.Stats().DroppedEvents, uint64(5*terms))
 		var kept []relect.Event
 		for ev := range ch {
 			kept = append(kept, ev)

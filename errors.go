@@ -4,12 +4,15 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 )
 
 var (
-	// ErrInvalidOptions is wrapped by every error New returns for invalid
-	// Options; the message names the field.
-	ErrInvalidOptions = errors.New("invalid options")
+	// ErrInvalidOptions is matched (errors.Is) by every error New returns
+	// for invalid Options, and by the check HealthCheck returns for invalid
+	// HealthOptions: each invalid field is a *FieldError that unwraps to
+	// it.
+	ErrInvalidOptions = errors.New("relect: invalid options")
 
 	// ErrNotInitialized is returned by Run on an Elector that New did not
 	// make (a zero Elector).
@@ -44,6 +47,100 @@ var (
 	// term was still valid.
 	ErrWorkReturned = errors.New("relect: OnStartedLeading returned")
 )
+
+// FieldError reports one invalid field of Options, or of HealthOptions. New
+// returns one for every invalid field or relation between fields it finds,
+// joined with errors.Join: errors.As finds the first, FieldErrors returns
+// them all, and each matches ErrInvalidOptions (errors.Is).
+type FieldError struct {
+	// Field is the invalid field, qualified by its struct:
+	// "Options.RenewDeadline", "HealthOptions.CutOffAfter".
+	Field string
+	// Related are the other fields the problem involves, qualified the same
+	// way, in the order Problem names them: for a relation between fields
+	// (RenewDeadline must be less than LeaseDuration), the other side. Nil
+	// when the field is invalid on its own.
+	Related []string
+
+	// format and args make the problem; args of type fieldRef are fields
+	// (Related), rendered by Problem's name.
+	format string
+	args   []any
+}
+
+// fieldRef is an argument of FieldError.format that names a field,
+// qualified ("Options.LeaseDuration").
+type fieldRef string
+
+// newFieldError returns the FieldError of field (in the struct of that
+// name, unqualified: "Options", "RenewDeadline") with the problem
+// format, args; fields that args name are given as fieldRef.
+func newFieldError(structName, field, format string, args ...any) *FieldError {
+	e := &FieldError{Field: structName + "." + field, format: format, args: args}
+	for i, a := range args {
+		if r, ok := a.(fieldRef); ok {
+			e.args[i] = fieldRef(structName + "." + string(r))
+			e.Related = append(e.Related, structName+"."+string(r))
+		}
+	}
+	return e
+}
+
+// Problem says what is wrong with the field, naming each field it involves
+// (Related) as name returns it, given the qualified name: a command line
+// tool can name its flags instead. A nil name gives the fields' own names,
+// unqualified ("must be less than LeaseDuration 15s").
+func (e *FieldError) Problem(name func(field string) string) string {
+	if name == nil {
+		name = unqualified
+	}
+	args := make([]any, len(e.args))
+	for i, a := range e.args {
+		if r, ok := a.(fieldRef); ok {
+			a = name(string(r))
+		}
+		args[i] = a
+	}
+	return fmt.Sprintf(e.format, args...)
+}
+
+// Error returns "relect: <Field> <Problem>", as in
+// "relect: Options.RenewDeadline 20s must be less than LeaseDuration 15s".
+func (e *FieldError) Error() string { return "relect: " + e.Field + " " + e.Problem(nil) }
+
+// Unwrap returns ErrInvalidOptions.
+func (e *FieldError) Unwrap() error { return ErrInvalidOptions }
+
+// unqualified is a field's name without its struct's.
+func unqualified(field string) string {
+	if i := strings.LastIndexByte(field, '.'); i >= 0 {
+		return field[i+1:]
+	}
+	return field
+}
+
+// FieldErrors returns every *FieldError in err's tree (errors.Join and %w
+// wrapping included), in order: what New or a HealthCheck reported of
+// invalid options. It returns nil if there is none.
+func FieldErrors(err error) []*FieldError {
+	var out []*FieldError
+	var walk func(error)
+	walk = func(err error) {
+		switch x := err.(type) {
+		case nil:
+		case *FieldError:
+			out = append(out, x)
+		case interface{ Unwrap() []error }:
+			for _, e := range x.Unwrap() {
+				walk(e)
+			}
+		case interface{ Unwrap() error }:
+			walk(x.Unwrap())
+		}
+	}
+	walk(err)
+	return out
+}
 
 // PanicError reports a panic recovered from a callback. It ends the term when
 // it comes from OnStartedLeading.

@@ -40,7 +40,9 @@ const (
 	// (Err: the last failure). The election goes on; a process that stays
 	// degraded is cut off from the API.
 	EventDegraded
-	// EventRecovered: a Lease API call succeeded after EventDegraded.
+	// EventRecovered: after EventDegraded, this candidate heard from the
+	// Lease API again: a call succeeded, or a watch delivered an event
+	// (see Stats.LastContact).
 	EventRecovered
 	// EventHandedOver: the lease was handed over (Elector.HandOver, or
 	// the Lease's preferred holder) to Leader, after the term's work

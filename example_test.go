@@ -92,6 +92,10 @@ func ExampleNew_invalid() {
 		OnStartedLeading: func(context.Context) {},
 	})
 	fmt.Println(err)
+	for _, fe := range relect.FieldErrors(err) {
+		fmt.Printf("%s: %s\n", fe.Field, fe.Problem(nil))
+	}
 	// Output:
-	// relect: Options.LeaseDuration 1.5s is not a whole number of seconds (the Lease stores whole seconds): invalid options
+	// relect: Options.LeaseDuration 1.5s is not a whole number of seconds (the Lease stores whole seconds)
+	// Options.LeaseDuration: 1.5s is not a whole number of seconds (the Lease stores whole seconds)
 }

@@ -152,7 +152,7 @@ func (f *follower) acquireFailed(ctx context.Context, err error) error {
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 		f.needRead = true
 		return nil
-	case f.w != nil && (apierrors.IsTooManyRequests(err) || callResult(ctx, err) == "server_error"):
+	case f.w != nil && (apierrors.IsTooManyRequests(err) || callResult(ctx, err) == ResultServerError):
 		return f.backOff(ctx)
 	}
 	f.needRead = true
@@ -222,7 +222,7 @@ func (f *follower) await(ctx context.Context) error {
 		}
 		return nil // else due() now holds: the loop tries to acquire
 	case ev, open := <-f.w.ResultChan():
-		switch e := decode(ev, open); e.kind {
+		switch e := f.gw.event(ev, open); e.kind {
 		case watchClosed:
 			f.w = nil // closed by the server: resume from f.rv
 		case leaseChanged:

@@ -27,7 +27,8 @@ import (
 //   - bounds: it gives every call but a watch its own timeout (half the
 //     renew deadline), so a hung request cannot stall a campaign;
 //   - accounts: it classifies the outcome and reports it (Stats.Calls and
-//     the degraded signal).
+//     the degraded signal); what its watches deliver counts as contact
+//     with the API too (event).
 //
 // On client-go's path it also observes, and reports to the Elector's state,
 // the instant each write is sent (t_send: after the bucket, before the
@@ -52,7 +53,7 @@ var _ resourcelock.Interface = (*gateway)(nil)
 // gatewayReports is what the gateway tells the Elector's state, and the one
 // thing it asks of it.
 type gatewayReports interface {
-	called(verb, result string, err error, waited time.Duration)
+	called(verb CallVerb, result CallResult, err error, waited time.Duration)
 	observed(rec *record, l *coordinationv1.Lease) (stranger bool)
 	observedMissing(restart bool)
 	wrote(sent time.Time, rec *record)
@@ -60,6 +61,7 @@ type gatewayReports interface {
 	mine(rec *record) bool
 	createAllowedAt() time.Time
 	annotate(l *coordinationv1.Lease, rec *record)
+	heard()
 }
 
 func newGateway(cfg *config, up gatewayReports) *gateway {
@@ -89,7 +91,7 @@ var errCreateTooSoon = errors.New("relect: the Lease was found missing less than
 // do makes one Lease API call fn: it waits on the bucket, gives fn a
 // context with the per-call timeout if bounded (not a watch, which lives
 // until stopped), and reports the outcome.
-func (g *gateway) do(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
+func (g *gateway) do(ctx context.Context, verb CallVerb, bounded bool, fn func(context.Context) error) error {
 	waited, err := g.wait(ctx)
 	if err == nil {
 		cctx := ctx
@@ -110,7 +112,7 @@ func (g *gateway) do(ctx context.Context, verb string, bounded bool, fn func(con
 // for the bucket to refill if need be. A bucket of the minimum burst (4)
 // never holds more: there it waits for a full bucket, and an acquisition
 // right after may wait for one token (at most 1/RateLimit).
-func (g *gateway) doSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
+func (g *gateway) doSpare(ctx context.Context, verb CallVerb, bounded bool, fn func(context.Context) error) error {
 	start := time.Now()
 	need := min(minRateBurst+1, float64(g.limiter.Burst()))
 	for g.limiter.Limit() != rate.Inf {
@@ -164,7 +166,7 @@ func (g *gateway) Get(ctx context.Context) (*record, []byte, error) {
 		rec *record
 		raw []byte
 	)
-	err := g.do(ctx, "get", true, func(ctx context.Context) error {
+	err := g.do(ctx, VerbGet, true, func(ctx context.Context) error {
 		var err error
 		rec, raw, err = g.inner.Get(ctx)
 		return err
@@ -191,16 +193,16 @@ func (g *gateway) Create(ctx context.Context, ler record) error {
 	if at := g.up.createAllowedAt(); time.Now().Before(at) {
 		return fmt.Errorf("%w: not before %s", errCreateTooSoon, at.Format(time.RFC3339Nano))
 	}
-	return g.write(ctx, "create", ler, g.inner.Create)
+	return g.write(ctx, VerbCreate, ler, g.inner.Create)
 }
 
 // Update is client-go's acquisition or renewal, and relect's release.
 func (g *gateway) Update(ctx context.Context, ler record) error {
-	return g.write(ctx, "update", ler, g.inner.Update)
+	return g.write(ctx, VerbUpdate, ler, g.inner.Update)
 }
 
 // write sends ler through the inner lock and reports it with its t_send.
-func (g *gateway) write(ctx context.Context, verb string, ler record, call func(context.Context, record) error) error {
+func (g *gateway) write(ctx context.Context, verb CallVerb, ler record, call func(context.Context, record) error) error {
 	var sent time.Time
 	err := g.do(ctx, verb, true, func(ctx context.Context) error {
 		sent = time.Now()
@@ -237,7 +239,7 @@ func (g *gateway) Describe() string { return g.cfg.describe }
 // the object the inner lock's next Update is conditional on.
 func (g *gateway) read(ctx context.Context) (*record, error) {
 	var rec *record
-	err := g.do(ctx, "get", true, func(ctx context.Context) error {
+	err := g.do(ctx, VerbGet, true, func(ctx context.Context) error {
 		var err error
 		rec, _, err = g.inner.Get(ctx)
 		return err
@@ -290,7 +292,7 @@ func (g *gateway) release(ctx context.Context, transitions int, to string, check
 // error.
 func (g *gateway) getLease(ctx context.Context) (*coordinationv1.Lease, error) {
 	var l *coordinationv1.Lease
-	err := g.do(ctx, "get", true, func(ctx context.Context) error {
+	err := g.do(ctx, VerbGet, true, func(ctx context.Context) error {
 		var err error
 		l, err = g.cfg.leases.Get(ctx, g.cfg.Name, metav1.GetOptions{})
 		return err
@@ -304,9 +306,9 @@ func (g *gateway) getLease(ctx context.Context) (*coordinationv1.Lease, error) {
 // sent is zero if it was not sent. A successful write is reported.
 func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec func(sent time.Time) coordinationv1.LeaseSpec) (
 	l *coordinationv1.Lease, sent time.Time, err error) {
-	verb := "update"
+	verb := VerbUpdate
 	if from == nil {
-		verb = "create"
+		verb = VerbCreate
 	}
 	err = g.do(ctx, verb, true, func(ctx context.Context) error {
 		sent = time.Now()
@@ -337,11 +339,24 @@ func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec 
 // new one, must read the Lease.
 func (g *gateway) forgetAcquired() { g.acquired.Store(nil) }
 
+// event decodes what a watch opened through the gateway delivered (open is
+// false once it is closed; see decode), and reports an event that carries
+// an object — a change, a deletion, a bookmark — as contact with the API,
+// exactly as an answer to a call is: a follower learns by watching.
+func (g *gateway) event(ev watch.Event, open bool) leaseEvent {
+	e := decode(ev, open)
+	switch e.kind {
+	case leaseChanged, leaseDeleted, leaseProgress:
+		g.up.heard()
+	}
+	return e
+}
+
 // watch opens a watch on the one Lease (field selector metadata.name),
 // resuming after resourceVersion rv ("": from now).
 func (g *gateway) watch(ctx context.Context, rv string) (watch.Interface, error) {
 	var w watch.Interface
-	err := g.do(ctx, "watch", false, func(ctx context.Context) error {
+	err := g.do(ctx, VerbWatch, false, func(ctx context.Context) error {
 		var err error
 		w, err = g.cfg.leases.Watch(ctx, metav1.ListOptions{
 			FieldSelector:   fields.OneTermEqualSelector("metadata.name", g.cfg.Name).String(),
@@ -356,32 +371,32 @@ func (g *gateway) watch(ctx context.Context, rv string) (watch.Interface, error)
 }
 
 // callResult classifies a Lease API call's outcome for Stats.Calls (see
-// CallKey.Result); ctx is the caller's, whose end makes a failure
+// CallResult); ctx is the caller's, whose end makes a failure
 // "canceled".
-func callResult(ctx context.Context, err error) string {
+func callResult(ctx context.Context, err error) CallResult {
 	switch {
 	case err == nil:
-		return "ok"
+		return ResultOK
 	case apierrors.IsNotFound(err):
-		return "not_found"
+		return ResultNotFound
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-		return "conflict"
+		return ResultConflict
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return "forbidden"
+		return ResultForbidden
 	case apierrors.IsTooManyRequests(err):
-		return "throttled"
+		return ResultThrottled
 	case errors.Is(err, errBudget):
-		return "budget"
+		return ResultBudget
 	case ctx.Err() != nil:
-		return "canceled"
+		return ResultCanceled
 	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
-		return "timeout"
+		return ResultTimeout
 	case apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err):
-		return "server_error"
+		return ResultServerError
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) && status.Status().Code >= 500 {
-		return "server_error"
+		return ResultServerError
 	}
-	return "other"
+	return ResultOther
 }

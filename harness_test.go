@@ -169,7 +169,7 @@ func (c *candidate) checkEvents() {
 			require.Falsef(c.t, ev.Time.Before(c.events[i-1].Time), "%s: event %d out of time order", c.name, i)
 		}
 	}
-	require.Zero(c.t, c.e.DroppedEvents(), "%s: events were dropped; the checks above saw only part", c.name)
+	require.Zero(c.t, c.e.Stats().DroppedEvents, "%s: events were dropped; the checks above saw only part", c.name)
 	require.Equalf(c.t, leaders, c.newLeader, "%s: OnNewLeader calls differ from EventNewLeader events", c.name)
 }
 

@@ -16,8 +16,9 @@ var (
 	// until it returns. Restarting the process is the remedy.
 	ErrWorkOverrun = errors.New("relect: leader work still running after its term ended")
 
-	// ErrCutOff: Lease API calls have kept failing, none succeeding, for
-	// more than HealthOptions.CutOffAfter.
+	// ErrCutOff: Lease API calls have kept failing for more than
+	// HealthOptions.CutOffAfter, and nothing was heard from the API
+	// meanwhile: no call succeeded, no watch delivered an event.
 	ErrCutOff = errors.New("relect: cut off from the Lease API")
 )
 
@@ -32,8 +33,9 @@ type HealthOptions struct {
 	// slowest orderly shutdown.
 	WorkStopTimeout time.Duration
 
-	// CutOffAfter is how long Lease API calls may keep failing, with none
-	// succeeding, before the check fails with ErrCutOff. Zero means twice
+	// CutOffAfter is how long Lease API calls may keep failing, with
+	// nothing heard from the API meanwhile (no answer, no watch event),
+	// before the check fails with ErrCutOff. Zero means twice
 	// the Elector's LeaseDuration (30 s by default): by then a leader has
 	// long stepped down and followers have missed every chance to take
 	// over.
@@ -50,25 +52,27 @@ type HealthOptions struct {
 //     was ended, or when its validity passed if the watchdog has not ended
 //     it yet.) IsLeader is already false then, so nothing in Stats shows
 //     this; the check reads the Elector's term itself.
-//   - with ErrCutOff when Lease API calls have failed in a row, none
-//     succeeding, for more than HealthOptions.CutOffAfter while Run is
-//     active.
+//   - with ErrCutOff when Lease API calls have failed in a row for more
+//     than HealthOptions.CutOffAfter while Run is active, and nothing was
+//     heard from the API meanwhile (no answer to a call, no watch event).
 //
 // It passes otherwise: for a leader or a follower whose calls succeed,
 // before Run and before the first call, while degraded (Stats.Degraded)
 // for less than CutOffAfter, and while Run is not active.
 //
 // The cut-off is timed from Stats.FailingSince, the first failure of the
-// current run of failures. (The age of Stats.LastSuccess alone would not
-// do: a watching follower makes no call for as long as the leader renews,
-// so its last success ages while all is well.)
+// current run of failures, which ends whenever the Elector hears from the
+// API. (The age of Stats.LastContact alone would not do: a watching
+// follower makes no call, and hears nothing while nobody writes the Lease,
+// say a released Lease that no candidate takes.) docs/operations.md says
+// when a liveness probe on this check restarts pods in an outage.
 //
 // The returned function is safe for concurrent use and ignores the
 // request. It never waits on the API, only on the Elector's mutex, briefly;
 // an Elector wedged holding it would make the check hang, which a probe's
 // timeout reports as a failure. If a duration in opts is negative, the
-// returned check always fails with an error that wraps ErrInvalidOptions
-// and names the field.
+// returned check always fails, with a *FieldError for each such field
+// (see FieldErrors; it matches ErrInvalidOptions).
 //
 // Wire it to the liveness probe (controller-runtime: AddHealthzCheck): a
 // restart is the remedy for both failures. Do not make readiness follow
@@ -79,13 +83,14 @@ type HealthOptions struct {
 // cut off from the API server cannot, and mind that an API server outage
 // then takes every pod out of its Services at once.
 func (e *Elector) HealthCheck(opts HealthOptions) func(*http.Request) error {
-	var invalid error
-	switch {
-	case opts.WorkStopTimeout < 0:
-		invalid = fmt.Errorf("relect: HealthOptions.WorkStopTimeout is negative (%v): %w", opts.WorkStopTimeout, ErrInvalidOptions)
-	case opts.CutOffAfter < 0:
-		invalid = fmt.Errorf("relect: HealthOptions.CutOffAfter is negative (%v): %w", opts.CutOffAfter, ErrInvalidOptions)
+	var bad []error
+	if opts.WorkStopTimeout < 0 {
+		bad = append(bad, newFieldError("HealthOptions", "WorkStopTimeout", "is negative (%v)", opts.WorkStopTimeout))
 	}
+	if opts.CutOffAfter < 0 {
+		bad = append(bad, newFieldError("HealthOptions", "CutOffAfter", "is negative (%v)", opts.CutOffAfter))
+	}
+	invalid := errors.Join(bad...)
 	if e.st == nil {
 		invalid = ErrNotInitialized
 	}
@@ -150,9 +155,9 @@ func (h *healthCheck) check(*http.Request) error {
 		return nil
 	}
 	last := "never"
-	if !s.LastSuccess.IsZero() {
-		last = s.LastSuccess.Format(time.RFC3339) + ", " + now.Sub(s.LastSuccess).Round(time.Millisecond).String() + " ago"
+	if !s.LastContact.IsZero() {
+		last = s.LastContact.Format(time.RFC3339) + ", " + now.Sub(s.LastContact).Round(time.Millisecond).String() + " ago"
 	}
-	return fmt.Errorf("%w: calls failing for %v (CutOffAfter %v): %d failures in a row, degraded %t, last success %s",
+	return fmt.Errorf("%w: calls failing for %v (CutOffAfter %v): %d failures in a row, degraded %t, last contact %s",
 		ErrCutOff, failing.Round(time.Millisecond), h.opts.CutOffAfter, s.ConsecutiveFailures, s.Degraded, last)
 }

@@ -121,7 +121,7 @@ func TestHealthCheck(t *testing.T) {
 			a.start()
 			at, err := probeUntilFailing(t, check, time.Minute)
 			require.ErrorIs(t, err, relect.ErrCutOff)
-			assert.ErrorContains(t, err, "last success never")
+			assert.ErrorContains(t, err, "last contact never")
 			assert.Greater(t, at.Sub(start), 20*time.Second)
 			assert.LessOrEqual(t, at.Sub(start), 22*time.Second)
 			a.stop()
@@ -222,5 +222,82 @@ func TestHealthCheck(t *testing.T) {
 		err = a.e.HealthCheck(relect.HealthOptions{CutOffAfter: -time.Second})(nil)
 		assert.ErrorIs(t, err, relect.ErrInvalidOptions)
 		assert.ErrorContains(t, err, "HealthOptions.CutOffAfter is negative (-1s)")
+	})
+}
+
+// An outage of every Lease call that leaves the open watches up — etcd
+// refuses writes while the apiserver's watch cache still serves — makes
+// every candidate degraded and cut off. Once the API heals, a follower
+// makes no call (its watch is open, and its registration is renewed every
+// 15 minutes): what it hears on its watch is contact with the API, so its
+// signals clear as soon as the watch shows the next leader's write. The
+// candidate that led when the outage began has no watch left (its watch
+// ended with its term) and reads the Lease after a backoff: it hears from
+// the API at that read, within BackoffMax (LeaseDuration) of the heal.
+func TestWatchContactEndsAnOutage(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		var cs []*candidate
+		var checks []func(*http.Request) error
+		for _, name := range []string{"a", "b", "c"} {
+			c := newCandidate(t, api, name, nil)
+			c.start()
+			synctest.Wait()
+			cs, checks = append(cs, c), append(checks, c.e.HealthCheck(relect.HealthOptions{}))
+		}
+		time.Sleep(2 * ld) // settled: a leads, b and c follow by watch
+		require.True(t, cs[0].e.IsLeader())
+
+		for _, c := range cs {
+			c.client.Fail(relecttest.Error(500))
+		}
+		// Probed every second, as a liveness probe would: when does each
+		// check begin to fail (docs/operations.md quotes these)?
+		began := time.Now()
+		failing := make([]time.Duration, len(cs))
+		for end := began.Add(2 * time.Minute); time.Now().Before(end); time.Sleep(time.Second) {
+			synctest.Wait()
+			for i := range cs {
+				if failing[i] == 0 && probe(checks[i]) != nil {
+					failing[i] = time.Since(began)
+				}
+			}
+		}
+		for i, c := range cs {
+			require.Truef(t, c.e.Stats().Degraded, "%s degraded during the outage", c.name)
+			require.ErrorIsf(t, probe(checks[i]), relect.ErrCutOff, "%s cut off during the outage", c.name)
+			t.Logf("%s: the health check fails from %v into the outage (CutOffAfter %v)", c.name, failing[i], 2*ld)
+		}
+
+		healed := time.Now()
+		for _, c := range cs {
+			c.client.Heal()
+		}
+		// The first successful write naming a leader after the heal.
+		var first time.Time
+		var leader *candidate
+		waitFor(t, 2*ld, "a renewal after the heal", func() bool {
+			for _, c := range cs {
+				if r := c.e.Stats().LastRenewal; r.After(healed) && (first.IsZero() || r.Before(first)) {
+					first, leader = r, c
+				}
+			}
+			return !first.IsZero()
+		})
+		t.Logf("%s wrote first, %v after the heal", leader.name, first.Sub(healed))
+		recovered := func(c *candidate, check func(*http.Request) error) bool {
+			s := c.e.Stats()
+			return !s.Degraded && s.FailingSince.IsZero() && s.ConsecutiveFailures == 0 && probe(check) == nil &&
+				c.count(relect.EventRecovered) == 1
+		}
+		time.Sleep(time.Until(first.Add(rp)))
+		synctest.Wait()
+		for i, c := range cs[1:] {
+			assert.Truef(t, recovered(c, checks[i+1]), "%s, a follower by watch, recovered one RetryPeriod after the first renewal: %+v",
+				c.name, c.e.Stats())
+		}
+		waitFor(t, time.Until(healed.Add(ld+time.Millisecond)), "a, the leader when the outage began, recovers",
+			func() bool { return recovered(cs[0], checks[0]) })
+		stopAll(cs...)
 	})
 }

@@ -222,14 +222,18 @@ type Options struct {
 	// tries first when the lease is released or expires, never whether a
 	// leader is ousted: a candidate of higher priority that joins later
 	// waits for the next change. Zero is the default; negative values rank
-	// below it. Needs the registry.
+	// below it. Needs the registry: with DisableRegistry or a Lock, New
+	// reports a nonzero Priority.
 	Priority int32
 
 	// Standby, when true, makes this Elector a candidate that never
 	// campaigns: it follows the Lease and reports its leader (Leader,
-	// OnNewLeader, Events, Candidates, AwaitLeader) but never writes the
+	// OnNewLeader, Events, Candidates, WaitForLeader) but never writes the
 	// Lease, so it never leads and OnStartedLeading is never called (it
-	// must still be set). It registers as standing by. Needs Config or
+	// must still be set). It registers as standing by, so that a leader
+	// refuses to hand over to it. With DisableRegistry it does not
+	// register: it still never writes the Lease, but leaders do not know
+	// it, and a HandOver naming it is refused as unknown (ErrUnknownCandidate) unless forced. Needs Config or
 	// Client: with a Lock, New reports Options.Standby.
 	Standby bool
 
@@ -250,7 +254,8 @@ type Options struct {
 
 	// DegradedAfter is how many Lease API calls must fail in a row before
 	// the Elector reports itself degraded (EventDegraded, Stats.Degraded)
-	// until the next call succeeds. Zero means DefaultDegradedAfter (5).
+	// until it next hears from the API: a call succeeds, or a watch
+	// delivers an event. Zero means DefaultDegradedAfter (5).
 	DegradedAfter int
 
 	// EventRecorder, if not nil, receives Kubernetes Events (type Normal,
@@ -312,16 +317,13 @@ type config struct {
 	registry bool
 }
 
-// fieldError reports an invalid Options field.
-func fieldError(field, format string, args ...any) error {
-	return fmt.Errorf("relect: Options.%s %s: %w", field, fmt.Sprintf(format, args...), ErrInvalidOptions)
-}
-
 // problems collects the field errors of one resolve.
 type problems []error
 
+// bad reports field (of Options) invalid: format and args say why, and
+// the args of type fieldRef name the other fields involved.
 func (p *problems) bad(field, format string, args ...any) {
-	*p = append(*p, fieldError(field, format, args...))
+	*p = append(*p, newFieldError("Options", field, format, args...))
 }
 
 // resolve applies the defaults in one place and validates everything, in
@@ -353,16 +355,16 @@ func resolveSource(o *Options, p *problems) {
 	}
 	switch {
 	case sources == 0:
-		p.bad("Config", "and Client and Lock are all nil: set exactly one of them")
+		p.bad("Config", "and %s and %s are all nil: set exactly one of them", fieldRef("Client"), fieldRef("Lock"))
 	case sources > 1:
-		p.bad("Config", "and Client and Lock: set exactly one of them, not %d", sources)
+		p.bad("Config", "and %s and %s: set exactly one of them, not %d", fieldRef("Client"), fieldRef("Lock"), sources)
 	case isNilPointer(o.Client):
 		p.bad("Client", "is a nil %T", o.Client)
 	case isNilPointer(o.Lock):
 		p.bad("Lock", "is a nil %T", o.Lock)
 	case o.Lock != nil:
 		if o.Namespace != "" || o.Name != "" || o.Identity != "" {
-			p.bad("Lock", "is set: leave Namespace, Name and Identity empty, the lock carries them")
+			p.bad("Lock", "is set: leave %s, %s and %s empty, the lock carries them", fieldRef("Namespace"), fieldRef("Name"), fieldRef("Identity"))
 		}
 		if o.Lock.Identity() == "" {
 			p.bad("Lock", "has an empty Identity()")
@@ -370,7 +372,7 @@ func resolveSource(o *Options, p *problems) {
 			checkIdentity("Lock", o.Lock.Identity(), p)
 		}
 		if o.Standby {
-			p.bad("Standby", "needs Config or Client: a standby follows the Lease with a watch, which a Lock cannot give")
+			p.bad("Standby", "needs %s or %s: a standby follows the Lease with a watch, which a %s cannot give", fieldRef("Config"), fieldRef("Client"), fieldRef("Lock"))
 		}
 	}
 	if o.Lock == nil {
@@ -462,14 +464,14 @@ func resolveDurations(o *Options, p *problems) (ok bool) {
 		return false
 	}
 	if o.RenewDeadline >= o.LeaseDuration {
-		p.bad("RenewDeadline", "%v must be less than LeaseDuration %v", o.RenewDeadline, o.LeaseDuration)
+		p.bad("RenewDeadline", "%v must be less than %s %v", o.RenewDeadline, fieldRef("LeaseDuration"), o.LeaseDuration)
 		ok = false
 	}
 	if float64(o.RenewDeadline) <= 1.2*float64(o.RetryPeriod) {
-		p.bad("RenewDeadline", "%v must be greater than 1.2 × RetryPeriod (%v)", o.RenewDeadline, o.RetryPeriod)
+		p.bad("RenewDeadline", "%v must be greater than 1.2 × %s (%v)", o.RenewDeadline, fieldRef("RetryPeriod"), o.RetryPeriod)
 		ok = false
 	} else if o.RenewDeadline <= o.RetryPeriod+time.Second {
-		p.bad("RenewDeadline", "%v must be greater than RetryPeriod + 1s (%v): a renewal extends the term only when followers can see it, and the Lease's renew time has whole seconds", o.RenewDeadline, o.RetryPeriod+time.Second)
+		p.bad("RenewDeadline", "%v must be greater than %s + 1s (%v): a renewal extends the term only when followers can see it, and the Lease's renew time has whole seconds", o.RenewDeadline, fieldRef("RetryPeriod"), o.RetryPeriod+time.Second)
 		ok = false
 	}
 	return ok
@@ -495,7 +497,7 @@ func resolvePacing(o *Options, durationsOK bool, p *problems) {
 			o.BackoffMax = max(o.LeaseDuration, o.BackoffInitial)
 		}
 		if o.BackoffMax < o.BackoffInitial {
-			p.bad("BackoffMax", "%v is less than BackoffInitial %v", o.BackoffMax, o.BackoffInitial)
+			p.bad("BackoffMax", "%v is less than %s %v", o.BackoffMax, fieldRef("BackoffInitial"), o.BackoffInitial)
 		}
 	}
 
@@ -525,7 +527,7 @@ func resolvePacing(o *Options, durationsOK bool, p *problems) {
 	// A relative tolerance keeps "exactly 2 per RetryPeriod", computed by
 	// the caller in another order, from failing on rounding.
 	if float64(o.RateLimit) < float64(need)*(1-1e-9) {
-		p.bad("RateLimit", "%.4g calls/s is below the %.4g calls/s (2 per RetryPeriod %v) a leader needs to renew", float64(o.RateLimit), float64(need), o.RetryPeriod)
+		p.bad("RateLimit", "%.4g calls/s is below the %.4g calls/s (2 per %s %v) a leader needs to renew", float64(o.RateLimit), float64(need), fieldRef("RetryPeriod"), o.RetryPeriod)
 	}
 }
 
@@ -539,7 +541,16 @@ func resolveRegistry(o *Options, durationsOK bool, p *problems) {
 	case o.RegistrationRenewal == 0:
 		o.RegistrationRenewal = DefaultRegistrationRenewal
 	case durationsOK && o.RegistrationRenewal < o.LeaseDuration:
-		p.bad("RegistrationRenewal", "%v is shorter than LeaseDuration %v", o.RegistrationRenewal, o.LeaseDuration)
+		p.bad("RegistrationRenewal", "%v is shorter than %s %v", o.RegistrationRenewal, fieldRef("LeaseDuration"), o.LeaseDuration)
+	}
+	// A priority orders the registered candidates only; without a
+	// registration nobody would know it.
+	switch {
+	case o.Priority == 0:
+	case o.DisableRegistry:
+		p.bad("Priority", "is %d, but %s is set: a priority orders the registered candidates only", o.Priority, fieldRef("DisableRegistry"))
+	case o.Lock != nil:
+		p.bad("Priority", "is %d, but with a %s the candidate registry is off: a priority orders the registered candidates only", o.Priority, fieldRef("Lock"))
 	}
 }
 

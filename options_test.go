@@ -2,6 +2,7 @@ package relect_test
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math"
 	"strings"
@@ -81,6 +82,11 @@ func TestNewRejectsInvalidOptionsNamingTheField(t *testing.T) {
 		{"zero logger", func(o *relect.Options) { o.Logger = &slog.Logger{} }, "Logger"},
 		{"negative event buffer", func(o *relect.Options) { o.EventBuffer = -1 }, "EventBuffer"},
 		{"huge event buffer", func(o *relect.Options) { o.EventBuffer = math.MaxInt }, "EventBuffer"},
+		{"priority without the registry", func(o *relect.Options) { o.Priority, o.DisableRegistry = 5, true }, "Priority"},
+		{"priority with a lock", func(o *relect.Options) {
+			o.Client, o.Namespace, o.Name = nil, "", ""
+			o.Lock, o.Priority = lock, -1
+		}, "Priority"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := validOptions()
@@ -90,8 +96,48 @@ func TestNewRejectsInvalidOptionsNamingTheField(t *testing.T) {
 			assert.Nil(t, e)
 			assert.ErrorIs(t, err, relect.ErrInvalidOptions)
 			assert.Contains(t, err.Error(), "relect: Options."+tc.field+" ")
+			var fe *relect.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, "Options."+tc.field, fe.Field)
+			assert.ErrorIs(t, fe, relect.ErrInvalidOptions)
 		})
 	}
+}
+
+// A FieldError names the field and the fields its problem involves, so
+// that a tool can say the same in its own terms without parsing text.
+func TestFieldError(t *testing.T) {
+	o := validOptions()
+	o.RenewDeadline, o.EventBuffer = 20*time.Second, -1
+	_, err := relect.New(o)
+	fes := relect.FieldErrors(err)
+	require.Len(t, fes, 2)
+
+	rd := fes[0]
+	assert.Equal(t, "Options.RenewDeadline", rd.Field)
+	assert.Equal(t, []string{"Options.LeaseDuration"}, rd.Related)
+	assert.Equal(t, "relect: Options.RenewDeadline 20s must be less than LeaseDuration 15s", rd.Error())
+	assert.Equal(t, "20s must be less than --lease-duration 15s", rd.Problem(func(field string) string {
+		return map[string]string{"Options.LeaseDuration": "--lease-duration"}[field]
+	}))
+	assert.Equal(t, "Options.EventBuffer", fes[1].Field)
+	assert.Empty(t, fes[1].Related)
+	assert.Equal(t, "is negative (-1)", fes[1].Problem(nil))
+
+	assert.Nil(t, relect.FieldErrors(nil))
+	assert.Nil(t, relect.FieldErrors(relect.ErrNotLeader))
+	assert.Len(t, relect.FieldErrors(fmt.Errorf("wrapped: %w", err)), 2)
+
+	// HealthOptions too: every negative field.
+	e, err := relect.New(validOptions())
+	require.NoError(t, err)
+	err = e.HealthCheck(relect.HealthOptions{WorkStopTimeout: -1, CutOffAfter: -time.Second})(nil)
+	assert.ErrorIs(t, err, relect.ErrInvalidOptions)
+	var fields []string
+	for _, fe := range relect.FieldErrors(err) {
+		fields = append(fields, fe.Field)
+	}
+	assert.Equal(t, []string{"HealthOptions.WorkStopTimeout", "HealthOptions.CutOffAfter"}, fields)
 }
 
 func TestNewReportsEveryInvalidField(t *testing.T) {
@@ -130,6 +176,7 @@ func TestNewAcceptsValidOptions(t *testing.T) {
 			o.Client, o.Namespace, o.Name = nil, "", ""
 			o.Lock = &resourcelock.LeaseLock{LockConfig: resourcelock.ResourceLockConfig{Identity: "x"}}
 		}},
+		{"standby without the registry", func(o *relect.Options) { o.Standby, o.DisableRegistry = true, true }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := validOptions()

@@ -161,7 +161,7 @@ func register(ctx context.Context, cfg *config, gw *gateway, up registryReports)
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.RenewDeadline)
 	defer cancel()
-	_ = gw.do(dctx, "deregister", true, func(ctx context.Context) error {
+	_ = gw.do(dctx, VerbDeregister, true, func(ctx context.Context) error {
 		return cfg.leases.Delete(ctx, own.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &own.ResourceVersion}})
 	})
 }
@@ -172,7 +172,7 @@ func register(ctx context.Context, cfg *config, gw *gateway, up registryReports)
 // and an Update of what is there.
 func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	write := func(create bool, from *coordinationv1.Lease) (out *coordinationv1.Lease, err error) {
-		err = gw.doSpare(ctx, "register", true, func(ctx context.Context) error {
+		err = gw.doSpare(ctx, VerbRegister, true, func(ctx context.Context) error {
 			var err error
 			if create {
 				out, err = cfg.leases.Create(ctx, registration(cfg, nil, time.Now()), metav1.CreateOptions{})
@@ -190,7 +190,7 @@ func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coord
 	if !apierrors.IsAlreadyExists(err) {
 		return out, err
 	}
-	err = gw.doSpare(ctx, "register", true, func(ctx context.Context) error {
+	err = gw.doSpare(ctx, VerbRegister, true, func(ctx context.Context) error {
 		var err error
 		own, err = cfg.leases.Get(ctx, registrationName(cfg.Name, cfg.identity), metav1.GetOptions{})
 		return err
@@ -226,7 +226,7 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 	selector := registrationSelector(cfg.Name)
 	for ctx.Err() == nil {
 		var list *coordinationv1.LeaseList
-		err := gw.doSpare(ctx, "list-candidates", true, func(ctx context.Context) error {
+		err := gw.doSpare(ctx, VerbListCandidates, true, func(ctx context.Context) error {
 			var err error
 			list, err = cfg.leases.List(ctx, metav1.ListOptions{LabelSelector: selector})
 			return err
@@ -261,7 +261,7 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 func followCandidates(ctx context.Context, cfg *config, gw *gateway, up registryReports, selector, rv string) error {
 	for {
 		var w watch.Interface
-		err := gw.doSpare(ctx, "watch-candidates", false, func(ctx context.Context) error {
+		err := gw.doSpare(ctx, VerbWatchCandidates, false, func(ctx context.Context) error {
 			var err error
 			w, err = cfg.leases.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv})
 			return err
@@ -269,7 +269,7 @@ func followCandidates(ctx context.Context, cfg *config, gw *gateway, up registry
 		if err != nil {
 			return err
 		}
-		broken := readCandidates(ctx, w, up, &rv)
+		broken := readCandidates(ctx, gw, w, up, &rv)
 		w.Stop()
 		switch {
 		case ctx.Err() != nil:
@@ -283,13 +283,13 @@ func followCandidates(ctx context.Context, cfg *config, gw *gateway, up registry
 
 // readCandidates reads w's events into the view until ctx is done or the
 // watch ends: closed by the server, or broken by an error event.
-func readCandidates(ctx context.Context, w watch.Interface, up registryReports, rv *string) (broken bool) {
+func readCandidates(ctx context.Context, gw *gateway, w watch.Interface, up registryReports, rv *string) (broken bool) {
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case ev, open := <-w.ResultChan():
-			e := decode(ev, open)
+			e := gw.event(ev, open)
 			if e.lease != nil {
 				*rv = e.lease.ResourceVersion
 			}
@@ -327,7 +327,7 @@ func deleteLapsed(ctx context.Context, cfg *config, gw *gateway, items []coordin
 			continue
 		}
 		rv := l.ResourceVersion
-		err := gw.doSpare(ctx, "delete-candidate", true, func(ctx context.Context) error {
+		err := gw.doSpare(ctx, VerbDeleteCandidate, true, func(ctx context.Context) error {
 			return cfg.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		})
 		if apierrors.IsForbidden(err) {

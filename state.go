@@ -61,7 +61,7 @@ type state struct {
 	// and, as leader, of the registry (succession.go).
 	succession lineage
 	// changed is closed, and replaced, at every change of leader and at
-	// the start and end of every term: AwaitLeader and AwaitLeading wait
+	// the start and end of every term: WaitForLeader and WaitForTerm wait
 	// on it.
 	changed chan struct{}
 
@@ -423,15 +423,15 @@ func (s *state) currentLeader() string {
 	return s.leader
 }
 
-// called counts one Lease API call of result ("ok", "conflict", ..., see
-// CallKey) that waited waited on the bucket, and keeps the degraded signal:
+// called counts one Lease API call of verb that ended with result (see
+// CallResult) that waited waited on the bucket, and keeps the degraded signal:
 // a failure is an EventError, and DegradedAfter of them in a row an
 // EventDegraded until a call succeeds. A call abandoned because its
 // campaign stopped is counted, and is no failure; nor is a conflict (409,
-// or AlreadyExists): the API answered, and a lost race — two candidates
+// or AlreadyExists): the API answered (see heard), and a lost race — two candidates
 // creating a missing Lease, a write on a resourceVersion someone else's
 // write replaced — is how election works.
-func (s *state) called(verb, result string, err error, waited time.Duration) {
+func (s *state) called(verb CallVerb, result CallResult, err error, waited time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stats.Calls == nil {
@@ -440,16 +440,10 @@ func (s *state) called(verb, result string, err error, waited time.Duration) {
 	s.stats.Calls[CallKey{verb, result}]++
 	s.stats.BucketWait += waited
 	switch result {
-	case "canceled":
+	case ResultCanceled:
 		return
-	case "ok", "not_found", "conflict":
-		s.stats.LastSuccess = time.Now()
-		s.stats.ConsecutiveFailures = 0
-		s.stats.FailingSince = time.Time{}
-		if s.stats.Degraded {
-			s.stats.Degraded = false
-			s.emitLocked(Event{Kind: EventRecovered})
-		}
+	case ResultOK, ResultNotFound, ResultConflict:
+		s.heardLocked()
 		return
 	}
 	s.logs.log(slog.LevelDebug, "relect: lease API call failed", "verb", verb, "lease", s.cfg.describe, "err", err)
@@ -461,6 +455,30 @@ func (s *state) called(verb, result string, err error, waited time.Duration) {
 	if !s.stats.Degraded && s.stats.ConsecutiveFailures >= s.cfg.DegradedAfter {
 		s.stats.Degraded = true
 		s.emitLocked(Event{Kind: EventDegraded, Err: &CallError{Verb: verb, Err: err}})
+	}
+}
+
+// heard records contact with the API through a watch: an event it
+// delivered. Like an answer to a call, it ends a run of failures, and a
+// degraded state (EventRecovered). A follower whose calls failed while its
+// watch stayed open (the apiserver's watch cache serves while etcd refuses
+// writes) makes no call once the watch shows a leader again: without
+// this, it would stay degraded, and fail its health check, until its next
+// call — a registration renewal, minutes later.
+func (s *state) heard() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.heardLocked()
+}
+
+// heardLocked is heard. Requires mu.
+func (s *state) heardLocked() {
+	s.stats.LastContact = time.Now()
+	s.stats.ConsecutiveFailures = 0
+	s.stats.FailingSince = time.Time{}
+	if s.stats.Degraded {
+		s.stats.Degraded = false
+		s.emitLocked(Event{Kind: EventRecovered})
 	}
 }
 
@@ -505,7 +523,7 @@ func (s *state) snapshot(now time.Time) snapshot {
 	return snap
 }
 
-// Leadership controls (Elector.Yield, HandOver, AwaitLeading, AwaitLeader).
+// Leadership controls (Elector.Yield, HandOver, WaitForTerm, WaitForLeader).
 
 // stepDown ends the current term for a Yield (to empty) or a HandOver to
 // to, if this candidate leads now. The campaign then waits for the work to

@@ -22,9 +22,12 @@ type Stats struct {
 	// LastRenewal is when the last successful write naming this candidate
 	// (acquisition or renewal) was sent; zero if none yet.
 	LastRenewal time.Time
-	// LastSuccess is when the Lease API last answered a call of this
-	// candidate, NotFound included; zero if never.
-	LastSuccess time.Time
+	// LastContact is when this candidate last heard from the Lease API: an
+	// answer to a call (NotFound and a conflict included), or an event
+	// delivered on one of its watches (a change of the Lease or of a
+	// registration). Zero if never. A watching follower makes no call
+	// while the leader renews, and hears each renewal on its watch.
+	LastContact time.Time
 	// Calls counts Lease API calls by verb and result (see CallKey).
 	Calls map[CallKey]uint64
 	// BucketWait is the total time calls waited on the token bucket.
@@ -33,49 +36,78 @@ type Stats struct {
 	// delays.
 	Backoffs    uint64
 	BackoffTime time.Duration
-	// DroppedEvents is what Elector.DroppedEvents returns.
+	// DroppedEvents counts the events dropped since New because the Events
+	// buffer was full (see Elector.Events).
 	DroppedEvents uint64
 	// FailingSince is when the current run of failed Lease API calls
-	// began; zero when the last call succeeded (or none failed yet).
+	// began; zero when none failed since this candidate last heard from
+	// the API (LastContact), or none failed yet.
 	FailingSince time.Time
 	// ConsecutiveFailures counts Lease API calls that failed in a row
-	// (NotFound and calls abandoned because a campaign stopped do not
-	// count); a call that succeeds resets it.
+	// (NotFound, conflicts and calls abandoned because a campaign stopped
+	// do not count); hearing from the API — a call that succeeds, or a
+	// watch event — resets it.
 	ConsecutiveFailures int
 	// Degraded is true from the moment ConsecutiveFailures reaches
-	// Options.DegradedAfter until the next successful call (EventDegraded,
-	// EventRecovered).
+	// Options.DegradedAfter until this candidate next hears from the API
+	// (EventDegraded, EventRecovered).
 	Degraded bool
 }
 
 // CallKey names a class of Lease API calls in Stats.Calls.
 type CallKey struct {
-	// Verb is "get", "create", "update" or "watch" (a follower opening its
-	// watch) for calls on the election's Lease; for the candidate
-	// registry, "register" (a read or write of this candidate's
-	// registration), "deregister" (its deletion when Run returns), and, on
-	// the leader, "list-candidates", "watch-candidates" and
-	// "delete-candidate" (a lapsed registration).
-	Verb string
-	// Result is one of "ok", "not_found", "conflict", "forbidden",
-	// "throttled" (429), "server_error" (5xx), "timeout" (the request's
-	// deadline passed), "budget" (the token bucket could not grant a call
-	// before the caller's deadline), "canceled" (the campaign stopped) and
-	// "other".
-	Result string
+	Verb   CallVerb
+	Result CallResult
 }
+
+// CallVerb says what a Lease API call of an Elector was for (CallKey,
+// CallError).
+type CallVerb string
+
+// The calls on the election's Lease, then the candidate registry's.
+const (
+	VerbGet    CallVerb = "get"    // a read of the Lease
+	VerbCreate CallVerb = "create" // its creation, when it is missing
+	VerbUpdate CallVerb = "update" // an acquisition, renewal, release or handover
+	VerbWatch  CallVerb = "watch"  // opening a watch on it (follower, or leader)
+
+	VerbRegister        CallVerb = "register"         // a read or write of this candidate's registration
+	VerbDeregister      CallVerb = "deregister"       // its deletion when Run returns
+	VerbListCandidates  CallVerb = "list-candidates"  // the leader's list of the registry
+	VerbWatchCandidates CallVerb = "watch-candidates" // the leader's watch of it
+	VerbDeleteCandidate CallVerb = "delete-candidate" // the leader's deletion of a lapsed registration
+)
+
+// CallResult classifies how a Lease API call ended (CallKey).
+type CallResult string
+
+// The results. ResultOK, ResultNotFound and ResultConflict are answers:
+// contact with the API (Stats.LastContact), and no failure — a conflict
+// is a lost race. ResultCanceled is no failure either; the others are.
+const (
+	ResultOK          CallResult = "ok"
+	ResultNotFound    CallResult = "not_found"
+	ResultConflict    CallResult = "conflict"     // 409, or AlreadyExists: a lost race
+	ResultForbidden   CallResult = "forbidden"    // 403 or 401
+	ResultThrottled   CallResult = "throttled"    // 429
+	ResultServerError CallResult = "server_error" // 5xx
+	ResultTimeout     CallResult = "timeout"      // the request's deadline passed
+	ResultBudget      CallResult = "budget"       // the token bucket could not grant the call before the caller's deadline
+	ResultCanceled    CallResult = "canceled"     // the campaign stopped
+	ResultOther       CallResult = "other"
+)
 
 // CallError is the Err of an EventError for a failed Lease API call.
 type CallError struct {
-	// Verb is "get", "create", "update" or "watch".
-	Verb string
+	// Verb is what the call was for.
+	Verb CallVerb
 	// Err is the client's error: an apierrors.APIStatus for an answer of
 	// the apiserver, a context or network error otherwise.
 	Err error
 }
 
 // Error returns "relect: lease <verb>: <the client's error>".
-func (c *CallError) Error() string { return "relect: lease " + c.Verb + ": " + c.Err.Error() }
+func (c *CallError) Error() string { return "relect: lease " + string(c.Verb) + ": " + c.Err.Error() }
 
 // Unwrap returns the client's error, so apierrors.IsForbidden and the like
 // work on it.

@@ -318,7 +318,7 @@ func registrationWrites(_ *relecttest.LeaseAPI, c *candidate) int {
 	return min(1, c.client.Calls(relecttest.VerbCreate))
 }
 
-// AwaitLeading returns once this candidate leads, with the term; AwaitLeader
+// WaitForTerm returns once this candidate leads, with the term; WaitForLeader
 // once anyone does; both return ctx's cause if it ends first.
 func TestAwait(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -326,7 +326,7 @@ func TestAwait(t *testing.T) {
 		a := newCandidate(t, api, "a", nil)
 		b := newCandidate(t, api, "b", nil)
 		ctx, cancel := context.WithTimeout(context.Background(), rp)
-		_, err := b.e.AwaitLeader(ctx)
+		_, err := b.e.WaitForLeader(ctx)
 		assert.ErrorIs(t, err, context.DeadlineExceeded, "nobody runs yet")
 		cancel()
 
@@ -336,16 +336,16 @@ func TestAwait(t *testing.T) {
 		}
 		bLeads := make(chan result, 1)
 		go func() {
-			n, err := b.e.AwaitLeading(context.Background())
+			n, err := b.e.WaitForTerm(context.Background())
 			bLeads <- result{n, err}
 		}()
 		a.start()
 		synctest.Wait()
 		b.start()
-		leader, err := b.e.AwaitLeader(context.Background())
+		leader, err := b.e.WaitForLeader(context.Background())
 		require.NoError(t, err)
 		assert.Equal(t, "a", leader)
-		n, err := a.e.AwaitLeading(context.Background())
+		n, err := a.e.WaitForTerm(context.Background())
 		require.NoError(t, err)
 		assert.Equal(t, int64(1), n)
 		time.Sleep(rp)
@@ -488,7 +488,7 @@ func TestLongForgedLineIsCut(t *testing.T) {
 func TestRegistryOff(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newAPI()
-		cs := fleet(t, api, 3, func(_ int, o *relect.Options) { o.DisableRegistry = true })
+		cs := fleet(t, api, 3, func(_ int, o *relect.Options) { o.DisableRegistry, o.Priority = true, 0 })
 		assert.Len(t, api.Leases(ns), 1, "the election's Lease alone")
 		assert.NotContains(t, api.Lease(ns, lease).Annotations, "relect.io/succession")
 		known := []string{}

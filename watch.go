@@ -10,7 +10,7 @@ import (
 // A watch on the one Lease: the follower reads one while it waits to
 // acquire, and the leader goes on reading the same one during its term
 // (watchTerm). Both open it through the gateway (gateway.watch) and read
-// its events through decode.
+// its events through it (gateway.event, which decodes them).
 
 // leaseEvent is one event of a watch on the Lease, decoded.
 type leaseEvent struct {
@@ -101,7 +101,7 @@ func watchTerm(ctx context.Context, gw *gateway, up termWatchReports, w watch.In
 		case <-ctx.Done():
 			return
 		case ev, open := <-w.ResultChan():
-			e := decode(ev, open)
+			e := gw.event(ev, open)
 			if !caughtUp && e.lease != nil {
 				caughtUp = e.lease.ResourceVersion == rv
 				continue // before our write, or our write itself

@@ -440,7 +440,7 @@ func describeFleet(t *testing.T, c *cluster, lease string, ps []*proc) {
 		st := p.e.Stats()
 		leaders[st.Leader]++
 		for k, n := range st.Calls {
-			calls[k.Verb+"/"+k.Result] += n
+			calls[string(k.Verb)+"/"+string(k.Result)] += n
 		}
 		if i < 5 {
 			var line []string

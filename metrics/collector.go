@@ -50,7 +50,7 @@ type Collector struct {
 	e *relect.Elector
 
 	info, isLeader, term, termsStarted, calls, bucketWait,
-	backoffs, backoffSeconds, droppedEvents, lastRenewal, lastSuccess,
+	backoffs, backoffSeconds, droppedEvents, lastRenewal, lastContact,
 	termRemaining, consecutiveFailures, degraded *prometheus.Desc
 }
 
@@ -114,14 +114,14 @@ func NewCollector(e *relect.Elector, opts Options) (*Collector, error) {
 			"Events dropped because the Events channel's buffer was full."),
 		lastRenewal: desc("last_renewal_timestamp_seconds",
 			"Unix time at which the last successful write naming this candidate (acquisition or renewal) was sent; absent until the first."),
-		lastSuccess: desc("last_success_timestamp_seconds",
-			"Unix time at which the Lease API last answered a call of this candidate (NotFound included); absent until the first."),
+		lastContact: desc("last_contact_timestamp_seconds",
+			"Unix time at which this candidate last heard from the Lease API: an answer to a call (NotFound and conflicts included) or an event on one of its watches; absent until the first."),
 		termRemaining: desc("term_remaining_seconds",
 			"Seconds until the current term's validity ends unless renewed (on the process's monotonic clock); 0 when not leading."),
 		consecutiveFailures: desc("consecutive_failures",
-			"Lease API calls that failed in a row; a successful call resets it."),
+			"Lease API calls that failed in a row; hearing from the API (an answer, a watch event) resets it."),
 		degraded: desc("degraded",
-			"1 from Options.DegradedAfter failed Lease API calls in a row until the next success, else 0."),
+			"1 from Options.DegradedAfter failed Lease API calls in a row until this candidate next hears from the API, else 0."),
 	}, nil
 }
 
@@ -135,7 +135,7 @@ func (c *Collector) Describe(ch chan<- *prometheus.Desc) {
 func (c *Collector) descs() []*prometheus.Desc {
 	return []*prometheus.Desc{
 		c.info, c.isLeader, c.term, c.termsStarted, c.calls, c.bucketWait,
-		c.backoffs, c.backoffSeconds, c.droppedEvents, c.lastRenewal, c.lastSuccess,
+		c.backoffs, c.backoffSeconds, c.droppedEvents, c.lastRenewal, c.lastContact,
 		c.termRemaining, c.consecutiveFailures, c.degraded,
 	}
 }
@@ -157,7 +157,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.term, float64(s.Term))
 	counter(c.termsStarted, float64(s.TermsStarted))
 	for k, n := range s.Calls {
-		counter(c.calls, float64(n), k.Verb, k.Result)
+		counter(c.calls, float64(n), string(k.Verb), string(k.Result))
 	}
 	counter(c.bucketWait, s.BucketWait.Seconds())
 	counter(c.backoffs, float64(s.Backoffs))
@@ -166,8 +166,8 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if !s.LastRenewal.IsZero() {
 		gauge(c.lastRenewal, unixSeconds(s.LastRenewal))
 	}
-	if !s.LastSuccess.IsZero() {
-		gauge(c.lastSuccess, unixSeconds(s.LastSuccess))
+	if !s.LastContact.IsZero() {
+		gauge(c.lastContact, unixSeconds(s.LastContact))
 	}
 	var remaining time.Duration
 	if s.Leading {

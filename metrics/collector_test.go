@@ -170,7 +170,7 @@ func (c *candidate) checkStats(g prometheus.Gatherer) relect.Stats {
 	}
 	for name, at := range map[string]time.Time{
 		"relect_last_renewal_timestamp_seconds": s.LastRenewal,
-		"relect_last_success_timestamp_seconds": s.LastSuccess,
+		"relect_last_contact_timestamp_seconds": s.LastContact,
 	} {
 		if at.IsZero() {
 			assert.Emptyf(t, of(all, name, id), "%s{identity=%q} before the first", name, id)
@@ -180,7 +180,7 @@ func (c *candidate) checkStats(g prometheus.Gatherer) relect.Stats {
 	}
 	calls := map[relect.CallKey]uint64{}
 	for _, sr := range of(all, "relect_api_calls_total", id) {
-		calls[relect.CallKey{Verb: sr.labels["verb"], Result: sr.labels["result"]}] = uint64(sr.value)
+		calls[relect.CallKey{Verb: relect.CallVerb(sr.labels["verb"]), Result: relect.CallResult(sr.labels["result"])}] = uint64(sr.value)
 	}
 	assert.Equalf(t, s.Calls, calls, "relect_api_calls_total{identity=%q}", id)
 	return s
@@ -211,11 +211,11 @@ relect_backoff_seconds_total{` + labelsB + `} 0
 # TYPE relect_backoffs_total counter
 relect_backoffs_total{` + labelsA + `} 0
 relect_backoffs_total{` + labelsB + `} 0
-# HELP relect_consecutive_failures Lease API calls that failed in a row; a successful call resets it.
+# HELP relect_consecutive_failures Lease API calls that failed in a row; hearing from the API (an answer, a watch event) resets it.
 # TYPE relect_consecutive_failures gauge
 relect_consecutive_failures{` + labelsA + `} 0
 relect_consecutive_failures{` + labelsB + `} 0
-# HELP relect_degraded 1 from Options.DegradedAfter failed Lease API calls in a row until the next success, else 0.
+# HELP relect_degraded 1 from Options.DegradedAfter failed Lease API calls in a row until this candidate next hears from the API, else 0.
 # TYPE relect_degraded gauge
 relect_degraded{` + labelsA + `} 0
 relect_degraded{` + labelsB + `} 0
@@ -234,10 +234,10 @@ relect_is_leader{` + labelsB + `} 0
 # HELP relect_last_renewal_timestamp_seconds Unix time at which the last successful write naming this candidate (acquisition or renewal) was sent; absent until the first.
 # TYPE relect_last_renewal_timestamp_seconds gauge
 relect_last_renewal_timestamp_seconds{` + labelsA + `} 9.466848e+08
-# HELP relect_last_success_timestamp_seconds Unix time at which the Lease API last answered a call of this candidate (NotFound included); absent until the first.
-# TYPE relect_last_success_timestamp_seconds gauge
-relect_last_success_timestamp_seconds{` + labelsA + `} 9.466848e+08
-relect_last_success_timestamp_seconds{` + labelsB + `} 9.466848e+08
+# HELP relect_last_contact_timestamp_seconds Unix time at which this candidate last heard from the Lease API: an answer to a call (NotFound and conflicts included) or an event on one of its watches; absent until the first.
+# TYPE relect_last_contact_timestamp_seconds gauge
+relect_last_contact_timestamp_seconds{` + labelsA + `} 9.466848e+08
+relect_last_contact_timestamp_seconds{` + labelsB + `} 9.466848e+08
 # HELP relect_term Number of the current term, the Lease's leaseTransitions at acquisition (the fencing token); 0 when not leading.
 # TYPE relect_term gauge
 relect_term{` + labelsA + `} 1
@@ -260,7 +260,7 @@ relect_token_bucket_wait_seconds_total{` + labelsB + `} 0
 		names := []string{
 			"relect_backoff_seconds_total", "relect_backoffs_total", "relect_consecutive_failures",
 			"relect_degraded", "relect_dropped_events_total", "relect_info", "relect_is_leader",
-			"relect_last_renewal_timestamp_seconds", "relect_last_success_timestamp_seconds",
+			"relect_last_renewal_timestamp_seconds", "relect_last_contact_timestamp_seconds",
 			"relect_term", "relect_term_remaining_seconds", "relect_terms_started_total",
 			"relect_token_bucket_wait_seconds_total",
 		}
@@ -329,7 +329,7 @@ func TestCollectorFaults(t *testing.T) {
 		sa := a.checkStats(reg)
 		b.checkStats(reg)
 		// The cut-off candidate's last success is when it was cut off.
-		assert.True(t, sa.LastSuccess.Before(time.Now().Add(-rd)))
+		assert.True(t, sa.LastContact.Before(time.Now().Add(-rd)))
 
 		a.client.Heal()
 		waitFor(t, time.Minute, "a recovers", func() bool { return !a.e.Stats().Degraded })
@@ -369,8 +369,8 @@ func TestCollectorBucketWaitAndDroppedEvents(t *testing.T) {
 		synctest.Wait()
 		all := gather(t, reg)
 		assert.Greater(t, value(t, all, "relect_token_bucket_wait_seconds_total", "b"), 0.0)
-		assert.Equal(t, float64(b.e.DroppedEvents()), value(t, all, "relect_dropped_events_total", "b"))
-		assert.NotZero(t, b.e.DroppedEvents())
+		assert.Equal(t, float64(b.e.Stats().DroppedEvents), value(t, all, "relect_dropped_events_total", "b"))
+		assert.NotZero(t, b.e.Stats().DroppedEvents)
 		b.checkStats(reg)
 		b.stop()
 		a.stop()
@@ -479,7 +479,7 @@ relect_is_leader`+labels+` 0
 # TYPE relect_terms_started_total counter
 relect_terms_started_total`+labels+` 0
 `), "relect_is_leader", "relect_terms_started_total", "relect_api_calls_total",
-			"relect_last_renewal_timestamp_seconds", "relect_last_success_timestamp_seconds")
+			"relect_last_renewal_timestamp_seconds", "relect_last_contact_timestamp_seconds")
 		assert.NoError(t, err)
 	})
 

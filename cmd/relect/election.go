@@ -23,7 +23,7 @@ import (
 func newElector(opts relect.Options, health relect.HealthOptions) (*relect.Elector, error) {
 	e, err := relect.New(opts)
 	if errors.Is(err, relect.ErrInvalidOptions) {
-		return nil, optionsError(err, electionFlags)
+		return nil, optionsError(err, electionFlags, standbyFlags)
 	}
 	if err != nil {
 		return nil, err

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
@@ -134,13 +133,9 @@ func (s *settings) defaultWorkStopTimeout(stop time.Duration) {
 	}
 }
 
-// fieldNames matches the Options fields relect's errors name, qualified or
-// bare (LeaseDuration, Options.LeaseDuration, HealthOptions.CutOffAfter).
-var fieldNames = regexp.MustCompile(`\b(?:(?:Health)?Options\.)?[A-Z][A-Za-z]+\b`)
-
-// optionsError turns an error of relect.New or of a HealthCheck, which
-// names Options fields, into a usage error that names the flags: one line
-// per invalid field.
+// optionsError turns an error of relect.New or of a HealthCheck, whose
+// *relect.FieldErrors name Options fields, into a usage error that names
+// the flags instead: one line per invalid field.
 func optionsError(err error, tables ...[]optionFlag) error {
 	flagOf := map[string]string{
 		"Options.Namespace": "LEASE's namespace",
@@ -149,29 +144,21 @@ func optionsError(err error, tables ...[]optionFlag) error {
 	for _, t := range tables {
 		for _, f := range t {
 			flagOf[f.field] = "--" + f.name
-			_, bare, _ := strings.Cut(f.field, ".")
-			if _, dup := flagOf[bare]; !dup {
-				flagOf[bare] = "--" + f.name
-			}
 		}
 	}
-	var errs []error
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		errs = j.Unwrap()
-	} else {
-		errs = []error{err}
+	name := func(field string) string {
+		if f, ok := flagOf[field]; ok {
+			return f
+		}
+		_, bare, _ := strings.Cut(field, ".")
+		return bare
 	}
-	lines := make([]string, 0, len(errs))
-	for _, e := range errs {
-		msg := strings.TrimPrefix(e.Error(), "relect: ")
-		msg = strings.TrimSuffix(msg, ": "+relect.ErrInvalidOptions.Error())
-		msg = fieldNames.ReplaceAllStringFunc(msg, func(name string) string {
-			if f, ok := flagOf[name]; ok {
-				return f
-			}
-			return name
-		})
-		lines = append(lines, msg)
+	var lines []string
+	for _, fe := range relect.FieldErrors(err) {
+		lines = append(lines, name(fe.Field)+" "+fe.Problem(name))
+	}
+	if len(lines) == 0 {
+		return usagef("%v", err)
 	}
 	return usagef("%s", strings.Join(lines, "\n"))
 }

@@ -151,7 +151,7 @@ func successionOf(l *coordinationv1.Lease) (handOverTo string, line []string) {
 
 func (p *relectProcess) run(ctx context.Context) {
 	e := p.el.e
-	dropped := e.DroppedEvents()
+	dropped := e.Stats().DroppedEvents
 	ch := e.Events()
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -190,7 +190,7 @@ func (p *relectProcess) run(ctx context.Context) {
 	_ = e.Run(ctx)
 	wg.Wait()
 	p.r.mu.Lock()
-	p.r.h.Runs[p.runID].Dropped = e.DroppedEvents() - dropped
+	p.r.h.Runs[p.runID].Dropped = e.Stats().DroppedEvents - dropped
 	p.r.mu.Unlock()
 }
 
