@@ -251,6 +251,10 @@ func (c *campaign) release(t *term, to string) error {
 	}
 	switch {
 	case err != nil:
+		// The Lease may still hold our last renewal. We meant to give it
+		// up: it must expire as after a crash, taken by whoever is next in
+		// line, and not be resumed by this Elector's next campaign.
+		c.st.gaveUp()
 		err = fmt.Errorf("relect: releasing the lease: %w", err)
 		c.st.emit(Event{Kind: EventError, Err: err})
 		return err

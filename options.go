@@ -247,9 +247,11 @@ type Options struct {
 	// RegistrationRenewal is how often a registered candidate renews its
 	// registration, a Lease object named after the election's and its
 	// identity (see Elector.Candidates). A registration lapses, for the
-	// leader, 3 renewals after the last it saw; the leader deletes lapsed
-	// ones. Zero means DefaultRegistrationRenewal (15 minutes). Must be at
-	// least LeaseDuration.
+	// leader, 3 renewal periods after it last saw it change, on the
+	// leader's clock; the leader deletes those it has seen unchanged for
+	// twice as long (a candidate whose registration is gone creates it
+	// again at its next renewal). Zero means DefaultRegistrationRenewal (15
+	// minutes). Must be at least LeaseDuration.
 	RegistrationRenewal time.Duration
 
 	// DegradedAfter is how many Lease API calls must fail in a row before

@@ -167,9 +167,10 @@ func register(ctx context.Context, cfg *config, gw *gateway, up registryReports)
 }
 
 // writeRegistration writes the registration: an Update of own, the one
-// last written, or without it a Create — or, when one exists already (left
-// by a previous process of the same identity, or own was stale), a read
-// and an Update of what is there.
+// last written — or, without it, or when it is gone (deleted by hand, or
+// by a leader that judged it lapsed while this candidate was cut off), a
+// Create; and when one exists already (left by a previous process of the
+// same identity, or own was stale), a read and an Update of what is there.
 func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coordinationv1.Lease) (*coordinationv1.Lease, error) {
 	write := func(create bool, from *coordinationv1.Lease) (out *coordinationv1.Lease, err error) {
 		err = gw.doSpare(ctx, VerbRegister, true, func(ctx context.Context) error {
@@ -184,7 +185,10 @@ func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coord
 		return out, err
 	}
 	if own != nil {
-		return write(false, own)
+		out, err := write(false, own)
+		if !apierrors.IsNotFound(err) {
+			return out, err
+		}
 	}
 	out, err := write(true, nil)
 	if !apierrors.IsAlreadyExists(err) {
@@ -207,6 +211,7 @@ type registryReports interface {
 	candidatesListed(cs []candidate)
 	candidateChanged(c candidate)
 	candidateGone(name string)
+	candidatesLapsed() []candidate
 	candidatesUnknown()
 }
 
@@ -216,7 +221,7 @@ type registryReports interface {
 // after an error; when ctx ends, the view is dropped. It starts half a
 // retry period into the term, so that its calls do not add to the
 // acquisition's. It also deletes registrations that lapsed long ago
-// (deleteLapsed).
+// (deleteLapsed), after each listing and every RegistrationRenewal.
 func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryReports) {
 	defer up.candidatesUnknown()
 	if sleep(ctx, cfg.RetryPeriod/2) != nil {
@@ -224,6 +229,8 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 	}
 	retry := newRetryBackoff(cfg)
 	selector := registrationSelector(cfg.Name)
+	sweep := time.NewTicker(cfg.RegistrationRenewal)
+	defer sweep.Stop()
 	for ctx.Err() == nil {
 		var list *coordinationv1.LeaseList
 		err := gw.doSpare(ctx, VerbListCandidates, true, func(ctx context.Context) error {
@@ -244,8 +251,8 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 			}
 		}
 		up.candidatesListed(cs)
-		deleteLapsed(ctx, cfg, gw, list.Items)
-		if err := followCandidates(ctx, cfg, gw, up, selector, list.ResourceVersion); err != nil {
+		deleteLapsed(ctx, gw, up)
+		if err := followCandidates(ctx, gw, up, selector, list.ResourceVersion, sweep.C); err != nil {
 			if apierrors.IsForbidden(err) || sleep(ctx, retry.next()) != nil {
 				return
 			}
@@ -257,19 +264,19 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 
 // followCandidates watches the registrations from resourceVersion rv until
 // ctx is done (nil), or the watch fails (its error; a broken watch: a list
-// starts over).
-func followCandidates(ctx context.Context, cfg *config, gw *gateway, up registryReports, selector, rv string) error {
+// starts over); at each tick of sweep it deletes lapsed registrations.
+func followCandidates(ctx context.Context, gw *gateway, up registryReports, selector, rv string, sweep <-chan time.Time) error {
 	for {
 		var w watch.Interface
 		err := gw.doSpare(ctx, VerbWatchCandidates, false, func(ctx context.Context) error {
 			var err error
-			w, err = cfg.leases.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv})
+			w, err = gw.cfg.leases.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv})
 			return err
 		})
 		if err != nil {
 			return err
 		}
-		broken := readCandidates(ctx, gw, w, up, &rv)
+		broken := readCandidates(ctx, gw, w, up, &rv, sweep)
 		w.Stop()
 		switch {
 		case ctx.Err() != nil:
@@ -282,12 +289,15 @@ func followCandidates(ctx context.Context, cfg *config, gw *gateway, up registry
 }
 
 // readCandidates reads w's events into the view until ctx is done or the
-// watch ends: closed by the server, or broken by an error event.
-func readCandidates(ctx context.Context, gw *gateway, w watch.Interface, up registryReports, rv *string) (broken bool) {
+// watch ends: closed by the server, or broken by an error event. At each
+// tick of sweep it deletes lapsed registrations.
+func readCandidates(ctx context.Context, gw *gateway, w watch.Interface, up registryReports, rv *string, sweep <-chan time.Time) (broken bool) {
 	for {
 		select {
 		case <-ctx.Done():
 			return false
+		case <-sweep:
+			deleteLapsed(ctx, gw, up)
 		case ev, open := <-w.ResultChan():
 			e := gw.event(ev, open)
 			if e.lease != nil {
@@ -313,27 +323,23 @@ func readCandidates(ctx context.Context, gw *gateway, w watch.Interface, up regi
 	}
 }
 
-// deleteLapsed deletes, as the leader, up to a few registrations whose
-// renew time is more than twice their lease duration old on the leader's
-// clock — left by candidates that died without deregistering. A 403 (no
-// delete permission) leaves them.
-func deleteLapsed(ctx context.Context, cfg *config, gw *gateway, items []coordinationv1.Lease) {
-	deleted := 0
-	for i := range items {
-		l := &items[i]
-		rec := recordOf(l)
-		lapsed := rec.RenewTime.Add(2 * time.Duration(rec.LeaseDurationSeconds) * time.Second)
-		if rec.RenewTime.IsZero() || time.Now().Before(lapsed) || deleted == 3 {
-			continue
-		}
-		rv := l.ResourceVersion
+// deleteLapsed deletes, as the leader, up to a few registrations that it
+// has seen unchanged for twice their lease duration, on its own clock
+// (state.candidatesLapsed) — left by candidates that died without
+// deregistering. The renew time in a registration is its candidate's own
+// clock, which may lag or lead this one: it is never compared. A
+// deletion is conditional on the version seen, so a registration renewed
+// meanwhile stays. A 403 (no delete permission) leaves them.
+func deleteLapsed(ctx context.Context, gw *gateway, up registryReports) {
+	lapsed := up.candidatesLapsed()
+	for _, c := range lapsed[:min(len(lapsed), 3)] {
+		rv := c.rv
 		err := gw.doSpare(ctx, VerbDeleteCandidate, true, func(ctx context.Context) error {
-			return cfg.leases.Delete(ctx, l.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
+			return gw.cfg.leases.Delete(ctx, c.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		})
 		if apierrors.IsForbidden(err) {
 			return
 		}
-		deleted++
 	}
 }
 

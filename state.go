@@ -299,6 +299,18 @@ func (s *state) wrote(sent time.Time, rec *record) {
 	s.term.renew(rec.LeaderTransitions, valid)
 }
 
+// gaveUp forgets our last write (written, sent): a release or handover of
+// it failed, so the Lease may still hold it, and it must not be resumed at
+// once — by the follower (ours), or by client-go (observed shows it as a
+// stranger's). It is taken over once it expires, like a crashed leader's,
+// by the candidates in line first, and by this one, if at all, with a new
+// term.
+func (s *state) gaveUp() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.written, s.sent = nil, nil
+}
+
 // startCampaign forgets what was seen of a missing Lease before this
 // campaign: it is stale. It reports whether the campaign may follow the
 // Lease with a watch: relect has a Lease client (not a Lock), and watching
@@ -597,10 +609,19 @@ func (s *state) candidateChanged(c candidate) {
 func (s *state) candidateGone(name string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(s.succession.view, name)
+	s.succession.gone(name)
 }
 
-// candidatesUnknown drops the leader's view: the term ended.
+// candidatesLapsed returns the registrations of the leader's view that it
+// has seen unchanged for twice their lease duration, on its own clock.
+func (s *state) candidatesLapsed() []candidate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.succession.lapsedLongAgo(time.Now())
+}
+
+// candidatesUnknown drops the leader's view: the term ended. When each
+// registration was first seen at its version is kept (lineage.sightings).
 func (s *state) candidatesUnknown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()

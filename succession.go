@@ -128,6 +128,19 @@ type lineage struct {
 	// registration is seen renewed: identity → the resourceVersion of the
 	// registration first seen since ("" before).
 	passedOver map[string]string
+	// sightings is when this candidate first saw each registration at its
+	// current resourceVersion, by registration name, kept across terms:
+	// every write changes the resourceVersion, so a registration seen at
+	// the same version in a later term has not been renewed since. A
+	// registration's age is judged from here, on the local clock, never
+	// from the renew time its candidate stamped with its own.
+	sightings map[string]sighting
+}
+
+// sighting is the first local sight of a registration at version rv.
+type sighting struct {
+	rv string
+	at time.Time
 }
 
 // seenCandidate is a registration in the leader's view, with the local time
@@ -142,16 +155,23 @@ func (c *seenCandidate) live(now time.Time) bool {
 	return now.Before(c.seenAt.Add(time.Duration(c.seconds) * time.Second))
 }
 
+// lapsedLongAgo reports whether c has been seen unchanged for twice its
+// lease duration: its candidate died without deregistering.
+func (c *seenCandidate) lapsedLongAgo(now time.Time) bool {
+	return !now.Before(c.seenAt.Add(2 * time.Duration(c.seconds) * time.Second))
+}
+
 // listed replaces the view with a fresh list, seen at now.
 func (g *lineage) listed(cs []candidate, now time.Time) {
-	old := g.view
 	g.view = map[string]*seenCandidate{}
 	registered := map[string]bool{}
 	for _, c := range cs {
-		g.view[c.name] = seen(old[c.name], c, now)
+		g.view[c.name] = g.seen(c, now)
 		g.renewed(c)
 		registered[c.Identity] = true
 	}
+	// What is not listed is gone: its sighting too.
+	maps.DeleteFunc(g.sightings, func(name string, _ sighting) bool { return g.view[name] == nil })
 	// A passed-over candidate that is no longer registered is out of every
 	// line anyway; if it registers again, it is a new process.
 	maps.DeleteFunc(g.passedOver, func(id, _ string) bool { return !registered[id] })
@@ -159,19 +179,43 @@ func (g *lineage) listed(cs []candidate, now time.Time) {
 
 // changed records a registration added or renewed, seen at now.
 func (g *lineage) changed(c candidate, now time.Time) {
+	seen := g.seen(c, now)
 	if g.view != nil {
-		g.view[c.name] = seen(g.view[c.name], c, now)
+		g.view[c.name] = seen
 	}
 	g.renewed(c)
 }
 
-// seen is c as seen at now: its first sighting if it is the version prev
-// was.
-func seen(prev *seenCandidate, c candidate, now time.Time) *seenCandidate {
-	if prev != nil && prev.rv == c.rv {
-		return &seenCandidate{candidate: c, seenAt: prev.seenAt}
+// gone records a registration deleted (or departed: its holder emptied).
+func (g *lineage) gone(name string) {
+	delete(g.view, name)
+	delete(g.sightings, name)
+}
+
+// seen is c as seen at now: since its first sighting at its version
+// (sightings), which it becomes if it is new.
+func (g *lineage) seen(c candidate, now time.Time) *seenCandidate {
+	s, ok := g.sightings[c.name]
+	if !ok || s.rv != c.rv {
+		if g.sightings == nil {
+			g.sightings = map[string]sighting{}
+		}
+		s = sighting{rv: c.rv, at: now}
+		g.sightings[c.name] = s
 	}
-	return &seenCandidate{candidate: c, seenAt: now}
+	return &seenCandidate{candidate: c, seenAt: s.at}
+}
+
+// lapsedLongAgo returns, in name order, the registrations of the view seen
+// unchanged for twice their lease duration at now (seenCandidate).
+func (g *lineage) lapsedLongAgo(now time.Time) []candidate {
+	var out []candidate
+	for _, name := range slices.Sorted(maps.Keys(g.view)) {
+		if c := g.view[name]; c.lapsedLongAgo(now) {
+			out = append(out, c.candidate)
+		}
+	}
+	return out
 }
 
 // acquired records, at this candidate's acquiring write, who is likely

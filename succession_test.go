@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // fleet starts n candidates named c00, c01, ... with priority i % 7, the
@@ -544,9 +545,12 @@ func TestRegistrations(t *testing.T) {
 		again.stop()
 		again.client.Heal()
 		require.Len(t, names(), 3)
-		// Lapsed: three renewal periods; deleted once twice that old, at
-		// the leader's next listing (a new term).
-		time.Sleep(6*relect.DefaultRegistrationRenewal + time.Minute)
+		// Lapsed: three renewal periods; deleted once the leader has seen
+		// it unchanged for twice that long, on its own clock (a sweep
+		// every renewal period, and each listing: a new term).
+		time.Sleep(7*relect.DefaultRegistrationRenewal + time.Minute)
+		synctest.Wait()
+		assert.Len(t, names(), 2, "deleted by the leader's sweep, within its term: %v", names())
 		require.NoError(t, cs[0].e.Yield(context.Background()))
 		waitFor(t, 2*ld, "a leader again", cs[0].e.IsLeader)
 		time.Sleep(2 * ld) // its view of the registry: listed once the bucket has tokens to spare
@@ -589,6 +593,115 @@ func TestRegistryWithTheSmallestBucket(t *testing.T) {
 		time.Sleep(ld)
 		assert.Len(t, api.Leases(ns), 4, "the election's Lease and three registrations")
 		assert.Len(t, cs[0].e.Candidates(), 3, "the leader lists them")
+		stopAll(cs...)
+	})
+}
+
+// A registration deleted by hand (or by a leader that judged it lapsed
+// while its candidate was cut off) is created again at the candidate's
+// next renewal, and the leader's view picks it up: the candidate is back
+// in the lines of succession with its priority.
+func TestDeletedRegistrationIsCreatedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 3, nil) // c02 has the highest priority
+		leader, c := cs[0], named(cs, "c02")
+		inLine := func() bool { return leader.e.Candidates()[1].Identity == c.name }
+		require.True(t, inLine(), "c02 first in line: %v", leader.e.Candidates())
+
+		var name string
+		for _, l := range api.Leases(ns) {
+			if l.Name != lease && *l.Spec.HolderIdentity == c.name {
+				name = l.Name
+			}
+		}
+		require.NoError(t, api.Delete(ns, name))
+		synctest.Wait()
+		assert.False(t, inLine(), "gone from the leader's view with its registration")
+
+		time.Sleep(relect.DefaultRegistrationRenewal * 11 / 10) // its next renewal, at most
+		synctest.Wait()
+		assert.NotNil(t, api.Lease(ns, name), "registered again")
+		assert.True(t, inLine(), "back in line: %v", leader.e.Candidates())
+		stopAll(cs...)
+	})
+}
+
+// A Yield or HandOver whose write fails ends the term all the same, and the
+// lease then expires as after a crash: the candidate that yielded does not
+// resume its last renewal (it is a record it gave up), so the first in line
+// — or the named successor, which does not know it was named — takes the
+// lease over once it expires, with a new term.
+func TestFailedStepDownIsNotResumed(t *testing.T) {
+	for _, how := range []string{"yield", "handover"} {
+		t.Run(how, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := newAPI()
+				cs := fleet(t, api, 3, nil)
+				a := cs[0]
+				stopMonitor := monitor(t, 10*time.Millisecond, cs...)
+				term, _ := a.e.Term()
+				next := named(cs, a.e.Candidates()[1].Identity)
+
+				a.client.FailNext(1, relecttest.Error(500))
+				var err error
+				if how == "yield" {
+					err = a.e.Yield(context.Background())
+				} else {
+					err = a.e.HandOver(context.Background(), cs[2].name)
+				}
+				require.Error(t, err)
+				assert.False(t, a.e.IsLeader())
+				failed := time.Now()
+
+				waitFor(t, 2*ld, "a new leader", func() bool { return len(leaders(cs...)) == 1 })
+				assert.Equal(t, []string{next.name}, leaders(cs...), "the first in line takes the expired lease")
+				assert.Greater(t, time.Since(failed), rd, "not before the lease expired")
+				assert.Zero(t, a.count(relect.EventReleased)+a.count(relect.EventHandedOver))
+				assert.Equal(t, 1, a.count(relect.EventStartedLeading), "the yielder did not lead again")
+				n, _ := next.e.Term()
+				assert.Greater(t, n, term, "a new term")
+				stopMonitor()
+				stopAll(cs...)
+				for _, c := range cs {
+					c.checkEvents()
+				}
+			})
+		})
+	}
+}
+
+// A registration is judged lapsed on the leader's clock only: how long it
+// has seen the registration unchanged. A candidate whose clock lags stamps
+// its registration with a renew time long past; the leader does not
+// compare it with its own clock, and keeps the candidate in line.
+func TestLaggingClockKeepsItsRegistration(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 3, nil) // c02 has the highest priority
+		c := named(cs, "c02")
+		var name string
+		for _, l := range api.Leases(ns) {
+			if l.Name != lease && *l.Spec.HolderIdentity == c.name {
+				name = l.Name
+			}
+		}
+		// As if c02's clock were a day behind when it last renewed.
+		require.NoError(t, api.Edit(ns, name, func(l *coordinationv1.Lease) {
+			past := metav1.NewMicroTime(time.Now().Add(-24 * time.Hour))
+			l.Spec.RenewTime, l.Spec.AcquireTime = &past, &past
+		}))
+		// A new leader lists the registry (and so would delete lapsed
+		// registrations): c00 yields to the first in line, c02.
+		require.NoError(t, cs[0].e.Yield(context.Background()))
+		waitFor(t, ld, "c02 leads", c.e.IsLeader)
+		require.NoError(t, c.e.Yield(context.Background()))
+		waitFor(t, ld, "another leader", func() bool { return len(leaders(cs...)) == 1 && !c.e.IsLeader() })
+		time.Sleep(2 * ld)
+		synctest.Wait()
+		assert.NotNil(t, api.Lease(ns, name), "c02's registration was not deleted")
+		leader := named(cs, leaders(cs...)[0])
+		assert.Equal(t, c.name, leader.e.Candidates()[1].Identity, "c02 first in line: %v", leader.e.Candidates())
 		stopAll(cs...)
 	})
 }
