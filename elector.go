@@ -3,6 +3,7 @@ package relect
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -185,7 +186,11 @@ func (e *Elector) Run(ctx context.Context) error {
 		defer registered.Wait()
 		defer stopRegistering()
 	}
-	n := newNotifier(e.cfg.OnNewLeader, func(p *PanicError) { e.st.emit(Event{Kind: EventError, Err: p}) })
+	n := newNotifier(e.cfg.OnNewLeader, func(p *PanicError) { e.st.emit(Event{Kind: EventError, Err: p}) },
+		func(id string) {
+			e.logs.log(slog.LevelWarn, "relect: OnNewLeader is too slow: a holder was dropped unannounced, newer ones wait",
+				"lease", e.cfg.describe, "dropped", id, "waiting", maxQueuedLeaders)
+		})
 	e.st.setNotifier(n)
 	defer func() {
 		e.st.setNotifier(nil)

@@ -179,7 +179,11 @@ type Options struct {
 	// OnNewLeader, if not nil, is called with the holder identity each time
 	// relect observes a different, non-empty holder, including itself.
 	// Calls are made in order, one at a time, from a goroutine relect owns;
-	// a slow callback delays later calls but never the election.
+	// a slow callback delays later calls but never the election. A holder
+	// is a state, not an event: while a call runs, at most 16 holders wait
+	// for theirs, and beyond that the oldest waiting is dropped (and a
+	// warning logged), so the newest holder is always announced last. Run
+	// returns once the waiting calls were made.
 	OnNewLeader func(identity string)
 
 	// BackoffInitial is the first wait before campaigning again after a
