@@ -339,19 +339,6 @@ func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec 
 // new one, must read the Lease.
 func (g *gateway) forgetAcquired() { g.acquired.Store(nil) }
 
-// event decodes what a watch opened through the gateway delivered (open is
-// false once it is closed; see decode), and reports an event that carries
-// an object — a change, a deletion, a bookmark — as contact with the API,
-// exactly as an answer to a call is: a follower learns by watching.
-func (g *gateway) event(ev watch.Event, open bool) leaseEvent {
-	e := decode(ev, open)
-	switch e.kind {
-	case leaseChanged, leaseDeleted, leaseProgress:
-		g.up.heard()
-	}
-	return e
-}
-
 // watch opens a watch on the one Lease (field selector metadata.name),
 // resuming after resourceVersion rv ("": from now).
 func (g *gateway) watch(ctx context.Context, rv string) (watch.Interface, error) {

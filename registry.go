@@ -2,16 +2,11 @@ package relect
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"strconv"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 )
@@ -22,102 +17,6 @@ import (
 // name its successors (see docs/design.md, "Succession"). Followers do not
 // watch the registry: they learn the line of succession from the election's
 // Lease, which they watch anyway.
-
-// Registration labels and annotations.
-const (
-	// labelCandidateOf marks a registration with the election's Lease
-	// name (or a hash of it, if it does not fit a label value).
-	labelCandidateOf = "relect.io/candidate-of"
-	// annotationLease is the election's Lease name, for people.
-	annotationLease = "relect.io/lease"
-	// annotationPriority is Options.Priority.
-	annotationPriority = "relect.io/priority"
-	// annotationStandby is "true" for a candidate standing by.
-	annotationStandby = "relect.io/standby"
-)
-
-// registrationName is the name of identity's registration for the Lease
-// named lease: that name (cut to leave room), "-candidate-", and 16 hex
-// digits of a hash of the identity.
-func registrationName(lease, identity string) string {
-	sum := sha256.Sum256([]byte(identity))
-	suffix := "-candidate-" + hex.EncodeToString(sum[:8])
-	if len(lease)+len(suffix) > 253 {
-		lease = lease[:253-len(suffix)]
-	}
-	return strings.TrimRight(lease, ".-") + suffix
-}
-
-// candidateOf is the value of labelCandidateOf for the Lease named lease.
-func candidateOf(lease string) string {
-	if len(lease) <= 63 {
-		return lease // a DNS subdomain this short is a valid label value
-	}
-	sum := sha256.Sum256([]byte(lease))
-	return "sha256-" + hex.EncodeToString(sum[:16])
-}
-
-// registrationSelector selects the registrations of the Lease named lease.
-func registrationSelector(lease string) string {
-	return labels.SelectorFromSet(labels.Set{labelCandidateOf: candidateOf(lease)}).String()
-}
-
-// candidate is one registration as read from the API.
-type candidate struct {
-	Candidate
-	name string // the registration's object name
-	// seconds is its lease duration: it lapses that long after its last
-	// change was observed.
-	seconds int
-	rv      string
-}
-
-// candidateFrom decodes a registration; ok is false if it is not one (no
-// holder: departed).
-func candidateFrom(l *coordinationv1.Lease) (c candidate, ok bool) {
-	rec := recordOf(l)
-	if rec.HolderIdentity == "" {
-		return c, false
-	}
-	p, _ := strconv.ParseInt(l.Annotations[annotationPriority], 10, 32)
-	c = candidate{
-		Candidate: Candidate{Identity: rec.HolderIdentity, Priority: int32(p), Standby: l.Annotations[annotationStandby] == "true",
-			RenewedAt: rec.RenewTime.Time},
-		name: l.Name, seconds: rec.LeaseDurationSeconds, rv: l.ResourceVersion,
-	}
-	return c, true
-}
-
-// registration is this candidate's own registration object, as it wants it
-// written now.
-func registration(cfg *config, from *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
-	l := &coordinationv1.Lease{}
-	if from != nil {
-		l = from.DeepCopy()
-	}
-	l.Namespace, l.Name = cfg.Namespace, registrationName(cfg.Name, cfg.identity)
-	if l.Labels == nil {
-		l.Labels = map[string]string{}
-	}
-	l.Labels[labelCandidateOf] = candidateOf(cfg.Name)
-	if l.Annotations == nil {
-		l.Annotations = map[string]string{}
-	}
-	l.Annotations[annotationLease] = cfg.Name
-	l.Annotations[annotationPriority] = strconv.Itoa(int(cfg.Priority))
-	delete(l.Annotations, annotationStandby)
-	if cfg.Standby {
-		l.Annotations[annotationStandby] = "true"
-	}
-	id := cfg.identity
-	seconds := int32(cfg.RegistrationRenewal / time.Second * registrationLives)
-	t := metav1.NewMicroTime(now)
-	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &id, &seconds, &t
-	if l.Spec.AcquireTime == nil {
-		l.Spec.AcquireTime = &t
-	}
-	return l
-}
 
 // register keeps this candidate's registration until ctx is done, then
 // deletes it (within RenewDeadline): a Create, or an Update of what a

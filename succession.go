@@ -2,12 +2,19 @@ package relect
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"hash/fnv"
 	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Succession: who tries to take the lease first when it is released or
@@ -20,6 +27,236 @@ import (
 // successor delays it by one step. The rules here are pure: they decide
 // when to try, never whether a takeover is safe — that stays client-go's
 // expiry rule and the conditional write.
+//
+// This file is succession's one home, in three parts:
+//
+//  1. the wire format: the two annotations a relect leader writes into the
+//     election's Lease beside its record, and the registrations — one
+//     small Lease per candidate beside the election's — as written and as
+//     read (candidate); registry.go keeps them, with API calls;
+//  2. the ordering: who goes first (chooseSuccessors, turn,
+//     sortCandidates);
+//  3. lineage: what one candidate knows of the line and, as leader, of the
+//     registry, which the state holds under its mutex.
+
+// 1. The wire format.
+
+// The annotations of the election's Lease, so that followers know who goes
+// next without asking anyone (see docs/design.md, "Succession"). Both carry
+// the leaseTransitions of the record they were written with: a client-go
+// candidate that takes the Lease over keeps the annotations it read, and a
+// stale annotation is recognised by its term and ignored.
+const (
+	// annotationSuccession holds a succession: the leader's successors, in
+	// order.
+	annotationSuccession = "relect.io/succession"
+	// annotationHandOver marks a record written by HandOver: the holder
+	// named in it has not acquired the lease yet, and may take it at once.
+	annotationHandOver = "relect.io/handover"
+)
+
+// succession is the line of succession a leader publishes.
+type succession struct {
+	// Term is the leaseTransitions of the record it was written with.
+	Term int32 `json:"term"`
+	// Next are the successors, first in line first; at most
+	// maxSuccessors.
+	Next []successor `json:"next,omitempty"`
+	// Passed are candidates the leader leaves out of Next as likely dead
+	// (lineage.passedOver), so that the leader after it leaves them out
+	// too; at most maxPassed.
+	Passed []string `json:"passed,omitempty"`
+}
+
+// successor is one candidate in a succession.
+type successor struct {
+	Identity string `json:"id"`
+	Priority int32  `json:"priority,omitempty"`
+}
+
+// maxSuccessors is how many successors a leader names. A change stalls by
+// one succession step for each of them that is dead; after them, the other
+// candidates try, staggered.
+const maxSuccessors = 3
+
+// maxPassed is how many passed-over candidates a line of succession names.
+const maxPassed = 8
+
+// handOver is the content of annotationHandOver.
+type handOver struct {
+	Term int32  `json:"term"` // leaseTransitions of the handover record
+	From string `json:"from"` // the leader that handed over
+	To   string `json:"to"`   // the holder it named
+}
+
+// successionOf returns the succession published with l's record, or nil if
+// there is none, it is malformed, or it belongs to another term; at most
+// maxSuccessors successors and maxPassed passed over are read.
+func successionOf(l *coordinationv1.Lease) *succession {
+	raw, ok := l.Annotations[annotationSuccession]
+	if !ok {
+		return nil
+	}
+	var s succession
+	if json.Unmarshal([]byte(raw), &s) != nil || !sameTerm(l, s.Term) {
+		return nil
+	}
+	// A line longer than any leader writes (edited by hand) would delay
+	// everyone outside it by a step per name: only the first are read.
+	s.Next = s.Next[:min(len(s.Next), maxSuccessors)]
+	s.Passed = s.Passed[:min(len(s.Passed), maxPassed)]
+	return &s
+}
+
+// handOverOf returns the handover that l's record is, or nil: a handover
+// names the record's holder, and was written with its term.
+func handOverOf(l *coordinationv1.Lease) *handOver {
+	raw, ok := l.Annotations[annotationHandOver]
+	if !ok {
+		return nil
+	}
+	var h handOver
+	holder := ""
+	if l.Spec.HolderIdentity != nil {
+		holder = *l.Spec.HolderIdentity
+	}
+	if json.Unmarshal([]byte(raw), &h) != nil || !sameTerm(l, h.Term) || h.To == "" || h.To != holder || h.From == holder {
+		return nil
+	}
+	return &h
+}
+
+// sameTerm reports whether l's leaseTransitions is term.
+func sameTerm(l *coordinationv1.Lease, term int32) bool {
+	var t int32
+	if l.Spec.LeaseTransitions != nil {
+		t = *l.Spec.LeaseTransitions
+	}
+	return t == term
+}
+
+// rank returns identity's place in s (0: first in line), or -1.
+func (s *succession) rank(identity string) int {
+	if s == nil {
+		return -1
+	}
+	for i, c := range s.Next {
+		if c.Identity == identity {
+			return i
+		}
+	}
+	return -1
+}
+
+// encode returns s as an annotation value.
+func (s *succession) encode() string {
+	raw, _ := json.Marshal(s)
+	return string(raw)
+}
+
+// encode returns h as an annotation value.
+func (h *handOver) encode() string {
+	raw, _ := json.Marshal(h)
+	return string(raw)
+}
+
+// Registration labels and annotations.
+const (
+	// labelCandidateOf marks a registration with the election's Lease
+	// name (or a hash of it, if it does not fit a label value).
+	labelCandidateOf = "relect.io/candidate-of"
+	// annotationLease is the election's Lease name, for people.
+	annotationLease = "relect.io/lease"
+	// annotationPriority is Options.Priority.
+	annotationPriority = "relect.io/priority"
+	// annotationStandby is "true" for a candidate standing by.
+	annotationStandby = "relect.io/standby"
+)
+
+// registrationName is the name of identity's registration for the Lease
+// named lease: that name (cut to leave room), "-candidate-", and 16 hex
+// digits of a hash of the identity.
+func registrationName(lease, identity string) string {
+	sum := sha256.Sum256([]byte(identity))
+	suffix := "-candidate-" + hex.EncodeToString(sum[:8])
+	if len(lease)+len(suffix) > 253 {
+		lease = lease[:253-len(suffix)]
+	}
+	return strings.TrimRight(lease, ".-") + suffix
+}
+
+// candidateOf is the value of labelCandidateOf for the Lease named lease.
+func candidateOf(lease string) string {
+	if len(lease) <= 63 {
+		return lease // a DNS subdomain this short is a valid label value
+	}
+	sum := sha256.Sum256([]byte(lease))
+	return "sha256-" + hex.EncodeToString(sum[:16])
+}
+
+// registrationSelector selects the registrations of the Lease named lease.
+func registrationSelector(lease string) string {
+	return labels.SelectorFromSet(labels.Set{labelCandidateOf: candidateOf(lease)}).String()
+}
+
+// candidate is one registration as read from the API.
+type candidate struct {
+	Candidate
+	name string // the registration's object name
+	// seconds is its lease duration: it lapses that long after its last
+	// change was observed.
+	seconds int
+	rv      string
+}
+
+// candidateFrom decodes a registration; ok is false if it is not one (no
+// holder: departed).
+func candidateFrom(l *coordinationv1.Lease) (c candidate, ok bool) {
+	rec := recordOf(l)
+	if rec.HolderIdentity == "" {
+		return c, false
+	}
+	p, _ := strconv.ParseInt(l.Annotations[annotationPriority], 10, 32)
+	c = candidate{
+		Candidate: Candidate{Identity: rec.HolderIdentity, Priority: int32(p), Standby: l.Annotations[annotationStandby] == "true",
+			RenewedAt: rec.RenewTime.Time},
+		name: l.Name, seconds: rec.LeaseDurationSeconds, rv: l.ResourceVersion,
+	}
+	return c, true
+}
+
+// registration is this candidate's own registration object, as it wants it
+// written now.
+func registration(cfg *config, from *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{}
+	if from != nil {
+		l = from.DeepCopy()
+	}
+	l.Namespace, l.Name = cfg.Namespace, registrationName(cfg.Name, cfg.identity)
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[labelCandidateOf] = candidateOf(cfg.Name)
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[annotationLease] = cfg.Name
+	l.Annotations[annotationPriority] = strconv.Itoa(int(cfg.Priority))
+	delete(l.Annotations, annotationStandby)
+	if cfg.Standby {
+		l.Annotations[annotationStandby] = "true"
+	}
+	id := cfg.identity
+	seconds := int32(cfg.RegistrationRenewal / time.Second * registrationLives)
+	t := metav1.NewMicroTime(now)
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &id, &seconds, &t
+	if l.Spec.AcquireTime == nil {
+		l.Spec.AcquireTime = &t
+	}
+	return l
+}
+
+// 2. The ordering: who goes first.
 
 // Candidate is a candidate for the lease as an Elector knows it
 // (Elector.Candidates).
@@ -109,6 +346,8 @@ func sortCandidates(cs []Candidate) {
 		return cmp.Compare(a.Identity, b.Identity)
 	})
 }
+
+// 3. Lineage.
 
 // lineage is what a candidate knows of succession: the line published with
 // the Lease it last observed, and, as leader, its view of the registry.

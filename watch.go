@@ -58,6 +58,19 @@ func decode(ev watch.Event, open bool) leaseEvent {
 	return leaseEvent{kind: leaseIgnored}
 }
 
+// event decodes what a watch opened through the gateway delivered (open is
+// false once it is closed; see decode), and reports an event that carries
+// an object — a change, a deletion, a bookmark — as contact with the API,
+// exactly as an answer to a call is: a follower learns by watching.
+func (g *gateway) event(ev watch.Event, open bool) leaseEvent {
+	e := decode(ev, open)
+	switch e.kind {
+	case leaseChanged, leaseDeleted, leaseProgress:
+		g.up.heard()
+	}
+	return e
+}
+
 // termWatchReports is what the leader's watch tells the Elector's state.
 type termWatchReports interface {
 	observed(rec *record, l *coordinationv1.Lease) (stranger bool)
