@@ -21,8 +21,8 @@ type notifier struct {
 	onPanic func(*PanicError)     // told of a panic in call
 	onDrop  func(identity string) // told of a holder dropped unannounced
 
-	mu    sync.Mutex // guards queue
-	queue []string   // at most maxQueuedLeaders
+	mu    sync.Mutex    // guards queue
+	queue []string      // at most maxQueuedLeaders
 	wake  chan struct{} // 1-buffered: identities are queued
 	quit  chan struct{} // closed by stop
 	done  chan struct{} // closed when the goroutine returned
