@@ -13,9 +13,12 @@ type Stats struct {
 	// Leading and Term are what Elector.Term returns.
 	Leading bool
 	Term    int64
-	// ValidUntil is when the current term's validity ends unless renewed
-	// (t_send of the last successful renewal + RenewDeadline); zero when
-	// not leading.
+	// ValidUntil is when the current term's validity ends unless renewed:
+	// t_pub + RenewDeadline, where t_pub is when the first write whose
+	// client-go view equals the last successful write's was sent — the
+	// last change a client-go follower could see, since it compares whole
+	// seconds (docs/design.md, "The safety argument"). Zero when not
+	// leading.
 	ValidUntil time.Time
 	// TermsStarted counts the terms this candidate has led.
 	TermsStarted uint64

@@ -35,7 +35,7 @@ const (
 // The lease timings every candidate of the suite runs with (times the
 // scale): short, so that the suite runs in minutes, yet with a renew
 // deadline that a loaded two-core machine running the race detector meets.
-// relect wants RenewDeadline ≤ LeaseDuration − 1 s.
+// relect wants RetryPeriod + 1 s < RenewDeadline < LeaseDuration.
 var (
 	leaseDuration = 3 * time.Second
 	renewDeadline = 2 * time.Second
