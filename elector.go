@@ -224,11 +224,31 @@ func (e *Elector) Run(ctx context.Context) error {
 // returned and the release was written, or until ctx is done (the yield
 // goes on regardless). It returns nil once the lease is released,
 // ErrNotLeader if this candidate does not lead at the call, ctx's error, or
-// the release's error (the lease then expires as after a crash). Safe for
-// concurrent use; OnStartedLeading must not wait for it (it waits for
-// OnStartedLeading).
+// the release's error: the term has ended all the same, and the lease then
+// expires as after a crash — this candidate gives that record up, so the
+// candidates in line take it over once it expires (it does not resume it).
+// Safe for concurrent use; OnStartedLeading must not wait for it (it waits
+// for OnStartedLeading).
 func (e *Elector) Yield(ctx context.Context) error {
-	return e.stepDown(ctx, "")
+	return e.stepDown(ctx, "", false)
+}
+
+// HandOverOption changes what HandOver checks. The zero set checks that the
+// named candidate is one this leader knows may take the lease.
+type HandOverOption func(*handOverOptions)
+
+type handOverOptions struct {
+	unregistered bool
+}
+
+// AllowUnregistered lets HandOver name a candidate this leader does not
+// know from the registry: a plain client-go candidate, a relect candidate
+// with the registry off, or when this leader's registry is off. A
+// candidate known to stand by is still refused. If nobody of that identity
+// takes the lease, it is free again after the handover record's duration
+// (twice RetryPeriod, rounded up to seconds).
+func AllowUnregistered() HandOverOption {
+	return func(o *handOverOptions) { o.unregistered = true }
 }
 
 // HandOver ends this candidate's term and hands the lease over to the
@@ -239,19 +259,30 @@ func (e *Elector) Yield(ctx context.Context) error {
 // it at once with a term of its own; nobody else may take the handover
 // record before that time has passed — plain client-go candidates
 // included, since the Lease names a holder — after which normal succession
-// resumes. This candidate stays a candidate, as with Yield. A leader knows
-// which candidates stand by only from half a RetryPeriod into its term,
-// once it has listed the registry: a HandOver to a standby before then is
-// written, and waited out.
+// resumes. This candidate stays a candidate, as with Yield.
+//
+// identity must be a live registered candidate that may lead, as this
+// leader knows them (Candidates): otherwise HandOver returns an error that
+// wraps ErrUnknownCandidate and leaves the term alone — unless
+// AllowUnregistered is given (for a candidate outside the registry). A
+// leader lists the registry half a RetryPeriod into its term; a HandOver
+// called before then waits for the list.
 //
 // HandOver blocks until OnStartedLeading has returned and the handover
 // record was written, or until ctx is done. It returns nil once the record
 // is written (not once the successor leads: wait for that with the
-// successor's WaitForTerm, or watch Leader), ErrNotLeader if this
-// candidate does not lead at the call, an error if identity is empty, this
-// candidate's own, or known to stand by, ctx's error, or the write's error.
-// Safe for concurrent use; OnStartedLeading must not wait for it.
-func (e *Elector) HandOver(ctx context.Context, identity string) error {
+// successor's WaitForTerm, or watch Leader); ErrNotLeader if this
+// candidate does not lead at the call (or stopped leading while HandOver
+// waited for the registry); an error if identity is empty or this
+// candidate's own; ErrUnknownCandidate as above; ctx's error; or the
+// write's error (the term has ended all the same, and the lease expires
+// as after a crash, as with Yield). Safe for concurrent use;
+// OnStartedLeading must not wait for it.
+func (e *Elector) HandOver(ctx context.Context, identity string, opts ...HandOverOption) error {
+	var o handOverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	switch {
 	case e.cfg == nil:
 		return ErrNotInitialized
@@ -260,22 +291,32 @@ func (e *Elector) HandOver(ctx context.Context, identity string) error {
 	case identity == e.cfg.identity:
 		return errors.New("relect: HandOver: the identity is this candidate's own")
 	}
-	return e.stepDown(ctx, identity)
+	return e.stepDown(ctx, identity, o.unregistered)
 }
 
-func (e *Elector) stepDown(ctx context.Context, to string) error {
+func (e *Elector) stepDown(ctx context.Context, to string, unregistered bool) error {
 	if e.st == nil {
 		return ErrNotInitialized
 	}
-	done, err := e.st.stepDown(to)
-	if err != nil {
-		return err
-	}
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-		return context.Cause(ctx)
+	for {
+		done, wait, err := e.st.stepDown(to, unregistered)
+		if err != nil {
+			return err
+		}
+		if wait != nil {
+			select {
+			case <-wait:
+				continue
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+		select {
+		case err := <-done:
+			return err
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
 	}
 }
 

@@ -43,6 +43,14 @@ var (
 	// does not lead at the moment of the call.
 	ErrNotLeader = errors.New("relect: not leading")
 
+	// ErrUnknownCandidate is returned by HandOver when the identity it
+	// names is not a candidate this leader knows may take the lease: not
+	// registered (a typo, a process that is gone, a plain client-go
+	// candidate, one with the registry off), lapsed, or standing by. A
+	// handover to it would leave the lease to nobody for twice the retry
+	// period. AllowUnregistered hands over to an unregistered one anyway.
+	ErrUnknownCandidate = errors.New("relect: unknown candidate")
+
 	// ErrWorkReturned ends a term when OnStartedLeading returned while the
 	// term was still valid.
 	ErrWorkReturned = errors.New("relect: OnStartedLeading returned")

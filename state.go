@@ -60,9 +60,9 @@ type state struct {
 	// succession is what this candidate knows of the line of succession
 	// and, as leader, of the registry (succession.go).
 	succession lineage
-	// changed is closed, and replaced, at every change of leader and at
-	// the start and end of every term: WaitForLeader and WaitForTerm wait
-	// on it.
+	// changed is closed, and replaced, at every change of leader, at the
+	// start and end of every term, and when the leader lists the registry:
+	// WaitForLeader, WaitForTerm and HandOver wait on it.
 	changed chan struct{}
 
 	notify *notifier // queues OnNewLeader calls during Run; nil outside
@@ -143,7 +143,7 @@ func (s *state) setLeaderLocked(holder string, transitions int) {
 // following and the Lease moved on before client-go resumed it; a Lease
 // that names another preferred holder while we lead asks for a handover
 // (KEP-4355's spec.preferredHolder), unless the registry shows that
-// candidate standing by (as HandOver refuses it). It reports whether, outside a term,
+// candidate standing by or unknown (as HandOver refuses it). It reports whether, outside a term,
 // the record names us although this Elector did not write it: a stranger's
 // (see disguise).
 func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
@@ -153,7 +153,7 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 		s.succession.line = successionOf(l)
 	}
 	if p := rec.PreferredHolder; p != "" && p != s.cfg.identity && rec.HolderIdentity == s.cfg.identity &&
-		!s.succession.standingBy(p) && s.term.leading(time.Now()) && s.term.stepDown == nil {
+		s.term.leading(time.Now()) && s.term.stepDown == nil && s.mayHandOverLocked(p) {
 		s.stepDownLocked(p)
 	}
 	s.missingSince = time.Time{}
@@ -171,6 +171,19 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 		s.stopCampaign(ErrLeaseLost) // the lease we acquired moved on before client-go resumed it
 	}
 	return s.term == nil && mine && !sameRecord(rec, s.written)
+}
+
+// mayHandOverLocked reports whether a preferred holder p may be handed
+// over to without asking: not known to stand by, and, once the leader has
+// listed the registry, a live registered candidate. (Before the list it
+// cannot tell, and the request would be gone with the next renewal, which
+// does not carry it.) Requires mu.
+func (s *state) mayHandOverLocked(p string) bool {
+	if s.succession.standingBy(p) {
+		return false
+	}
+	ok, loaded := s.succession.mayLead(p, time.Now())
+	return ok || !loaded
 }
 
 // observedMissing records that a read or a watch found no Lease. The
@@ -541,19 +554,41 @@ func (s *state) snapshot(now time.Time) snapshot {
 // to, if this candidate leads now. The campaign then waits for the work to
 // return, writes the release or handover record, and reports its outcome
 // on the returned channel.
-func (s *state) stepDown(to string) (<-chan error, error) {
+//
+// A HandOver names a candidate this leader knows as a live registered one
+// that may lead, unless unregistered. Before the leader has listed the
+// registry (half a retry period into its term), it cannot tell: then
+// stepDown returns a channel closed at the next change (wait), and the
+// caller asks again.
+func (s *state) stepDown(to string, unregistered bool) (done <-chan error, wait <-chan struct{}, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !s.term.leading(time.Now()) {
-		return nil, ErrNotLeader
+	now := time.Now()
+	if !s.term.leading(now) {
+		return nil, nil, ErrNotLeader
 	}
 	if s.term.stepDown != nil {
-		return nil, errors.New("relect: a Yield or HandOver of this term is already under way")
+		return nil, nil, errors.New("relect: a Yield or HandOver of this term is already under way")
 	}
-	if s.succession.standingBy(to) {
-		return nil, fmt.Errorf("relect: HandOver: %q stands by and never leads", to)
+	if to != "" {
+		if s.succession.standingBy(to) {
+			return nil, nil, fmt.Errorf("%w: %q stands by and never leads", ErrUnknownCandidate, to)
+		}
+		ok, loaded := s.succession.mayLead(to, now)
+		registry := s.cfg.registry && !s.succession.off
+		switch {
+		case unregistered || ok:
+		case registry && !loaded:
+			return nil, s.changed, nil // listed within half a retry period
+		case !registry:
+			return nil, nil, fmt.Errorf("%w: %q: the candidate registry is off for this candidate, so it knows of none; "+
+				"pass relect.AllowUnregistered() to hand over to it anyway", ErrUnknownCandidate, to)
+		default:
+			return nil, nil, fmt.Errorf("%w: %q is not a live registered candidate of this Lease "+
+				"(a plain client-go candidate, or one with the registry off: pass relect.AllowUnregistered())", ErrUnknownCandidate, to)
+		}
 	}
-	return s.stepDownLocked(to), nil
+	return s.stepDownLocked(to), nil, nil
 }
 
 // stepDownLocked asks the current, leading term to step down for to (see
@@ -596,6 +631,7 @@ func (s *state) candidatesListed(cs []candidate) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.succession.listed(cs, time.Now())
+	s.changedLocked() // a HandOver may wait for the view (stepDown)
 }
 
 // candidateChanged records a registration added or renewed.

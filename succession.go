@@ -514,6 +514,21 @@ func (g *lineage) standingBy(identity string) bool {
 	return false
 }
 
+// mayLead says what the leader's view knows of identity at now: whether
+// it is a live registered candidate that may lead, and whether the view is
+// loaded at all (known is meaningless before).
+func (g *lineage) mayLead(identity string, now time.Time) (ok, loaded bool) {
+	if g.view == nil {
+		return false, false
+	}
+	for _, c := range g.view {
+		if c.Identity == identity && !c.Standby && c.live(now) {
+			return true, true
+		}
+	}
+	return false, true
+}
+
 // live returns the live candidates of the view at now.
 func (g *lineage) live(now time.Time) []Candidate {
 	var cs []Candidate

@@ -266,11 +266,17 @@ func TestHandOver(t *testing.T) {
 		assert.Equal(t, last.name, handed[0].Leader)
 		assert.ErrorIs(t, a.eventsOf(relect.EventStoppedLeading)[0].Err, relect.ErrHandedOver)
 
-		// To a candidate that is gone: nobody leads for the bound, then
-		// the line of succession takes over.
+		// To a candidate that is not registered: refused, and the term
+		// goes on.
 		time.Sleep(ld)
+		err := last.e.HandOver(context.Background(), "gone")
+		require.ErrorIs(t, err, relect.ErrUnknownCandidate)
+		require.True(t, last.e.IsLeader(), "a refused HandOver leaves the term alone")
+
+		// Forced, to a candidate that is gone: nobody leads for the bound,
+		// then the line of succession takes over.
 		from := time.Now()
-		require.NoError(t, last.e.HandOver(context.Background(), "gone"))
+		require.NoError(t, last.e.HandOver(context.Background(), "gone", relect.AllowUnregistered()))
 		time.Sleep(2*rp - time.Millisecond)
 		assert.Empty(t, leaders(cs...), "nobody takes a handover named to another before its bound")
 		for _, c := range cs {
@@ -283,6 +289,50 @@ func TestHandOver(t *testing.T) {
 		waitFor(t, rp, "normal succession", func() bool { return len(leaders(cs...)) == 1 })
 		t.Logf("leader back %v after a handover to a candidate that is gone", time.Since(from))
 		stopMonitor()
+		stopAll(cs...)
+	})
+}
+
+// HandOver names only a candidate the leader knows may lead: a typo, a
+// process that is gone, a standby or, with the registry off, anyone, is
+// refused with ErrUnknownCandidate, and the term goes on. Early in a term,
+// before the leader has listed the registry, HandOver waits for the list.
+func TestHandOverRefusesUnknown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 3, func(i int, o *relect.Options) { o.Standby = i == 2 })
+		a, b := cs[0], cs[1]
+		for _, to := range []string{"nobody", "c02"} {
+			err := a.e.HandOver(context.Background(), to)
+			assert.ErrorIs(t, err, relect.ErrUnknownCandidate, "%s", to)
+			assert.True(t, a.e.IsLeader())
+		}
+		assert.ErrorIs(t, a.e.HandOver(context.Background(), "c02", relect.AllowUnregistered()), relect.ErrUnknownCandidate,
+			"a standby is refused even so")
+
+		// Right after b takes over, its view is not listed yet: the
+		// HandOver back to a waits for it, then hands over.
+		require.NoError(t, a.e.HandOver(context.Background(), b.name))
+		synctest.Wait()
+		require.True(t, b.e.IsLeader())
+		start := time.Now()
+		require.NoError(t, b.e.HandOver(context.Background(), a.name))
+		assert.Greater(t, time.Since(start), rp/4, "waited for the registry's list")
+		assert.Less(t, time.Since(start), rp, "no longer")
+		// a follows again after its backoff wait, and takes the record
+		// named to it.
+		waitFor(t, 2*rp, "a leads", a.e.IsLeader)
+		stopAll(cs...)
+	})
+
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 2, func(_ int, o *relect.Options) { o.DisableRegistry, o.Priority = true, 0 })
+		a, b := cs[0], cs[1]
+		assert.ErrorIs(t, a.e.HandOver(context.Background(), b.name), relect.ErrUnknownCandidate, "no registry: nobody known")
+		require.NoError(t, a.e.HandOver(context.Background(), b.name, relect.AllowUnregistered()))
+		synctest.Wait()
+		assert.True(t, b.e.IsLeader())
 		stopAll(cs...)
 	})
 }
@@ -438,22 +488,27 @@ func TestPreferredHolderIsHandedOver(t *testing.T) {
 	})
 }
 
-// A preferredHolder that the registry shows standing by is not handed
-// over to, as HandOver refuses it: nobody would take the lease.
+// A preferredHolder that the registry shows standing by, or does not know,
+// is not handed over to, as HandOver refuses it: nobody would take the
+// lease. The leader leads on, and its next renewal clears the field.
 func TestPreferredHolderStandingByIsIgnored(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		api := newAPI()
-		cs := fleet(t, api, 3, func(i int, o *relect.Options) { o.Standby = i == 2 })
-		standby := cs[2]
-		require.NoError(t, api.Edit(ns, lease, func(l *coordinationv1.Lease) {
-			strategy := coordinationv1.OldestEmulationVersion
-			l.Spec.PreferredHolder, l.Spec.Strategy = &standby.name, &strategy
-		}))
-		synctest.Wait()
-		assert.True(t, cs[0].e.IsLeader(), "the leader keeps leading")
-		assert.Empty(t, cs[0].eventsOf(relect.EventHandedOver))
-		stopAll(cs...)
-	})
+	for _, to := range []string{"c02", "nobody"} {
+		synctest.Test(t, func(t *testing.T) {
+			api := newAPI()
+			cs := fleet(t, api, 3, func(i int, o *relect.Options) { o.Standby = i == 2 })
+			require.NoError(t, api.Edit(ns, lease, func(l *coordinationv1.Lease) {
+				strategy := coordinationv1.OldestEmulationVersion
+				l.Spec.PreferredHolder, l.Spec.Strategy = &to, &strategy
+			}))
+			synctest.Wait()
+			assert.True(t, cs[0].e.IsLeader(), "%s: the leader keeps leading", to)
+			assert.Empty(t, cs[0].eventsOf(relect.EventHandedOver))
+			time.Sleep(rd + rp)
+			assert.True(t, cs[0].e.IsLeader(), "%s: the leader keeps leading, later too", to)
+			assert.Nil(t, api.Lease(ns, lease).Spec.PreferredHolder, "cleared by a renewal")
+			stopAll(cs...)
+		})
+	}
 }
 
 // A line of succession edited by hand to name many candidates delays a
