@@ -51,6 +51,22 @@ var (
 	// period. AllowUnregistered hands over to an unregistered one anyway.
 	ErrUnknownCandidate = errors.New("relect: unknown candidate")
 
+	// ErrRegistryOff is wrapped by the EventError that reports the
+	// candidate registry turned off for this Elector because a registry
+	// call was forbidden (403): the message names the verb, the RBAC rule
+	// and the opt-out (Options.DisableRegistry). The election goes on,
+	// without a line of succession from this candidate.
+	ErrRegistryOff = errors.New("relect: the candidate registry is off")
+
+	// ErrDuplicateIdentity is wrapped by the EventError that reports
+	// another process running with this Elector's Identity: it renewed the
+	// Lease in that identity's name, or wrote its registration. Identities
+	// must differ between candidates (Options.Identity); two processes
+	// sharing one cannot tell each other's terms from their own. relect
+	// stays safe — it treats the other's records as a stranger's — but
+	// leads less often, and their registration flips between them.
+	ErrDuplicateIdentity = errors.New("relect: another process uses this identity")
+
 	// ErrWorkReturned ends a term when OnStartedLeading returned while the
 	// term was still valid.
 	ErrWorkReturned = errors.New("relect: OnStartedLeading returned")

@@ -2,13 +2,18 @@ package relect_test
 
 import (
 	"context"
+	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // recordHandler keeps every record's message.
@@ -45,4 +50,86 @@ func TestClientGoLogsReachTheSlogLogger(t *testing.T) {
 		assert.Contains(t, msgs, "Successfully acquired lease", "client-go's klog line")
 		assert.Contains(t, msgs, "relect: started-leading", "relect's own line")
 	})
+}
+
+// What an operator with an Info-level logger sees: the wait for a missing
+// Lease, once, with when it ends; failing calls as a warning once two have
+// failed in a row, then each time the run doubles (not at every retry);
+// degraded as a warning.
+func TestLogLevelsForOperators(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var recs []slog.Record
+		h := slog.NewTextHandler(io.Discard, nil) // Info and above, as an operator's
+		logger := slog.New(levelFilter{h, func(r slog.Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			recs = append(recs, r.Clone())
+		}})
+		api := relecttest.NewLeaseAPI() // no Lease: the missing-Lease wait
+		a := newCandidate(t, api, "a", func(o *relect.Options) { o.Logger = logger })
+		a.start()
+		time.Sleep(ld + rp)
+		synctest.Wait()
+		require.True(t, a.e.IsLeader())
+		a.client.Fail(relecttest.Error(503))
+		time.Sleep(5 * time.Minute)
+		synctest.Wait()
+		a.client.Heal()
+		a.stop()
+
+		mu.Lock()
+		defer mu.Unlock()
+		missing, warnedAt, degraded := 0, []int64{}, 0
+		for _, r := range recs {
+			switch {
+			case strings.HasPrefix(r.Message, "relect: the Lease does not exist"):
+				missing++
+				assert.Equal(t, slog.LevelInfo, r.Level)
+				assert.True(t, hasAttr(r, "notBefore"), "says when the wait ends")
+			case r.Message == "relect: Lease API calls are failing":
+				assert.Equal(t, slog.LevelWarn, r.Level)
+				r.Attrs(func(a slog.Attr) bool {
+					if a.Key == "failuresInARow" {
+						warnedAt = append(warnedAt, a.Value.Int64())
+					}
+					return true
+				})
+			case r.Message == "relect: degraded":
+				degraded++
+				assert.Equal(t, slog.LevelWarn, r.Level)
+			case r.Message == "relect: error":
+				t.Errorf("an EventError reached an Info logger: %v", r)
+			}
+		}
+		assert.Equal(t, 1, missing)
+		require.NotEmpty(t, warnedAt)
+		for i, n := range warnedAt {
+			assert.Equal(t, int64(2)<<i, n, "warned at 2, 4, 8, ... failures in a row: %v", warnedAt)
+		}
+		assert.Equal(t, 1, degraded)
+	})
+}
+
+// levelFilter passes the records its handler is enabled for to keep.
+type levelFilter struct {
+	h    slog.Handler
+	keep func(slog.Record)
+}
+
+func (f levelFilter) Enabled(ctx context.Context, l slog.Level) bool { return f.h.Enabled(ctx, l) }
+func (f levelFilter) Handle(_ context.Context, r slog.Record) error {
+	f.keep(r)
+	return nil
+}
+func (f levelFilter) WithAttrs([]slog.Attr) slog.Handler { return f }
+func (f levelFilter) WithGroup(string) slog.Handler      { return f }
+
+func hasAttr(r slog.Record, key string) bool {
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		found = found || a.Key == key
+		return true
+	})
+	return found
 }

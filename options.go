@@ -40,6 +40,10 @@ const (
 	// DefaultDegradedAfter is the default of Options.DegradedAfter.
 	DefaultDegradedAfter = 5
 
+	// warnFailuresAfter is how many Lease API calls must fail in a row
+	// before the log warns (then at each doubling: 2, 4, 8, ...).
+	warnFailuresAfter = 2
+
 	// DefaultRegistrationRenewal is the default of
 	// Options.RegistrationRenewal: a registered candidate makes one call
 	// every 15 minutes while idle.
@@ -281,6 +285,11 @@ type Options struct {
 	// Logger receives relect's logs and those of the wrapped client-go
 	// elector (through klog's contextual logging). Nil discards them; a
 	// Logger without a handler (a zero slog.Logger) is refused by New.
+	// Levels: Info for each event (Debug for EventError, which can be
+	// many) and the wait for a missing Lease, with when it ends; Warn when
+	// calls fail in a row (at 2, then each time the run doubles), when
+	// degraded, when the candidate registry is off for lack of RBAC, and
+	// when another process seems to share this Identity.
 	// Records reach its handler in order from a goroutine of relect's,
 	// never from one that runs the election, so a slow handler delays only
 	// the log: when more than 1,024 records wait, the oldest are dropped
@@ -321,6 +330,9 @@ type config struct {
 	handOverSeconds int
 	// registry: this candidate registers, and names successors as leader.
 	registry bool
+	// instance names this Elector in its registration (16 random hex
+	// digits), to tell another process with the same identity.
+	instance string
 }
 
 // problems collects the field errors of one resolve.
@@ -606,6 +618,11 @@ func build(o Options) (*config, error) {
 		}
 		c.Identity = id
 	}
+	instance, err := randomHex()
+	if err != nil {
+		return nil, fmt.Errorf("relect: generating an instance name: %w", err)
+	}
+	c.instance = instance
 	client := o.Client
 	if o.Config != nil {
 		cs, err := kubernetes.NewForConfig(leaseRESTConfig(o.Config))
@@ -652,13 +669,22 @@ func defaultIdentity() (string, error) {
 	if err != nil || host == "" {
 		host = "relect"
 	}
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
+	suffix, err := randomHex()
+	if err != nil {
 		return "", fmt.Errorf("relect: generating a default Identity: %w", err)
 	}
-	id := host + "_" + hex.EncodeToString(b[:])
+	id := host + "_" + suffix
 	if len(id) > 253 {
 		id = id[len(id)-253:]
 	}
 	return id, nil
+}
+
+// randomHex is 64 random bits in hex.
+func randomHex() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
 }

@@ -2,6 +2,7 @@ package relect
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -22,8 +23,11 @@ import (
 // deletes it (within RenewDeadline): a Create, or an Update of what a
 // previous process of the same identity left, then an Update every
 // RegistrationRenewal (±10 %). Failures are retried after BackoffMax,
-// doubling up to the renewal period; a 403 ends the registry for this
-// Elector (reported once).
+// doubling up to the renewal period. A 403 turns the registry off for this
+// Elector (registryForbidden); so does one on the leader's list, and then
+// the registration, which nobody reads, is deleted at once. A write of its
+// registration by another Elector (annotationInstance) since its own is
+// reported as a duplicate identity.
 func register(ctx context.Context, cfg *config, gw *gateway, up registryReports) {
 	var own *coordinationv1.Lease
 	// Retries are not urgent either: from BackoffMax, doubling to the
@@ -32,17 +36,23 @@ func register(ctx context.Context, cfg *config, gw *gateway, up registryReports)
 	// Not urgent, and not with the first campaign's calls: a candidate
 	// that is not registered yet still follows, and takes its turn after
 	// the successors named.
-	if sleep(ctx, jitter(cfg.RetryPeriod, 0.5)) != nil {
+	if sleepUnlessOff(ctx, up, jitter(cfg.RetryPeriod, 0.5)) != nil {
 		return
 	}
 	for {
-		l, err := writeRegistration(ctx, cfg, gw, own)
+		l, other, err := writeRegistration(ctx, cfg, gw, own)
+		if other != "" && own != nil {
+			// It was ours, and another Elector wrote it since: a process
+			// that is gone writes nothing.
+			up.duplicateIdentity(fmt.Sprintf("its registration %s was written by another process (instance %s) since this one (instance %s) wrote it",
+				l.Name, other, cfg.instance))
+		}
 		switch {
 		case err == nil:
 			own = l
 			retry.reset()
 		case apierrors.IsForbidden(err):
-			up.registryForbidden(err)
+			up.registryForbidden(VerbRegister, err)
 			return
 		case apierrors.IsConflict(err):
 			own = nil // changed by someone else: read it again
@@ -51,7 +61,7 @@ func register(ctx context.Context, cfg *config, gw *gateway, up registryReports)
 		if err != nil {
 			wait = retry.next()
 		}
-		if sleep(ctx, wait) != nil {
+		if sleepUnlessOff(ctx, up, wait) != nil {
 			break
 		}
 	}
@@ -60,9 +70,27 @@ func register(ctx context.Context, cfg *config, gw *gateway, up registryReports)
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.RenewDeadline)
 	defer cancel()
-	_ = gw.do(dctx, VerbDeregister, true, func(ctx context.Context) error {
+	err := gw.do(dctx, VerbDeregister, true, func(ctx context.Context) error {
 		return cfg.leases.Delete(ctx, own.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &own.ResourceVersion}})
 	})
+	if apierrors.IsForbidden(err) {
+		up.registryCannotDelete(VerbDeregister, err)
+	}
+}
+
+// sleepUnlessOff sleeps d, and returns nil then; or returns ctx's error
+// when ctx is done, or errRegistryOff once the registry is off.
+func sleepUnlessOff(ctx context.Context, up registryReports, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-up.registryOff():
+		return ErrRegistryOff
+	case <-t.C:
+		return nil
+	}
 }
 
 // writeRegistration writes the registration: an Update of own, the one
@@ -70,7 +98,8 @@ func register(ctx context.Context, cfg *config, gw *gateway, up registryReports)
 // by a leader that judged it lapsed while this candidate was cut off), a
 // Create; and when one exists already (left by a previous process of the
 // same identity, or own was stale), a read and an Update of what is there.
-func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+// other is the instance that wrote what it read, if not this Elector.
+func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coordinationv1.Lease) (_ *coordinationv1.Lease, other string, _ error) {
 	write := func(create bool, from *coordinationv1.Lease) (out *coordinationv1.Lease, err error) {
 		err = gw.doSpare(ctx, VerbRegister, true, func(ctx context.Context) error {
 			var err error
@@ -85,28 +114,36 @@ func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coord
 	}
 	if own != nil {
 		out, err := write(false, own)
-		if !apierrors.IsNotFound(err) {
-			return out, err
+		if !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return out, "", err
 		}
 	}
 	out, err := write(true, nil)
 	if !apierrors.IsAlreadyExists(err) {
-		return out, err
+		return out, "", err
 	}
+	var there *coordinationv1.Lease
 	err = gw.doSpare(ctx, VerbRegister, true, func(ctx context.Context) error {
 		var err error
-		own, err = cfg.leases.Get(ctx, registrationName(cfg.Name, cfg.identity), metav1.GetOptions{})
+		there, err = cfg.leases.Get(ctx, registrationName(cfg.Name, cfg.identity), metav1.GetOptions{})
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return write(false, own)
+	if i := there.Annotations[annotationInstance]; i != cfg.instance {
+		other = i
+	}
+	out, err = write(false, there)
+	return out, other, err
 }
 
 // registryReports is what the registry tells the Elector's state.
 type registryReports interface {
-	registryForbidden(err error)
+	registryForbidden(verb CallVerb, err error)
+	registryOff() <-chan struct{}
+	registryCannotDelete(verb CallVerb, err error)
+	duplicateIdentity(how string)
 	candidatesListed(cs []candidate)
 	candidateChanged(c candidate)
 	candidateGone(name string)
@@ -137,8 +174,12 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 			list, err = cfg.leases.List(ctx, metav1.ListOptions{LabelSelector: selector})
 			return err
 		})
+		if apierrors.IsForbidden(err) {
+			up.registryForbidden(VerbListCandidates, err)
+			return
+		}
 		if err != nil {
-			if apierrors.IsForbidden(err) || sleep(ctx, retry.next()) != nil {
+			if sleep(ctx, retry.next()) != nil {
 				return
 			}
 			continue
@@ -152,7 +193,11 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 		up.candidatesListed(cs)
 		deleteLapsed(ctx, gw, up)
 		if err := followCandidates(ctx, gw, up, selector, list.ResourceVersion, sweep.C); err != nil {
-			if apierrors.IsForbidden(err) || sleep(ctx, retry.next()) != nil {
+			if apierrors.IsForbidden(err) {
+				up.registryForbidden(VerbWatchCandidates, err)
+				return
+			}
+			if sleep(ctx, retry.next()) != nil {
 				return
 			}
 			continue
@@ -237,6 +282,7 @@ func deleteLapsed(ctx context.Context, gw *gateway, up registryReports) {
 			return gw.cfg.leases.Delete(ctx, c.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		})
 		if apierrors.IsForbidden(err) {
+			up.registryCannotDelete(VerbDeleteCandidate, err)
 			return
 		}
 	}

@@ -65,12 +65,24 @@ type state struct {
 	// WaitForLeader, WaitForTerm and HandOver wait on it.
 	changed chan struct{}
 
+	// refused is the last Request refused, reported once.
+	refused Request
+	// registryOffCh is closed when the registry turns off (succession.off);
+	// warnedDelete: a registration could not be deleted (warned once).
+	registryOffCh chan struct{}
+	warnedDelete  bool
+	// stranger is the last record naming this identity that this Elector
+	// did not write; duplicateAt when a duplicate identity was last
+	// reported.
+	stranger    *record
+	duplicateAt time.Time
+
 	notify *notifier // queues OnNewLeader calls during Run; nil outside
 	stats  Stats     // the counters; snapshot adds the rest
 }
 
 func newState(cfg *config, events *eventQueue, logs *logQueue) *state {
-	return &state{cfg: cfg, events: events, logs: logs, maxTransitions: -1, changed: make(chan struct{})}
+	return &state{cfg: cfg, events: events, logs: logs, maxTransitions: -1, changed: make(chan struct{}), registryOffCh: make(chan struct{})}
 }
 
 // changedLocked wakes whoever waits for a change of leader or term.
@@ -107,8 +119,11 @@ func (s *state) emitLocked(ev Event) {
 		attrs = append(attrs, "err", ev.Err)
 	}
 	level := slog.LevelInfo
-	if ev.Kind == EventError {
-		level = slog.LevelDebug // API errors can be many; they are Events too
+	switch ev.Kind {
+	case EventError:
+		level = slog.LevelDebug // API errors can be many; they are Events too (runs of them: called warns)
+	case EventDegraded:
+		level = slog.LevelWarn
 	}
 	s.logs.log(level, "relect: "+ev.Kind.String(), attrs...)
 }
@@ -156,6 +171,9 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 		s.term.leading(time.Now()) && s.term.stepDown == nil && s.mayHandOverLocked(p) {
 		s.stepDownLocked(p)
 	}
+	if l != nil {
+		s.requestedLocked(l)
+	}
 	s.missingSince = time.Time{}
 	s.maxTransitions = max(s.maxTransitions, rec.LeaderTransitions)
 	holder := rec.HolderIdentity
@@ -170,7 +188,56 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 	case s.term == nil && s.followed && !mine:
 		s.stopCampaign(ErrLeaseLost) // the lease we acquired moved on before client-go resumed it
 	}
-	return s.term == nil && mine && !sameRecord(rec, s.written)
+	stranger = s.term == nil && mine && !sameRecord(rec, s.written)
+	if stranger {
+		s.strangerLocked(rec)
+	}
+	return stranger
+}
+
+// strangerLocked looks at a record naming this identity that this Elector
+// did not write: an operator's edit, a previous process's last record —
+// or another process with this identity, if the same tenure is seen
+// renewed (the same acquire time and transitions, a later renew time):
+// nobody but a leader renews. Requires mu.
+func (s *state) strangerLocked(rec *record) {
+	prev, seen := s.stranger, *rec
+	s.stranger = &seen
+	if prev != nil && prev.LeaderTransitions == rec.LeaderTransitions &&
+		prev.AcquireTime.Equal(&rec.AcquireTime) && rec.RenewTime.After(prev.RenewTime.Time) {
+		s.duplicateLocked("the Lease it holds is renewed by a process that is not this one")
+	}
+}
+
+// requestedLocked honours a Request in l addressed to this leader's term
+// (request.go): a Yield, or a HandOver under HandOver's rule (a candidate
+// known to stand by, or, once the registry is listed, one it does not
+// know, is refused unless the request says Unregistered — and a standby
+// even so). A refusal is reported once (an EventError and a warning); the
+// leader's next write removes the request. Requires mu.
+func (s *state) requestedLocked(l *coordinationv1.Lease) {
+	r, ok := PendingRequest(l)
+	if !ok || r.Holder != s.cfg.identity || !s.term.leading(time.Now()) || s.term.stepDown != nil {
+		return
+	}
+	asked := []any{"lease", s.cfg.describe, "by", r.By, "at", r.At}
+	switch {
+	case r.To == "":
+		s.logs.log(slog.LevelInfo, "relect: yielding, as requested", asked...)
+	case !s.succession.standingBy(r.To) && (r.Unregistered || s.mayHandOverLocked(r.To)):
+		s.logs.log(slog.LevelInfo, "relect: handing over, as requested", append(asked, "to", r.To)...)
+	default:
+		if s.refused == r {
+			return
+		}
+		s.refused = r
+		err := fmt.Errorf("%w: a request (by %q at %s) to hand over to %q is refused: it stands by, or is not a live registered candidate",
+			ErrUnknownCandidate, r.By, r.At.Format(time.RFC3339), r.To)
+		s.logs.log(slog.LevelWarn, "relect: "+err.Error(), "lease", s.cfg.describe)
+		s.emitLocked(Event{Kind: EventError, Err: err})
+		return
+	}
+	s.stepDownLocked(r.To)
 }
 
 // mayHandOverLocked reports whether a preferred holder p may be handed
@@ -194,12 +261,14 @@ func (s *state) mayHandOverLocked(p string) bool {
 func (s *state) observedMissing(restart bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.missingSince.IsZero() {
-		s.logs.log(slog.LevelInfo, "relect: the Lease does not exist; it is created only once it has been seen missing for "+
-			"LeaseDuration, in case it was deleted while someone held it", "lease", s.cfg.describe, "leaseDuration", s.cfg.LeaseDuration)
-	}
-	if restart || s.missingSince.IsZero() {
+	first := s.missingSince.IsZero()
+	if restart || first {
 		s.missingSince = time.Now()
+	}
+	if first {
+		s.logs.log(slog.LevelInfo, "relect: the Lease does not exist; it is created only once it has been seen missing for "+
+			"LeaseDuration, in case it was deleted while someone held it", "lease", s.cfg.describe, "leaseDuration", s.cfg.LeaseDuration,
+			"notBefore", s.missingSince.Add(s.cfg.createWait).Format(time.RFC3339))
 	}
 	s.setLeaderLocked("", 0)
 	switch {
@@ -471,12 +540,18 @@ func (s *state) called(verb CallVerb, result CallResult, err error, waited time.
 		s.heardLocked()
 		return
 	}
-	s.logs.log(slog.LevelDebug, "relect: lease API call failed", "verb", verb, "lease", s.cfg.describe, "err", err)
 	s.emitLocked(Event{Kind: EventError, Err: &CallError{Verb: verb, Err: err}})
 	if s.stats.ConsecutiveFailures == 0 {
 		s.stats.FailingSince = time.Now()
 	}
 	s.stats.ConsecutiveFailures++
+	// A failure or two is routine (an apiserver restarting); a run of them
+	// is worth a warning — at the threshold, then each time the run has
+	// doubled, so that an outage does not flood the log.
+	if n := s.stats.ConsecutiveFailures; n >= warnFailuresAfter && n&(n-1) == 0 {
+		s.logs.log(slog.LevelWarn, "relect: Lease API calls are failing", "lease", s.cfg.describe, "failuresInARow", n,
+			"since", s.stats.FailingSince.Format(time.RFC3339), "verb", verb, "err", err)
+	}
 	if !s.stats.Degraded && s.stats.ConsecutiveFailures >= s.cfg.DegradedAfter {
 		s.stats.Degraded = true
 		s.emitLocked(Event{Kind: EventDegraded, Err: &CallError{Verb: verb, Err: err}})
@@ -617,13 +692,80 @@ func (s *state) await() (number int64, leading bool, leader string, changed <-ch
 // The registry's reports (registryReports), and the lines of succession
 // (lineage, succession.go), under mu.
 
-// registryForbidden records that a registry call got 403: the registry is
-// off for this Elector from now on.
-func (s *state) registryForbidden(err error) {
+// registryForbidden records that a registry call of verb got 403: the
+// registry is off for this Elector from now on (closing registryOff), and
+// a warning says which RBAC rule is missing and how to go without.
+// Reported once.
+func (s *state) registryForbidden(verb CallVerb, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.succession.off {
+		return
+	}
 	s.succession.off = true
-	s.emitLocked(Event{Kind: EventError, Err: fmt.Errorf("relect: the candidate registry is off: %w", err)})
+	close(s.registryOffCh)
+	e := fmt.Errorf("%w: this candidate may not %s the Leases of namespace %s: %w; "+
+		"grant its Role leases get, watch, create, update, list and delete (deploy/), "+
+		"or set Options.DisableRegistry (relect run and sidecar: --disable-registry) to go without a line of succession",
+		ErrRegistryOff, rbacVerb(verb), s.cfg.Namespace, err)
+	s.logs.log(slog.LevelWarn, "relect: the candidate registry is off", "lease", s.cfg.describe, "err", e)
+	s.emitLocked(Event{Kind: EventError, Err: e})
+}
+
+// registryOff returns a channel closed once the registry is off for this
+// Elector (registryForbidden).
+func (s *state) registryOff() <-chan struct{} { return s.registryOffCh }
+
+// registryCannotDelete warns, once, that registrations cannot be deleted
+// (403 to verb): this candidate's stays after Run returns, and a leader's
+// lapsed ones stay, until someone deletes them; they lapse for the leader
+// all the same.
+func (s *state) registryCannotDelete(verb CallVerb, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.warnedDelete {
+		return
+	}
+	s.warnedDelete = true
+	e := fmt.Errorf("relect: this candidate may not delete the Leases of namespace %s (%s: %w): "+
+		"registrations of candidates that stopped stay until deleted by hand (they lapse for the leader meanwhile); "+
+		"grant leases delete, or set Options.DisableRegistry (--disable-registry)", s.cfg.Namespace, verb, err)
+	s.logs.log(slog.LevelWarn, "relect: registrations cannot be deleted", "lease", s.cfg.describe, "err", e)
+	s.emitLocked(Event{Kind: EventError, Err: e})
+}
+
+// rbacVerb is the RBAC verb a registry call needs.
+func rbacVerb(v CallVerb) string {
+	switch v {
+	case VerbListCandidates:
+		return "list"
+	case VerbWatchCandidates:
+		return "watch"
+	case VerbDeregister, VerbDeleteCandidate:
+		return "delete"
+	}
+	return "get, create or update"
+}
+
+// duplicateIdentity reports that another process seems to run with this
+// Elector's identity (how says what showed it): an EventError wrapping
+// ErrDuplicateIdentity and a warning, at most once per RegistrationRenewal.
+func (s *state) duplicateIdentity(how string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.duplicateLocked(how)
+}
+
+// duplicateLocked is duplicateIdentity. Requires mu.
+func (s *state) duplicateLocked(how string) {
+	now := time.Now()
+	if !s.duplicateAt.IsZero() && now.Sub(s.duplicateAt) < s.cfg.RegistrationRenewal {
+		return
+	}
+	s.duplicateAt = now
+	e := fmt.Errorf("%w %q: %s; give every candidate its own Identity (in a pod, its name)", ErrDuplicateIdentity, s.cfg.identity, how)
+	s.logs.log(slog.LevelWarn, "relect: "+e.Error(), "lease", s.cfg.describe)
+	s.emitLocked(Event{Kind: EventError, Err: e})
 }
 
 // candidatesListed replaces the leader's view with a fresh list.
@@ -668,12 +810,16 @@ func (s *state) candidatesUnknown() {
 // with rec (leaseLock, and the follower's acquiring write): the line of
 // succession, and for a record that names another holder — a handover —
 // the handover mark. Annotations of relect's that the write does not carry
-// are removed.
+// are removed, an operator's Request among them.
 func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(l.Annotations, annotationSuccession)
 	delete(l.Annotations, annotationHandOver)
+	// A Request is for one term: honoured (this write is its release or
+	// handover), refused, or stale. The write is conditional on the
+	// version read, so it never removes one it did not see.
+	delete(l.Annotations, annotationRequest)
 	term := clampTransitions(rec.LeaderTransitions)
 	set := func(k, v string) {
 		if l.Annotations == nil {

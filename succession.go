@@ -171,6 +171,10 @@ const (
 	annotationPriority = "relect.io/priority"
 	// annotationStandby is "true" for a candidate standing by.
 	annotationStandby = "relect.io/standby"
+	// annotationInstance is a random name of the Elector that wrote the
+	// registration, so that two processes sharing one identity can tell
+	// each other's writes from their own (duplicate identities).
+	annotationInstance = "relect.io/instance"
 )
 
 // registrationName is the name of identity's registration for the Lease
@@ -246,6 +250,7 @@ func registration(cfg *config, from *coordinationv1.Lease, now time.Time) *coord
 	if cfg.Standby {
 		l.Annotations[annotationStandby] = "true"
 	}
+	l.Annotations[annotationInstance] = cfg.instance
 	id := cfg.identity
 	seconds := int32(cfg.RegistrationRenewal / time.Second * registrationLives)
 	t := metav1.NewMicroTime(now)

@@ -1,0 +1,135 @@
+package relect
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+)
+
+// Requests: an operator, from any machine with RBAC to update the Lease,
+// asks its current leader to Yield or HandOver, without access to the
+// leader's process (relect yield, relect handover). The request is an
+// annotation of the election's Lease, addressed to one leader and one term:
+// the leader sees it on its watch (or at its next renewal, which conflicts
+// with the write) and steps down exactly as Yield or HandOver do. Stepping
+// down is always safe — it cannot make two leaders — so a stale or forged
+// request can at most end a term: one addressed to another holder or term
+// is ignored, a handover to a candidate the leader does not know is refused,
+// and the leader's next write removes a request it did not honour. A plain
+// client-go leader ignores the annotation; its next renewal keeps it, but
+// the next relect leader's term differs, so it is stale.
+
+// annotationRequest holds a Request.
+const annotationRequest = "relect.io/request"
+
+// Request is an operator's request to the leader of a Lease to step down:
+// to Yield, or to HandOver to To. RequestYield and RequestHandOver write
+// it; PendingRequest reads it.
+type Request struct {
+	// Holder is the leader it is addressed to, and Term that leader's term
+	// (the Lease's leaseTransitions) when it was written: any other leader,
+	// or a later term, ignores it.
+	Holder string `json:"holder"`
+	Term   int32  `json:"term"`
+	// To is the candidate to hand over to; empty asks for a Yield.
+	To string `json:"to,omitempty"`
+	// Unregistered hands over to To even if the leader does not know it
+	// from the registry (AllowUnregistered).
+	Unregistered bool `json:"unregistered,omitempty"`
+	// By and At say who asked and when, by the asker's clock, for people.
+	By string    `json:"by,omitempty"`
+	At time.Time `json:"at"`
+}
+
+// ErrNoLeader is returned by RequestYield and RequestHandOver when the
+// Lease has no holder to ask: it is missing, released, or a handover
+// record whose successor has not taken it yet.
+var ErrNoLeader = errors.New("relect: the Lease has no leader")
+
+// RequestYield asks the current leader of the Lease namespace/name to
+// Yield: it writes a Request addressed to the holder and its term, with
+// client, conditionally on the Lease as read (it reads again and retries
+// on a conflict with the leader's renewal, a few times). It returns the
+// holder asked once the request is written — not once it is honoured:
+// watch the Lease for a new holder, or for the request to vanish unheeded
+// (PendingRequest). by says who asks, for people (the user name, say).
+// Errors: ErrNoLeader, or the client's (a 403 names the RBAC it lacks:
+// leases get and update). It blocks on the API calls.
+func RequestYield(ctx context.Context, client kubernetes.Interface, namespace, name, by string) (holder string, err error) {
+	return request(ctx, client, namespace, name, Request{By: by})
+}
+
+// RequestHandOver asks the current leader of the Lease namespace/name to
+// HandOver to identity, as RequestYield asks it to Yield. The leader
+// refuses an identity it does not know as a live registered candidate that
+// may lead (see HandOver) unless opts has AllowUnregistered, and removes
+// the request with its next renewal: check the identity first
+// (ListCandidates). Errors: an empty identity or the holder's own,
+// ErrNoLeader, or the client's.
+func RequestHandOver(ctx context.Context, client kubernetes.Interface, namespace, name, identity, by string, opts ...HandOverOption) (holder string, err error) {
+	if identity == "" {
+		return "", errors.New("relect: RequestHandOver: empty identity")
+	}
+	var o handOverOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return request(ctx, client, namespace, name, Request{To: identity, Unregistered: o.unregistered, By: by})
+}
+
+// request writes r, addressed to the Lease's current holder and term.
+func request(ctx context.Context, client kubernetes.Interface, namespace, name string, r Request) (string, error) {
+	leases := client.CoordinationV1().Leases(namespace)
+	for try := 0; ; try++ {
+		l, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return "", fmt.Errorf("%w: Lease %s/%s not found", ErrNoLeader, namespace, name)
+		}
+		if err != nil {
+			return "", err
+		}
+		rec := recordOf(l)
+		if rec.HolderIdentity == "" || handOverOf(l) != nil {
+			return "", fmt.Errorf("%w: Lease %s/%s is not held", ErrNoLeader, namespace, name)
+		}
+		if r.To == rec.HolderIdentity {
+			return "", fmt.Errorf("relect: RequestHandOver: %q already holds Lease %s/%s", r.To, namespace, name)
+		}
+		r.Holder, r.Term, r.At = rec.HolderIdentity, clampTransitions(rec.LeaderTransitions), time.Now()
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		raw, _ := json.Marshal(r)
+		l.Annotations[annotationRequest] = string(raw)
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) && try < 5 {
+			continue // the leader renewed in between: ask again
+		}
+		if err != nil {
+			return "", err
+		}
+		return r.Holder, nil
+	}
+}
+
+// PendingRequest returns the Request written into l that l's current
+// holder has yet to honour or refuse: one addressed to that holder and its
+// term. ok is false if there is none, or only a stale one.
+func PendingRequest(l *coordinationv1.Lease) (r Request, ok bool) {
+	raw, found := l.Annotations[annotationRequest]
+	if !found || json.Unmarshal([]byte(raw), &r) != nil {
+		return Request{}, false
+	}
+	rec := recordOf(l)
+	if r.Holder == "" || r.Holder != rec.HolderIdentity || r.Term != clampTransitions(rec.LeaderTransitions) || r.To == r.Holder {
+		return Request{}, false
+	}
+	return r, true
+}
