@@ -59,6 +59,9 @@ const (
 type succession struct {
 	// Term is the leaseTransitions of the record it was written with.
 	Term int32 `json:"term"`
+	// Priority is the publishing leader's own Options.Priority, so that
+	// followers know it too.
+	Priority int32 `json:"priority,omitempty"`
 	// Next are the successors, first in line first; at most
 	// maxSuccessors.
 	Next []successor `json:"next,omitempty"`
@@ -269,6 +272,10 @@ type Candidate struct {
 	// Identity is the candidate's holder identity.
 	Identity string
 	// Priority is its Options.Priority: higher goes first in succession.
+	// A follower knows the leader's and the successors' from the line of
+	// succession the leader publishes; where no line says it (a plain
+	// client-go leader, a leader with the registry off or nobody to name),
+	// the leader's is 0.
 	Priority int32
 	// Standby reports that it never campaigns (Options.Standby).
 	Standby bool
@@ -571,7 +578,7 @@ func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string)
 	if len(next) == 0 {
 		return nil
 	}
-	s := &succession{Term: term, Next: next}
+	s := &succession{Term: term, Priority: cfg.Priority, Next: next}
 	for _, id := range slices.Sorted(maps.Keys(g.passedOver)) {
 		if len(s.Passed) == maxPassed {
 			break
@@ -601,7 +608,11 @@ func (g *lineage) known(cfg *config, self Candidate, leader string, now time.Tim
 		}
 	}
 	add(self)
-	add(Candidate{Identity: leader})
+	leaderPriority := int32(0)
+	if g.line != nil {
+		leaderPriority = g.line.Priority // the line is the holder's: bound to its record's term
+	}
+	add(Candidate{Identity: leader, Priority: leaderPriority})
 	line := g.line
 	if g.view != nil && leader == self.Identity {
 		line = g.next(cfg, 0, now)

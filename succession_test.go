@@ -760,3 +760,42 @@ func TestLaggingClockKeepsItsRegistration(t *testing.T) {
 		stopAll(cs...)
 	})
 }
+
+// A follower knows the leader's priority from the line of succession the
+// leader publishes, as Candidate's doc says — also a negative one.
+func TestFollowerKnowsTheLeadersPriority(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 3, func(i int, o *relect.Options) { o.Priority = int32(i - 1) }) // the leader, c00: −1
+		for _, c := range cs[1:] {
+			var got []int32
+			for _, k := range c.e.Candidates() {
+				got = append(got, k.Priority)
+				if k.Leader {
+					assert.Equal(t, int32(-1), k.Priority, "%s: the leader's priority", c.name)
+				}
+			}
+			assert.Len(t, got, 3, "%s knows the leader, its line and itself", c.name)
+		}
+		stopAll(cs...)
+	})
+}
+
+// A standby with the registry off still follows and never writes the
+// Lease; leaders do not know it, so a HandOver to it is refused as unknown.
+func TestStandbyWithoutTheRegistry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		a := newCandidate(t, api, "a", nil)
+		a.start()
+		synctest.Wait()
+		s := newCandidate(t, api, "s", func(o *relect.Options) { o.Standby, o.DisableRegistry = true, true })
+		s.start()
+		time.Sleep(2 * ld)
+		synctest.Wait()
+		assert.Equal(t, "a", s.e.Leader())
+		assert.Zero(t, s.client.Calls(relecttest.VerbUpdate)+s.client.Calls(relecttest.VerbCreate), "a standby without the registry writes nothing")
+		assert.ErrorIs(t, a.e.HandOver(context.Background(), "s"), relect.ErrUnknownCandidate)
+		stopAll(a, s)
+	})
+}
