@@ -114,7 +114,7 @@ func TestDuplicateIdentityIsReported(t *testing.T) {
 		// the other sees it at its next renewal.
 		time.Sleep(relect.DefaultRegistrationRenewal * 12 / 10)
 		synctest.Wait()
-		assert.Equal(t, 1, duplicate(a, "registration")+duplicate(b, "registration"), "one saw the other write their registration")
+		assert.GreaterOrEqual(t, duplicate(a, "registration")+duplicate(b, "registration"), 1, "one saw the other write their registration")
 		stopAll(a, b)
 	})
 }

@@ -73,9 +73,9 @@ type state struct {
 	warnedDelete  bool
 	// stranger is the last record naming this identity that this Elector
 	// did not write; duplicateAt when a duplicate identity was last
-	// reported.
+	// reported, by what showed it.
 	stranger    *record
-	duplicateAt time.Time
+	duplicateAt map[string]time.Time
 
 	notify *notifier // queues OnNewLeader calls during Run; nil outside
 	stats  Stats     // the counters; snapshot adds the rest
@@ -749,7 +749,8 @@ func rbacVerb(v CallVerb) string {
 
 // duplicateIdentity reports that another process seems to run with this
 // Elector's identity (how says what showed it): an EventError wrapping
-// ErrDuplicateIdentity and a warning, at most once per RegistrationRenewal.
+// ErrDuplicateIdentity and a warning, at most once per RegistrationRenewal
+// for each way it shows.
 func (s *state) duplicateIdentity(how string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -759,10 +760,13 @@ func (s *state) duplicateIdentity(how string) {
 // duplicateLocked is duplicateIdentity. Requires mu.
 func (s *state) duplicateLocked(how string) {
 	now := time.Now()
-	if !s.duplicateAt.IsZero() && now.Sub(s.duplicateAt) < s.cfg.RegistrationRenewal {
+	if at, ok := s.duplicateAt[how]; ok && now.Sub(at) < s.cfg.RegistrationRenewal {
 		return
 	}
-	s.duplicateAt = now
+	if s.duplicateAt == nil {
+		s.duplicateAt = map[string]time.Time{}
+	}
+	s.duplicateAt[how] = now
 	e := fmt.Errorf("%w %q: %s; give every candidate its own Identity (in a pod, its name)", ErrDuplicateIdentity, s.cfg.identity, how)
 	s.logs.log(slog.LevelWarn, "relect: "+e.Error(), "lease", s.cfg.describe)
 	s.emitLocked(Event{Kind: EventError, Err: e})
