@@ -26,8 +26,9 @@ import (
 )
 
 // The side-by-side benchmark: relect and the plain client-go loop
-// (e2e/internal/clientgoloop) in one run, on the suite's control plane. It
-// prints a markdown table; docs/performance.md says what each row measures.
+// (internal/clientgoloop of the root module) in one run, on the suite's
+// control plane. It prints a markdown table; docs/performance.md says what
+// each row measures.
 // It only fails when something is broken (no leader at all, a Run that
 // returned an error, a goroutine left behind), never on a figure.
 

@@ -1,8 +1,9 @@
 // Package sim is a deterministic fault simulator for leader election on a
 // Kubernetes Lease: it plays generated schedules of faults against relect
 // and, side by side, against a plain client-go LeaderElector run in a loop
-// by hand, records what happened, and checks the record for safety,
-// liveness, API budget and event order.
+// by hand (internal/clientgoloop, the loop every comparison runs), records
+// what happened, and checks the record for safety, liveness, API budget and
+// event order.
 //
 // # Pieces
 //
