@@ -23,8 +23,10 @@
 //     cost in Lease API calls (calls.go); Totals aggregates many runs;
 //     Minimize shrinks a failing schedule.
 //
-// History, Check and Explain depend on the standard library only, so that
-// a driver on a real control plane can fill in a History and reuse them.
+// History, Check and Explain depend on the standard library only, but for
+// internal/leadership (itself standard library only): the checks for two
+// leaders at once and for term numbers that go back, which the e2e suite's
+// checker of real-control-plane histories (e2e/internal/history) runs too.
 //
 // # What is modelled, and how
 //
