@@ -14,7 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/relect/relect"
-	"github.com/relect/relect/e2e/internal/clientgoloop"
+	"github.com/relect/relect/internal/clientgoloop"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"

@@ -6,12 +6,9 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -26,10 +23,12 @@ import (
 )
 
 // The side-by-side benchmark: relect and the plain client-go loop
-// (e2e/internal/clientgoloop) in one run, on the suite's control plane. It
-// prints a markdown table; docs/performance.md says what each row measures.
-// It only fails when something is broken (no leader at all, a Run that
-// returned an error, a goroutine left behind), never on a figure.
+// (internal/clientgoloop of the root module) in one run, on the suite's
+// control plane. Each run records samples in a perfResults, and the
+// benchmark prints them as a markdown table (perfreport_test.go);
+// docs/performance.md says what each row measures. It only fails when
+// something is broken (no leader at all, a Run that returned an error, a
+// goroutine left behind), never on a figure.
 
 // Environment variables of the benchmark.
 const (
@@ -117,14 +116,13 @@ func TestPerformance(t *testing.T) {
 	phase("handover", func(t *testing.T) {
 		for _, fresh := range []bool{false, true} {
 			for _, mode := range implementations {
-				name := mode
+				name, s := mode, handoverLatency
 				if fresh {
-					name += "-fresh"
+					name, s = name+"-fresh", freshLatency
 				}
 				t.Run(name, func(t *testing.T) {
 					t.Parallel()
-					lat := benchHandover(t, c, mode, p.handovers, fresh)
-					res.set(func() { res.handover[name] = lat })
+					res.addDurations(s, mode, benchHandover(t, c, mode, p.handovers, fresh))
 				})
 			}
 		}
@@ -133,8 +131,7 @@ func TestPerformance(t *testing.T) {
 		for _, kind := range []string{ctlYield, ctlHandOver} {
 			t.Run(kind, func(t *testing.T) {
 				t.Parallel()
-				run := benchStepDown(t, c, kind, p.stepDowns)
-				res.set(func() { res.stepDowns[kind] = run })
+				res.addStepDowns(kind, benchStepDown(t, c, kind, p.stepDowns))
 			})
 		}
 	})
@@ -142,23 +139,22 @@ func TestPerformance(t *testing.T) {
 		for _, mode := range implementations {
 			t.Run(mode, func(t *testing.T) {
 				t.Parallel()
-				runs := benchFailover(t, c, mode, p.failovers)
-				res.set(func() { res.failover[mode] = runs })
+				res.addFailovers(mode, benchFailover(t, c, mode, p.failovers))
 			})
 		}
 	})
 	phase("overhead", func(t *testing.T) {
 		for _, mode := range implementations {
 			g, h := benchOverhead(t, c, mode, p.overheadN)
-			res.set(func() { res.goroutines[mode], res.heapKiB[mode] = g, h })
+			res.add(followerGoroutines, mode, g)
+			res.add(followerHeapKiB, mode, h)
 		}
 	})
 	phase("scale", func(t *testing.T) { benchScale(t, c, p, res) })
 	phase("fleet", func(t *testing.T) {
 		for _, k := range fleetKeys(p) {
 			t.Run(k.String(), func(t *testing.T) {
-				run := benchFleet(t, c, k, p.fleetChanges)
-				res.set(func() { res.fleet[k] = run })
+				res.addFleet(k, benchFleet(t, c, k, p.fleetChanges))
 			})
 		}
 	})
@@ -170,49 +166,6 @@ func TestPerformance(t *testing.T) {
 			t.Errorf("writing the table: %v", err)
 		}
 	}
-}
-
-// perfResults collects the figures of every row; set serializes writers.
-type perfResults struct {
-	size string
-	p    perfParams
-
-	mu sync.Mutex
-	// a: Lease requests per minute of each follower and of the leader.
-	followerRates, leaderRates map[string][]float64
-	// d: calls per candidate per minute, by fault ("d1", "d2"), then by
-	// implementation; budget is relect's worst use of its token bucket.
-	faultRates map[string]map[string][]float64
-	budget     budgetUse
-	// The cross-check: lease requests in the window of rows a and d
-	// (window long), counted by the transports and by the apiserver.
-	countedReqs, apiReqs float64
-	window               time.Duration
-	// b: by implementation, "-fresh" appended for fresh leaders; c, e, f:
-	// by implementation.
-	handover            map[string][]time.Duration
-	failover            map[string][]failoverRun
-	scaleIdles          [2]loadRates // before and after the candidates
-	scale               map[string]loadRates
-	scaleCounted        map[string]float64 // lease requests per second counted by the transports
-	goroutines, heapKiB map[string]float64
-	// g: by run; h: by control (ctlYield, ctlHandOver).
-	fleet     map[fleetKey]fleetRun
-	stepDowns map[string]stepDownRun
-}
-
-func (r *perfResults) set(f func()) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.followerRates == nil {
-		r.followerRates, r.leaderRates = map[string][]float64{}, map[string][]float64{}
-		r.faultRates = map[string]map[string][]float64{"d1": {}, "d2": {}}
-		r.handover, r.failover = map[string][]time.Duration{}, map[string][]failoverRun{}
-		r.scale, r.scaleCounted = map[string]loadRates{}, map[string]float64{}
-		r.goroutines, r.heapKiB = map[string]float64{}, map[string]float64{}
-		r.fleet, r.stepDowns = map[fleetKey]fleetRun{}, map[string]stepDownRun{}
-	}
-	f()
 }
 
 // ---- rows a and d: requests per candidate, healthy and under faults ----
@@ -228,6 +181,7 @@ const (
 func benchRequests(t *testing.T, c *cluster, p perfParams, res *perfResults) {
 	type group struct {
 		row, mode, lease string
+		rates            series // of each candidate (row a: of each follower)
 		procs            []*proc
 	}
 	var groups []*group
@@ -243,15 +197,15 @@ func benchRequests(t *testing.T, c *cluster, p perfParams, res *perfResults) {
 			t.Error(err)
 		}
 	})
-	for _, row := range []string{"a", "d1", "d2"} {
-		n := faultCandidates
-		if row == "a" {
-			n = steadyCandidates
-		}
+	for _, row := range []struct {
+		name  string
+		n     int
+		rates series
+	}{{"a", steadyCandidates, followerRates}, {"d1", faultCandidates, failingRates}, {"d2", faultCandidates, stolenRates}} {
 		for _, mode := range implementations {
-			g := &group{row: row, mode: mode, lease: fmt.Sprintf("%s-%s-%s", leaseName(t), row, mode)}
+			g := &group{row: row.name, mode: mode, lease: fmt.Sprintf("%s-%s-%s", leaseName(t), row.name, mode), rates: row.rates}
 			c.createReleasedLease(t, g.lease)
-			ps, err := c.startProcs(n, row+"-"+mode, procOpts{mode: mode, lease: g.lease, timing: productionTiming})
+			ps, err := c.startProcs(row.n, row.name+"-"+mode, procOpts{mode: mode, lease: g.lease, timing: productionTiming})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -312,7 +266,6 @@ func benchRequests(t *testing.T, c *cluster, p perfParams, res *perfResults) {
 		counted += fwd
 		t.Logf("thief of %s stole it %d times", th.lease, th.steals.Load())
 	}
-	var budget budgetUse
 	for gi, g := range groups {
 		var perProc []string
 		for _, p := range g.procs {
@@ -320,16 +273,13 @@ func benchRequests(t *testing.T, c *cluster, p perfParams, res *perfResults) {
 			counted += fwd
 			perMin := float64(sent) / minutes
 			perProc = append(perProc, fmt.Sprintf("%s %.1f", p.id, perMin))
-			switch {
-			case g.row != "a":
-				res.set(func() { res.faultRates[g.row][g.mode] = append(res.faultRates[g.row][g.mode], perMin) })
-			case p == leaders0[gi]:
-				res.set(func() { res.leaderRates[g.mode] = append(res.leaderRates[g.mode], perMin) })
-			default:
-				res.set(func() { res.followerRates[g.mode] = append(res.followerRates[g.mode], perMin) })
+			rates := g.rates
+			if g.row == "a" && p == leaders0[gi] {
+				rates = leaderRates
 			}
+			res.add(rates, g.mode, perMin)
 			if g.mode == modeRelect {
-				budget = budget.worse(checkBudget(p.reqs.all(), productionTiming))
+				res.add(budgetExcess, modeRelect, checkBudget(p.reqs.all(), productionTiming).excess)
 			}
 		}
 		if l := currentLeader(g.procs); l != leaders0[gi] && g.row == "a" {
@@ -337,10 +287,9 @@ func benchRequests(t *testing.T, c *cluster, p perfParams, res *perfResults) {
 		}
 		t.Logf("row %s, %s: Lease requests per minute in the window: %s", g.row, g.mode, strings.Join(perProc, ", "))
 	}
-	res.set(func() {
-		res.budget = budget
-		res.countedReqs, res.apiReqs, res.window = float64(counted), m1.total()-m0.total(), w1.Sub(w0)
-	})
+	res.add(requestsWindow, "", float64(w1.Sub(w0)))
+	res.add(requestsCounted, "", float64(counted))
+	res.add(requestsAPIServer, "", m1.total()-m0.total())
 	t.Logf("cross-check: the transports counted %d lease requests sent to the apiserver in the window, the apiserver %0.f", counted, m1.total()-m0.total())
 }
 
@@ -382,30 +331,29 @@ func procID(p *proc) string {
 	return p.id
 }
 
-// budgetUse is relect's worst use of its token bucket: the most requests
-// beyond the sustained rate in any interval (a bucket of burst b allows b).
+// budgetUse is a use of relect's token bucket: the most requests beyond the
+// sustained rate in any interval (a bucket of burst b allows b).
 type budgetUse struct {
 	rate   float64 // calls per second
 	burst  int
 	excess float64
 }
 
-func (b budgetUse) worse(o budgetUse) budgetUse {
-	if o.excess > b.excess || b.burst == 0 {
-		return o
-	}
-	return b
-}
-
 // exceeded allows for the few milliseconds between the bucket granting a
 // call and the transport seeing its request.
 func (b budgetUse) exceeded() bool { return b.excess > float64(b.burst)+0.1 }
 
-// checkBudget measures a relect candidate's requests against its bucket:
-// Options.RateLimit and RateBurst left zero, i.e. 2 calls per RetryPeriod
-// and relect.DefaultRateBurst (options.go).
+// defaultBudget is relect's bucket with Options.RateLimit and RateBurst
+// left zero: 2 calls per RetryPeriod and relect.DefaultRateBurst
+// (options.go).
+func defaultBudget(lt leaseTiming) budgetUse {
+	return budgetUse{rate: 2 / lt.rp.Seconds(), burst: relect.DefaultRateBurst}
+}
+
+// checkBudget measures a relect candidate's requests against its bucket
+// (defaultBudget).
 func checkBudget(reqs []request, lt leaseTiming) budgetUse {
-	b := budgetUse{rate: 2 / lt.rp.Seconds(), burst: relect.DefaultRateBurst}
+	b := defaultBudget(lt)
 	for i := range reqs {
 		for j := i; j < len(reqs); j++ {
 			n := float64(j-i+1) - b.rate*reqs[j].at.Sub(reqs[i].at).Seconds()
@@ -722,27 +670,13 @@ func benchScale(t *testing.T, c *cluster, p perfParams, res *perfResults) {
 			_, fwd := p.reqs.count(s0.at, s1.at)
 			counted += fwd
 		}
-		res.set(func() {
-			res.scale[mode] = r
-			res.scaleCounted[mode] = float64(counted) / s1.at.Sub(s0.at).Seconds()
-		})
+		res.addLoad("scale", mode, r)
+		res.add(scaleCounted, mode, float64(counted)/s1.at.Sub(s0.at).Seconds())
 		stop()
 	}
 	after := idle("idle baseline, after")
-	res.set(func() { res.scaleIdles = [2]loadRates{before, after} })
-}
-
-// meanRates is the mean of two windows' rates.
-func meanRates(a, b loadRates) loadRates {
-	avg := func(x, y float64) float64 { return (x + y) / 2 }
-	return loadRates{
-		window:      a.window + b.window,
-		apiCPU:      avg(a.apiCPU, b.apiCPU),
-		etcdCPU:     avg(a.etcdCPU, b.etcdCPU),
-		selfCPU:     avg(a.selfCPU, b.selfCPU),
-		leaseReqs:   avg(a.leaseReqs, b.leaseReqs),
-		openWatches: max(a.openWatches, b.openWatches),
-	}
+	res.addLoad("idle", "", before)
+	res.addLoad("idle", "", after)
 }
 
 // ---- row f: what an idle follower costs its process ----
@@ -805,238 +739,3 @@ func liveHeap() (goroutines int, heap uint64) {
 	runtime.ReadMemStats(&m)
 	return runtime.NumGoroutine(), m.HeapAlloc
 }
-
-// ---- the table ----
-
-// machine describes where the benchmark ran.
-func (c *cluster) machine(t *testing.T) string {
-	t.Helper()
-	cpu := "?"
-	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(data), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	mem := "?"
-	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
-		var kb float64
-		if _, err := fmt.Sscanf(string(data), "MemTotal: %f kB", &kb); err == nil {
-			mem = fmt.Sprintf("%.1f GiB", kb/(1<<20))
-		}
-	}
-	apiVersion := "?"
-	if v, err := c.client(t).Discovery().ServerVersion(); err == nil {
-		apiVersion = v.GitVersion
-	}
-	etcdVersion := "?"
-	if out, err := exec.Command(filepath.Join(os.Getenv(envAssets), "etcd"), "--version").Output(); err == nil {
-		for _, line := range strings.Split(string(out), "\n") {
-			if v, ok := strings.CutPrefix(line, "etcd Version: "); ok {
-				etcdVersion = "v" + strings.TrimSpace(v)
-			}
-		}
-	}
-	race := ""
-	if raceEnabled {
-		race = " — built with -race: the figures are distorted"
-	}
-	return fmt.Sprintf("%d CPUs (%s), %s memory; %s %s/%s; kube-apiserver %s, etcd %s%s",
-		runtime.NumCPU(), cpu, mem, runtime.Version(), runtime.GOOS, runtime.GOARCH, apiVersion, etcdVersion, race)
-}
-
-func (r *perfResults) table(machine string, took time.Duration) string {
-	r.set(func() {}) // the maps exist even if a row failed
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var b strings.Builder
-	p := r.p
-	fmt.Fprintf(&b, "relect vs the client-go loop (elastic-agent PR #4542), one run of `%s=%s` in %v on %s.\n\n",
-		envPerf, r.size, took.Round(time.Second), machine)
-	fmt.Fprintf(&b, "| row | measure | relect | client-go loop | client-go ÷ relect |\n|---|---|---:|---:|---:|\n")
-	row := func(id, what, rel, cg, ratio string) {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", id, what, rel, cg, ratio)
-	}
-	win := r.window.Minutes()
-	var footnotes []string
-	// perCandidate formats a rate per candidate-minute: a mean, and a
-	// ratio that is a lower bound when relect sent nothing (computed as
-	// if each of its candidates had sent one request in the window).
-	perCandidate := func(id, what string, m map[string][]float64) {
-		rel, cg := mean(m[modeRelect]), mean(m[modeClientGo])
-		ratio := ratioOf(cg, rel)
-		if len(m[modeRelect]) > 0 && rel == 0 && win > 0 {
-			ratio = fmt.Sprintf("> %s ¹", ratioOf(cg, 1/win))
-		}
-		row(id, what, fmt.Sprintf("%.1f", rel), fmt.Sprintf("%.1f", cg), ratio)
-	}
-	prod := productionTiming.String()
-	perCandidate("a", fmt.Sprintf("Lease API requests per follower per minute, steady state (%d followers + 1 leader; %s; %s window)",
-		steadyCandidates-1, prod, roundDur(r.window)), r.followerRates)
-	perCandidate("a", "the leader's Lease API requests per minute", r.leaderRates)
-
-	hp := func(suffix string, q float64) (string, string, string) {
-		rel, cg := percentile(r.handover[modeRelect+suffix], q), percentile(r.handover[modeClientGo+suffix], q)
-		return fmtDur(rel), fmtDur(cg), ratioOf(cg.Seconds(), rel.Seconds())
-	}
-	rel, cg, ratio := hp("", 0.5)
-	row("b", fmt.Sprintf("graceful handover: leader's Run cancelled (between renewals, ≥ RP into its term) → next OnStartedLeading, p50 (%d handovers each, 3 candidates; %s)", p.handovers, prod), rel, cg, ratio)
-	rel, cg, ratio = hp("", 0.99)
-	row("b", "the same, p99 (nearest rank: with fewer than 100 handovers, the maximum)", rel, cg, ratio)
-	rel, cg, ratio = hp("-fresh", 0.5)
-	row("b", fmt.Sprintf("the same for a fresh leader, cancelled %v after it began to lead, p50", freshHandover), rel, cg, ratio)
-	rel, cg, ratio = hp("-fresh", 0.99)
-	row("b", "the same for a fresh leader, p99", rel, cg, ratio)
-
-	fo := func(f func(failoverRun) time.Duration) (string, string, string) {
-		var out [2]string
-		var p50 [2]time.Duration
-		for i, mode := range implementations {
-			var ds []time.Duration
-			for _, run := range r.failover[mode] {
-				ds = append(ds, f(run))
-			}
-			p50[i] = percentile(ds, 0.5)
-			out[i] = fmtDur(p50[i]) + " / " + fmtDur(percentile(ds, 1))
-		}
-		return out[0], out[1], ratioOf(p50[1].Seconds(), p50[0].Seconds())
-	}
-	ft := failoverTiming
-	rel, cg, ratio = fo(func(f failoverRun) time.Duration { return f.taken })
-	row("c", fmt.Sprintf("crash failover (SIGKILL of the leader's process): the killed leader's last renewal → the Lease taken over, both as a watch saw them, p50 / max (%d runs each, 3 candidates; %s)",
-		p.failovers, ft), rel, cg, ratio)
-	within := func(mode string) string {
-		k := 0
-		for _, run := range r.failover[mode] {
-			if run.taken <= ft.ld+100*time.Millisecond {
-				k++
-			}
-		}
-		return fmt.Sprintf("%d of %d", k, len(r.failover[mode]))
-	}
-	row("c", "runs taken over within LD + 100 ms of the last renewal", within(modeRelect), within(modeClientGo), "")
-	rel, cg, ratio = fo(func(f failoverRun) time.Duration { return f.leads })
-	row("c", "last renewal → the new leader's own OnStartedLeading / IsLeader, p50 / max", rel, cg, ratio)
-
-	perCandidate("d1", fmt.Sprintf("Lease API calls per candidate per minute, every Lease call answered HTTP 500 (%d candidates each; %s; %s window)",
-		faultCandidates, prod, roundDur(r.window)), r.faultRates["d1"])
-	perCandidate("d2", "the same, the Lease stolen every second by a thief writing a fresh renewTime", r.faultRates["d2"])
-	bu := r.budget
-	verdict := "never exceeded"
-	if bu.exceeded() {
-		verdict = "**EXCEEDED**"
-	}
-	row("d", fmt.Sprintf("relect's budget (its defaults: %.3g/s sustained, burst %d): most calls beyond the sustained rate in any interval, over rows a and d", bu.rate, bu.burst),
-		fmt.Sprintf("%.1f of %d: %s", bu.excess, bu.burst, verdict), "no budget", "")
-
-	idle := meanRates(r.scaleIdles[0], r.scaleIdles[1])
-	sc := func(f func(loadRates) float64, base bool, format string) (string, string, string) {
-		rel, cg := f(r.scale[modeRelect]), f(r.scale[modeClientGo])
-		ratio := ratioOf(cg, rel)
-		if base {
-			rel, cg = rel-f(idle), cg-f(idle)
-			ratio = ratioOf(cg, rel)
-			// The two idle windows differ by this much: a smaller
-			// difference from the baseline is noise.
-			if noise := math.Abs(f(r.scaleIdles[0]) - f(r.scaleIdles[1])); rel <= noise {
-				ratio = fmt.Sprintf("— (relect within the idle noise, %s)", fmt.Sprintf(format, noise))
-			}
-		}
-		return fmt.Sprintf(format, rel), fmt.Sprintf(format, cg), ratio
-	}
-	n := p.scaleN
-	apiReqs := func(l loadRates) float64 { return l.leaseReqs }
-	rel, cg, ratio = sc(apiReqs, false, "%.2f")
-	row("e", fmt.Sprintf("apiserver lease requests per second, N = %d candidates on one Lease (%s; %s windows), raw", n, prod, roundDur(p.scaleWindow)), rel, cg, ratio)
-	rel, cg, ratio = sc(apiReqs, true, "%.2f")
-	row("e", fmt.Sprintf("the same, above the idle baseline (%.2f/s) ²", idle.leaseReqs), rel, cg, ratio)
-	for _, x := range []struct {
-		name string
-		f    func(loadRates) float64
-	}{
-		{"kube-apiserver", func(l loadRates) float64 { return l.apiCPU }},
-		{"etcd", func(l loadRates) float64 { return l.etcdCPU }},
-	} {
-		rel, cg, ratio = sc(x.f, false, "%.2f")
-		row("e", fmt.Sprintf("%s CPU seconds per minute, raw", x.name), rel, cg, ratio)
-		rel, cg, ratio = sc(x.f, true, "%.2f")
-		row("e", fmt.Sprintf("the same, above the idle baseline (%.2f s/min) ²", x.f(idle)), rel, cg, ratio)
-	}
-	rel, cg, ratio = sc(func(l loadRates) float64 { return l.selfCPU }, false, "%.2f")
-	row("e", fmt.Sprintf("the %d candidates' own CPU seconds per minute (the test process)", n), rel, cg, ratio)
-
-	row("f", fmt.Sprintf("goroutines per idle follower (%d followers in one process; %s)", p.overheadN, prod),
-		fmt.Sprintf("%.1f", r.goroutines[modeRelect]), fmt.Sprintf("%.1f", r.goroutines[modeClientGo]),
-		ratioOf(r.goroutines[modeClientGo], r.goroutines[modeRelect]))
-	row("f", "live heap KiB per idle follower (after GC)",
-		fmt.Sprintf("%.1f", r.heapKiB[modeRelect]), fmt.Sprintf("%.1f", r.heapKiB[modeClientGo]),
-		ratioOf(r.heapKiB[modeClientGo], r.heapKiB[modeRelect]))
-
-	fleetNotes := r.fleetRows(row)
-	footnotes = append(footnotes,
-		"¹ relect sent no request in the window: the ratio is a lower bound, computed as if each of its candidates had sent one.",
-		fmt.Sprintf("Cross-check of rows a and d (one %s window): the benchmark's transports counted %.0f lease requests sent to the apiserver; the apiserver's apiserver_request_total{resource=\"leases\"} grew by %.0f, of which its own lease traffic at the idle rate of row e accounts for %.0f.",
-			roundDur(r.window), r.countedReqs, r.apiReqs, idle.leaseReqs*r.window.Seconds()),
-		fmt.Sprintf("² The idle baseline is the mean of two %s windows without candidates, before and after: kube-apiserver %.2f and %.2f CPU s/min, etcd %.2f and %.2f, lease requests %.2f/s and %.2f/s.",
-			roundDur(p.scaleIdle), r.scaleIdles[0].apiCPU, r.scaleIdles[1].apiCPU, r.scaleIdles[0].etcdCPU, r.scaleIdles[1].etcdCPU, r.scaleIdles[0].leaseReqs, r.scaleIdles[1].leaseReqs),
-		fmt.Sprintf("Row e: lease requests per second counted by the candidates' transports: relect %.2f, client-go loop %.2f; lease watches open at the end of the window: relect %.0f, client-go loop %.0f, idle %.0f.",
-			r.scaleCounted[modeRelect], r.scaleCounted[modeClientGo], r.scale[modeRelect].openWatches, r.scale[modeClientGo].openWatches, idle.openWatches))
-	footnotes = append(footnotes, fleetNotes...)
-	b.WriteString("\n")
-	for _, f := range footnotes {
-		b.WriteString(f + "\n\n")
-	}
-	return b.String()
-}
-
-func mean(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
-}
-
-// percentile is the nearest-rank percentile q (0 < q ≤ 1) of ds: with
-// fewer than 100 values, p99 is the maximum.
-func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return -1
-	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[max(i, 0)]
-}
-
-// ratioOf formats cg ÷ rel.
-func ratioOf(cg, rel float64) string {
-	switch r := cg / rel; {
-	case math.IsNaN(r) || math.IsInf(r, 0) || rel <= 0 || cg < 0:
-		return "—"
-	case r >= 10:
-		return fmt.Sprintf("%.0f×", r)
-	default:
-		return fmt.Sprintf("%.1f×", r)
-	}
-}
-
-func fmtDur(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "—"
-	case d < 10*time.Millisecond:
-		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
-	case d < time.Second:
-		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
-	default:
-		return fmt.Sprintf("%.3f s", d.Seconds())
-	}
-}
-
-func roundDur(d time.Duration) time.Duration { return d.Round(time.Second) }

@@ -204,14 +204,19 @@ type fleetRun struct {
 // scrapes cancel out, but for their noise.
 func (r fleetRun) perChange() (reqs, writes, cpuMS meanSE) {
 	var dr, dw, dc []float64
-	for i, c := range r.change {
-		q := r.quiet[i]
-		scale := c.d.Seconds() / q.d.Seconds()
-		dr = append(dr, c.reqs-q.reqs*scale)
-		dw = append(dw, c.writes-q.writes*scale)
-		dc = append(dc, msOf(c.apiCPU)-msOf(q.apiCPU)*scale)
+	for i := range r.change {
+		reqs, writes, cpuMS := r.beyond(i)
+		dr, dw, dc = append(dr, reqs), append(dw, writes), append(dc, cpuMS)
 	}
 	return meanSEOf(dr), meanSEOf(dw), meanSEOf(dc)
+}
+
+// beyond is what change i cost beyond the background: its window minus
+// its quiet window, scaled (see perChange).
+func (r fleetRun) beyond(i int) (reqs, writes, cpuMS float64) {
+	c, q := r.change[i], r.quiet[i]
+	scale := c.d.Seconds() / q.d.Seconds()
+	return c.reqs - q.reqs*scale, c.writes - q.writes*scale, msOf(c.apiCPU) - msOf(q.apiCPU)*scale
 }
 
 // meanSE is a mean and its standard error.
@@ -477,10 +482,10 @@ const (
 // stepDownRun is what row h measured of one control.
 type stepDownRun struct {
 	latency []time.Duration // the call → the next OnStartedLeading
-	// clean: HandOvers after which the named candidate led next, nobody
-	// else led or held the Lease in between, and the old leader's work had
-	// returned before the new term started.
-	clean int
+	// clean, for each HandOver: whether the named candidate led next,
+	// nobody else led or held the Lease in between, and the old leader's
+	// work had returned before the new term started.
+	clean []bool
 }
 
 // tokensNeeded is what a successor's token bucket must hold for its
@@ -588,8 +593,8 @@ func benchStepDown(t *testing.T, c *cluster, kind string, n int) stepDownRun {
 		run.latency = append(run.latency, d)
 		t.Logf("%s: %s → %s in %s (the call returned after %s); Lease requests meanwhile: %s",
 			kind, leader.id, next.p.id, ms(d), ms(returned.Sub(called)), requestsBetween(ps, called, next.at))
-		if kind == ctlHandOver && handedOverCleanly(t, w, terms, leader, target, next, called, term) {
-			run.clean++
+		if kind == ctlHandOver {
+			run.clean = append(run.clean, handedOverCleanly(t, w, terms, leader, target, next, called, term))
 		}
 		prev, cur = leader, next
 	}
@@ -682,54 +687,118 @@ func handedOverCleanly(t *testing.T, w *leaseWatch, terms *termLog, leader, targ
 
 // ---- the table's rows g and h ----
 
-// fleetRows adds rows g and h to the table and returns their footnotes.
-// Requires r.mu.
-func (r *perfResults) fleetRows(row func(id, what, rel, cg, ratio string)) []string {
+// fleetSeries is quantity of the fleets of n candidates (relect with its
+// registry off if registryOff): per change of leader, "lease requests",
+// "writes" and "CPU ms" beyond the background (fleetRun.perChange) and the
+// "latency" (ns); once, the "background" (fleetRun.background).
+func fleetSeries(n int, registryOff bool, quantity string) series {
+	run := fmt.Sprintf("fleet of %d", n)
+	if registryOff {
+		run += ", registry off"
+	}
+	return series{run, quantity}
+}
+
+// addFleet appends what run measured of the fleet k.
+func (r *perfResults) addFleet(k fleetKey, run fleetRun) {
+	s := func(q string) series { return fleetSeries(k.n, k.registryOff, q) }
+	for i := range run.change {
+		reqs, writes, cpuMS := run.beyond(i)
+		r.add(s("lease requests"), k.mode, reqs)
+		r.add(s("writes"), k.mode, writes)
+		r.add(s("CPU ms"), k.mode, cpuMS)
+	}
+	r.addDurations(s("latency"), k.mode, run.latency)
+	r.add(s("background"), k.mode, run.background())
+}
+
+// The series of row h: the call → the next OnStartedLeading (ns), one per
+// call; whether each HandOver was clean (1) or not (0).
+var (
+	yieldLatency    = series{"yield", "latency"}
+	handOverLatency = series{"handover call", "latency"}
+	handOverClean   = series{"handover call", "clean"}
+)
+
+// addStepDowns appends what row h measured of one control (kind).
+func (r *perfResults) addStepDowns(kind string, run stepDownRun) {
+	if kind == ctlYield {
+		r.addDurations(yieldLatency, modeRelect, run.latency)
+		return
+	}
+	r.addDurations(handOverLatency, modeRelect, run.latency)
+	for _, clean := range run.clean {
+		yes := 0.0
+		if clean {
+			yes = 1
+		}
+		r.add(handOverClean, modeRelect, yes)
+	}
+}
+
+// fleetRows are the rows of row g, for each fleet size.
+func (r *perfResults) fleetRows() []perfRow {
 	prod := productionTiming.String()
+	var rows []perfRow
 	for i, n := range r.p.fleetNs {
-		rel, cg := r.fleet[fleetKey{modeRelect, n, false}], r.fleet[fleetKey{modeClientGo, n, false}]
+		s := func(q string) series { return fleetSeries(n, false, q) }
 		what := fmt.Sprintf("N = %d: apiserver lease requests per change of leader, beyond the background ³", n)
 		if i == 0 {
 			what = fmt.Sprintf("change of leader among N candidates on one Lease (the leader's Run cancelled between renewals; %d changes each; %s). %s",
 				r.p.fleetChanges, prod, what)
 		}
-		relReqs, relWrites, relCPU := rel.perChange()
-		cgReqs, cgWrites, cgCPU := cg.perChange()
-		row("g", what, relReqs.String(), cgReqs.String(), ratioOf(cgReqs.mean, relReqs.mean))
-		row("g", fmt.Sprintf("N = %d: of which writes (PUT, POST, DELETE), beyond the background ³", n),
-			relWrites.String(), cgWrites.String(), ratioOf(cgWrites.mean, relWrites.mean))
-		row("g", fmt.Sprintf("N = %d: kube-apiserver CPU ms per change, beyond the background ³", n),
-			relCPU.String(), cgCPU.String(), ratioOf(cgCPU.mean, relCPU.mean))
-		row("g", fmt.Sprintf("N = %d: the background, apiserver lease requests per second in the quiet windows", n),
-			fmt.Sprintf("%.2f", rel.background()), fmt.Sprintf("%.2f", cg.background()), ratioOf(cg.background(), rel.background()))
-		relLat, cgLat := percentile(rel.latency, 0.5), percentile(cg.latency, 0.5)
-		row("g", fmt.Sprintf("N = %d: handover, the leader's Run cancelled → the next OnStartedLeading, p50 / p99", n),
-			fmtDur(relLat)+" / "+fmtDur(percentile(rel.latency, 0.99)), fmtDur(cgLat)+" / "+fmtDur(percentile(cg.latency, 0.99)),
-			ratioOf(cgLat.Seconds(), relLat.Seconds()))
-		if off, ok := r.fleet[fleetKey{modeRelect, n, true}]; ok {
-			reqs, _, cpu := off.perChange()
-			row("g", fmt.Sprintf("N = %d, relect with DisableRegistry (no line of succession: every follower tries at once): lease requests per change; CPU ms per change; handover p50 / p99", n),
-				fmt.Sprintf("%v; %v; %s / %s", reqs, cpu, fmtDur(percentile(off.latency, 0.5)), fmtDur(percentile(off.latency, 0.99))), "—", "")
+		rows = append(rows,
+			perfRow{"g", what, s("lease requests"), meanWithError},
+			perfRow{"g", fmt.Sprintf("N = %d: of which writes (PUT, POST, DELETE), beyond the background ³", n), s("writes"), meanWithError},
+			perfRow{"g", fmt.Sprintf("N = %d: kube-apiserver CPU ms per change, beyond the background ³", n), s("CPU ms"), meanWithError},
+			perfRow{"g", fmt.Sprintf("N = %d: the background, apiserver lease requests per second in the quiet windows", n), s("background"), value("%.2f")},
+			perfRow{"g", fmt.Sprintf("N = %d: handover, the leader's Run cancelled → the next OnStartedLeading, p50 / p99", n), s("latency"), medianP99})
+		if off := fleetSeries(n, true, "latency"); len(r.get(off, modeRelect)) > 0 {
+			rows = append(rows, perfRow{"g", fmt.Sprintf("N = %d, relect with DisableRegistry (no line of succession: every follower tries at once): lease requests per change; CPU ms per change; handover p50 / p99", n),
+				fleetSeries(n, true, "lease requests"), r.registryOff(n)})
 		}
 	}
-	y, h := r.stepDowns[ctlYield], r.stepDowns[ctlHandOver]
-	row("h", fmt.Sprintf("Yield: the call → the next leader's OnStartedLeading, p50 / p99 (%d yields; 3 candidates; %s; BackoffMax = RP; each call in a settled fleet ⁴)", len(y.latency), prod),
-		fmtDur(percentile(y.latency, 0.5))+" / "+fmtDur(percentile(y.latency, 0.99)), "no such call", "")
-	row("h", fmt.Sprintf("HandOver to a candidate that follows the Lease: the call → its OnStartedLeading, p50 / p99 (%d handovers, the same setup)", len(h.latency)),
-		fmtDur(percentile(h.latency, 0.5))+" / "+fmtDur(percentile(h.latency, 0.99)), "no such call", "")
-	row("h", "HandOver: the named candidate led next, nobody else led or held the Lease in between, the old leader's work had returned (asserted)",
-		fmt.Sprintf("%d of %d", h.clean, len(h.latency)), "no such call", "")
-	return []string{"³ Row g: each change's window runs from a sample just before the leader's Run is cancelled to RetryPeriod + 200 ms after the next " +
+	return rows
+}
+
+// registryOff is the relect cell of the fleet of n with its registry off:
+// its lease requests (the row's series) and CPU ms per change, and its
+// handover latency.
+func (r *perfResults) registryOff(n int) format {
+	cpu, latency := r.get(fleetSeries(n, true, "CPU ms"), modeRelect), r.get(fleetSeries(n, true, "latency"), modeRelect)
+	return func(rel, _ []float64) (string, string, string) {
+		p50p99, _, _ := medianP99(latency, nil)
+		return fmt.Sprintf("%v; %v; %s", meanSEOf(rel), meanSEOf(cpu), p50p99), "—", ""
+	}
+}
+
+// stepDownRows are the rows of row h.
+func (r *perfResults) stepDownRows() []perfRow {
+	prod := productionTiming.String()
+	yields, handOvers := len(r.get(yieldLatency, modeRelect)), len(r.get(handOverLatency, modeRelect))
+	return []perfRow{
+		{"h", fmt.Sprintf("Yield: the call → the next leader's OnStartedLeading, p50 / p99 (%d yields; 3 candidates; %s; BackoffMax = RP; each call in a settled fleet ⁴)", yields, prod),
+			yieldLatency, relectOnly(medianP99, "no such call")},
+		{"h", fmt.Sprintf("HandOver to a candidate that follows the Lease: the call → its OnStartedLeading, p50 / p99 (%d handovers, the same setup)", handOvers),
+			handOverLatency, relectOnly(medianP99, "no such call")},
+		{"h", "HandOver: the named candidate led next, nobody else led or held the Lease in between, the old leader's work had returned (asserted)",
+			handOverClean, relectOnly(share, "no such call")},
+	}
+}
+
+// The footnotes of rows g and h.
+const (
+	fleetFootnote = "³ Row g: each change's window runs from a sample just before the leader's Run is cancelled to RetryPeriod + 200 ms after the next " +
 		"leader's OnStartedLeading (and after the cancelled Run returned). The stopped candidate is then replaced, and once the new one made its first " +
 		"calls, a quiet window as long as the change's is measured with the same candidates and no change. Both windows begin a quarter RetryPeriod " +
 		"after a renewal of the leader, and end with one scrape of /metrics. The figure is the mean over changes of (change window − quiet window " +
 		"scaled to the change window's length), ± its standard error: the background and the scrapes cancel out, but for their noise (the loop's " +
-		"background is its followers' polls).",
-		"⁴ Row h: each call comes between two renewals, at least RetryPeriod into the term, once the other candidates follow the Lease again " +
-			"(with BackoffMax = RetryPeriod, within a RetryPeriod of their term's end), the leader has listed the registry (it knows all three " +
-			"candidates) and the successor's token bucket, worked out from its requests, holds the 5 calls its acquisition and first renewal take. " +
-			"HandOver names the candidate that did not lead last; Yield's successor is the leader's first in line."}
-}
+		"background is its followers' polls)."
+	stepDownFootnote = "⁴ Row h: each call comes between two renewals, at least RetryPeriod into the term, once the other candidates follow the Lease again " +
+		"(with BackoffMax = RetryPeriod, within a RetryPeriod of their term's end), the leader has listed the registry (it knows all three " +
+		"candidates) and the successor's token bucket, worked out from its requests, holds the 5 calls its acquisition and first renewal take. " +
+		"HandOver names the candidate that did not lead last; Yield's successor is the leader's first in line."
+)
 
 // msOf is d in milliseconds.
 func msOf(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

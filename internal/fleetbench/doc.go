@@ -1,7 +1,8 @@
 // Package fleetbench measures what a change of leader costs a fleet of N
 // candidates on one Lease, for relect and, side by side, for the plain
-// client-go loop of elastic-agent PR #4542, in simulated time. The root
-// package's TestFleetChanges runs it and prints the report; see
+// client-go loop of elastic-agent PR #4542 (internal/clientgoloop, the one
+// the simulation and the e2e benchmark run too), in simulated time. The
+// root package's TestFleetChanges runs it and prints the report; see
 // docs/performance.md, "Changes of leader at fleet size (in memory)".
 //
 // # The model

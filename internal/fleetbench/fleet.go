@@ -31,7 +31,8 @@ type Impl int
 const (
 	// Relect is relect.Elector with every option at its default.
 	Relect Impl = iota + 1
-	// ClientGoLoop is the plain client-go loop of elastic-agent PR #4542.
+	// ClientGoLoop is the plain client-go loop of elastic-agent PR #4542
+	// (internal/clientgoloop).
 	ClientGoLoop
 )
 

@@ -2,16 +2,11 @@ package fleetbench
 
 import (
 	"context"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/relect/relect"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"github.com/relect/relect/internal/clientgoloop"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 )
 
@@ -32,7 +27,7 @@ func newProcess(impl Impl, identity string, cs kubernetes.Interface, onStarted f
 	if impl == Relect {
 		return newRelectProcess(identity, cs, onStarted)
 	}
-	return &clientGoLoop{identity: identity, cs: cs, onStarted: onStarted}
+	return newClientGoLoop(identity, cs, onStarted)
 }
 
 // relectProcess is one relect.Elector, Run once.
@@ -57,64 +52,34 @@ func newRelectProcess(identity string, cs kubernetes.Interface, onStarted func(s
 
 func (p *relectProcess) run(ctx context.Context) { _ = p.e.Run(ctx) }
 
-// clientGoLoop is the plain client-go loop relect is compared with: the
-// hand-written loop of elastic-agent PR #4542 (e2e/internal/clientgoloop,
-// which lives in another module): one client-go LeaderElector with
-// ReleaseOnCancel, whose Run is called again each time it returns, until
-// the context is done. Its followers poll the Lease every RetryPeriod to
-// 2.2 × RetryPeriod.
-type clientGoLoop struct {
-	identity  string
-	cs        kubernetes.Interface
-	onStarted func(string)
-	le        atomic.Pointer[leaderelection.LeaderElector]
+// clientGoLoop is the plain client-go loop relect is compared with
+// (internal/clientgoloop: the hand-written loop of elastic-agent PR #4542),
+// with every option at relect's defaults. Its followers poll the Lease
+// every RetryPeriod to 2.2 × RetryPeriod.
+type clientGoLoop struct{ l *clientgoloop.Loop }
 
-	// client-go starts OnStartedLeading in a goroutine it never joins;
-	// working counts those still running, so that run can wait for them.
-	// mu orders working.Add against working.Wait.
-	mu      sync.Mutex
-	working sync.WaitGroup
+func newClientGoLoop(identity string, cs kubernetes.Interface, onStarted func(string)) *clientGoLoop {
+	l, err := clientgoloop.New(clientgoloop.Config{
+		Client:        cs,
+		Namespace:     namespace,
+		Name:          leaseName,
+		Identity:      identity,
+		LeaseDuration: relect.DefaultLeaseDuration,
+		RenewDeadline: relect.DefaultRenewDeadline,
+		RetryPeriod:   relect.DefaultRetryPeriod,
+		OnStartedLeading: func(ctx context.Context) {
+			onStarted(identity)
+			<-ctx.Done()
+		},
+	})
+	if err != nil {
+		panic("fleetbench: clientgoloop.New: " + err.Error())
+	}
+	return &clientGoLoop{l: l}
 }
 
 func (p *clientGoLoop) run(ctx context.Context) {
 	// client-go logs through klog's contextual logger: discard, as relect
 	// does by default.
-	ctx = klog.NewContext(ctx, logr.Discard())
-	cfg := leaderelection.LeaderElectionConfig{
-		Lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: leaseName},
-			Client:     p.cs.CoordinationV1(),
-			LockConfig: resourcelock.ResourceLockConfig{Identity: p.identity},
-		},
-		LeaseDuration:   relect.DefaultLeaseDuration,
-		RenewDeadline:   relect.DefaultRenewDeadline,
-		RetryPeriod:     relect.DefaultRetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            p.identity,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				p.mu.Lock()
-				p.working.Add(1)
-				p.mu.Unlock()
-				defer p.working.Done()
-				p.onStarted(p.identity)
-				<-ctx.Done()
-			},
-			OnStoppedLeading: func() {},
-		},
-	}
-	for ctx.Err() == nil {
-		le, err := leaderelection.NewLeaderElector(cfg)
-		if err != nil {
-			panic("fleetbench: leaderelection.NewLeaderElector: " + err.Error())
-		}
-		p.le.Store(le)
-		le.Run(ctx)
-	}
-	// The OnStartedLeading goroutine of the last Run may not have started
-	// yet: in a synctest bubble, time moves on only once it has.
-	time.Sleep(time.Nanosecond)
-	p.mu.Lock()
-	p.working.Wait()
-	p.mu.Unlock()
+	p.l.Run(klog.NewContext(ctx, logr.Discard()))
 }

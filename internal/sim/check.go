@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/relect/relect/internal/leadership"
 )
 
 // Class groups the rules a history is checked against.
@@ -66,32 +68,40 @@ func CheckSafety(h *History) []Violation {
 	return append(out, checkHandOvers(h)...)
 }
 
-// checkOverlaps: no two leaders, no two live term contexts.
+// internal/leadership's shapes in a History: candidates by number, instants
+// in simulated time since the run began.
+type (
+	leaderSpan = leadership.Span[int, time.Duration]
+	termStart  = leadership.Term[int, time.Duration]
+)
+
+// checkOverlaps: no two leaders, no two live term contexts
+// (leadership.Overlaps, half-open: instants here are exact).
 func checkOverlaps(h *History) []Violation {
 	var out []Violation
-	var leading []interval
+	var leading []leaderSpan
 	for _, s := range h.Leading {
-		leading = append(leading, interval{s.Candidate, s.From, s.To})
+		leading = append(leading, leaderSpan{Who: s.Candidate, From: s.From, To: s.To})
 	}
-	for _, o := range overlaps(leading) {
-		out = append(out, Violation{Class: Safety, Rule: "two-leaders", At: o.from,
-			Candidates: []int{o.a, o.b}, Detail: fmt.Sprintf("both IsLeader for %v", o.to-o.from)})
+	for _, o := range leadership.Overlaps(leading, leadership.HalfOpen) {
+		out = append(out, Violation{Class: Safety, Rule: "two-leaders", At: o.From,
+			Candidates: []int{leading[o.A].Who, leading[o.B].Who}, Detail: fmt.Sprintf("both IsLeader for %v", o.To-o.From)})
 	}
-	var terms []interval
+	var terms []leaderSpan
 	for _, t := range h.Terms {
 		end := t.Cancelled
 		if end < 0 {
 			end = math.MaxInt64
 		}
-		terms = append(terms, interval{t.Candidate, t.Start, end})
+		terms = append(terms, leaderSpan{Who: t.Candidate, From: t.Start, To: end})
 	}
-	for _, o := range overlaps(terms) {
+	for _, o := range leadership.Overlaps(terms, leadership.HalfOpen) {
 		d := "until the end"
-		if o.to != math.MaxInt64 {
-			d = fmt.Sprintf("for %v", o.to-o.from)
+		if o.To != math.MaxInt64 {
+			d = fmt.Sprintf("for %v", o.To-o.From)
 		}
-		out = append(out, Violation{Class: Safety, Rule: "two-term-contexts", At: o.from,
-			Candidates: []int{o.a, o.b}, Detail: "both term contexts alive and not cancelled " + d})
+		out = append(out, Violation{Class: Safety, Rule: "two-term-contexts", At: o.From,
+			Candidates: []int{terms[o.A].Who, terms[o.B].Who}, Detail: "both term contexts alive and not cancelled " + d})
 	}
 	return out
 }
@@ -173,36 +183,6 @@ func identityAt(h *History, c int, t time.Duration) string {
 		}
 	}
 	return id
-}
-
-type interval struct {
-	who      int
-	from, to time.Duration
-}
-
-type overlap struct {
-	a, b     int
-	from, to time.Duration
-}
-
-// overlaps returns every pair of intervals of different owners that share
-// a positive length of time.
-func overlaps(iv []interval) []overlap {
-	iv = slices.Clone(iv)
-	slices.SortFunc(iv, func(x, y interval) int { return cmp.Compare(x.from, y.from) })
-	var out []overlap
-	for i, x := range iv {
-		for _, y := range iv[i+1:] {
-			if y.from >= x.to {
-				break
-			}
-			if y.who == x.who || y.to <= y.from || x.to <= x.from {
-				continue
-			}
-			out = append(out, overlap{x.who, y.who, y.from, min(x.to, y.to)})
-		}
-	}
-	return out
 }
 
 // CampaignGap is the longest a run may go, while its context is alive and
@@ -497,14 +477,12 @@ func checkTermEvents(h *History) []Violation {
 	evs := slices.Clone(h.Events)
 	slices.SortStableFunc(evs, func(a, b Event) int { return cmp.Compare(a.At, b.At) })
 	type state struct {
-		open     bool
-		term     int64
-		lastTerm int64
-		lastAt   time.Duration
+		open bool
+		term int64
 	}
 	runs := map[int]*state{}
-	last := map[int]*state{} // per candidate
-	for _, e := range evs {
+	decreased := termDecreases(h, evs)
+	for i, e := range evs {
 		if e.Kind != Started && e.Kind != Stopped {
 			continue
 		}
@@ -523,11 +501,9 @@ func checkTermEvents(h *History) []Violation {
 				bad("started-twice", "started term %d while term %d was open", e.Term, r.term)
 			}
 			r.open, r.term = true, e.Term
-			c := last[e.Candidate]
-			if c != nil && e.Term >= 0 && c.lastTerm >= 0 && e.Term < c.lastTerm && !resetBetween(h, c.lastAt, e.At) {
-				bad("term-decreased", "term %d after term %d, no deletion in between", e.Term, c.lastTerm)
+			if prev, ok := decreased[i]; ok {
+				bad("term-decreased", "term %d after term %d, no deletion in between", e.Term, evs[prev].Term)
 			}
-			last[e.Candidate] = &state{lastTerm: e.Term, lastAt: e.At}
 		case Stopped:
 			switch {
 			case !r.open:
@@ -542,6 +518,32 @@ func checkTermEvents(h *History) []Violation {
 		if r.Dropped > 0 {
 			out = append(out, Violation{Class: Events, Rule: "dropped", At: r.Start, Candidates: []int{r.Candidate},
 				Detail: fmt.Sprintf("run %d dropped %d events", r.ID, r.Dropped)})
+		}
+	}
+	return out
+}
+
+// termDecreases finds, per candidate, the started-leading events of evs
+// (sorted by time) whose term is lower than that of the candidate's
+// started-leading before, with no deletion of the Lease in between (which
+// starts the count over). It maps the index of each to that of the one
+// before.
+func termDecreases(h *History, evs []Event) map[int]int {
+	terms := map[int][]termStart{}
+	index := map[int][]int{} // per candidate, the index in evs of each of its terms
+	for i, e := range evs {
+		if e.Kind == Started {
+			terms[e.Candidate] = append(terms[e.Candidate], termStart{Who: e.Candidate, Number: e.Term, At: e.At})
+			index[e.Candidate] = append(index[e.Candidate], i)
+		}
+	}
+	out := map[int]int{}
+	for c, ts := range terms {
+		for _, reg := range leadership.TermRegressions(ts) {
+			prev, cur := index[c][reg.Prev], index[c][reg.Cur]
+			if !resetBetween(h, evs[prev].At, evs[cur].At) {
+				out[cur] = prev
+			}
 		}
 	}
 	return out

@@ -4,25 +4,28 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/relect/relect/internal/clientgoloop"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 )
 
-// clientGoProcess is the hand-written fix of elastic-agent PR #4542: a
-// plain client-go LeaderElector with ReleaseOnCancel, re-created and Run in
-// a loop until the context is done. Its IsLeader is the current elector's;
-// its term is the context client-go gives OnStartedLeading. A Kill makes no
-// call after the cancellation (a crash releases nothing); a Yield cancels
-// the current elector, which releases, and the loop runs a new one, as a
-// client-go user would yield. It cannot hand over. A standby, which
-// client-go has no notion of, reads the Lease every RetryPeriod (client-go's
-// jitter) to learn the leader, and never campaigns.
+// clientGoProcess is one process running the client-go loop
+// (internal/clientgoloop: the hand-written fix of elastic-agent PR #4542, a
+// plain LeaderElector with ReleaseOnCancel, re-created and Run again until
+// the context is done). Its IsLeader is the loop's; its term is the context
+// client-go gives OnStartedLeading, numbered by termLock. A Kill makes no
+// call after the cancellation (crashLock: a crash releases nothing); a
+// Yield is the loop's (the current elector is cancelled, which releases,
+// and the loop runs a new one). It cannot hand over. A standby, which
+// client-go has no notion of, runs no loop: it reads the Lease every
+// RetryPeriod (client-go's jitter) to learn the leader, and never
+// campaigns.
 type clientGoProcess struct {
 	r        *runner
 	sl       *slot
@@ -31,51 +34,28 @@ type clientGoProcess struct {
 	keep     bool
 	standby  bool
 
-	mu  sync.Mutex // guards cur
-	cur *electorRun
+	loop atomic.Pointer[clientgoloop.Loop] // set by run before it campaigns
 }
-
-// electorRun is one LeaderElector of the loop, while it runs.
-type electorRun struct {
-	le       *leaderelection.LeaderElector
-	cancel   context.CancelFunc // ends its Run: a yield
-	returned chan struct{}      // closed when its Run has returned
-}
-
-// errNotLeading is a yield asked of a client-go process that does not lead.
-var errNotLeading = errors.New("sim: not leading")
 
 func newClientGoProcess(r *runner, sl *slot, runID int, a *Action) process {
 	return &clientGoProcess{r: r, sl: sl, runID: runID, identity: sl.identity, keep: a.KeepLease,
 		standby: r.h.Standby[sl.idx]}
 }
 
-func (p *clientGoProcess) current() *electorRun {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.cur
-}
-
 func (p *clientGoProcess) isLeader() bool {
-	cur := p.current()
-	return cur != nil && cur.le.IsLeader()
+	l := p.loop.Load()
+	return l != nil && l.IsLeader()
 }
 
 func (p *clientGoProcess) stepDown(ctx context.Context, to string) error {
 	if to != "" {
 		return errUnsupported
 	}
-	cur := p.current()
-	if cur == nil || !cur.le.IsLeader() {
-		return errNotLeading
+	l := p.loop.Load()
+	if l == nil {
+		return clientgoloop.ErrNotLeading
 	}
-	cur.cancel()
-	select {
-	case <-cur.returned:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return l.Yield(ctx)
 }
 
 func (p *clientGoProcess) knowsStandby(string) bool { return false }
@@ -84,56 +64,52 @@ func (p *clientGoProcess) run(ctx context.Context) {
 	// client-go logs through klog's contextual logger: discard, as relect
 	// does by default.
 	ctx = klog.NewContext(ctx, logr.Discard())
-	var lock resourcelock.Interface = &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: Namespace, Name: LeaseName},
-		Client:     p.sl.cs.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: p.identity},
-	}
-	if p.keep {
-		lock = &crashLock{Interface: lock, ctx: ctx}
-	}
 	if p.standby {
-		p.observe(ctx, lock)
+		p.observe(ctx, p.crashable(ctx, &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: Namespace, Name: LeaseName},
+			Client:     p.sl.cs.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: p.identity},
+		}))
 		return
 	}
-	tl := &termLock{Interface: lock}
+	var tl *termLock
 	t := p.r.t
-	cfg := leaderelection.LeaderElectionConfig{
-		Lock:            tl,
-		LeaseDuration:   t.LeaseDuration,
-		RenewDeadline:   t.RenewDeadline,
-		RetryPeriod:     t.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            LeaseName,
-		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) {
-				n := tl.term()
-				p.r.event(p.sl, p.runID, Started, n, "")
-				cancelled := p.r.termStarted(p.sl, p.runID, n)
-				<-ctx.Done()
-				cancelled()
-			},
-			OnStoppedLeading: func() { p.r.event(p.sl, p.runID, Stopped, -1, "") },
+	loop, err := clientgoloop.New(clientgoloop.Config{
+		Client:        p.sl.cs,
+		Namespace:     Namespace,
+		Name:          LeaseName,
+		Identity:      p.identity,
+		LeaseDuration: t.LeaseDuration,
+		RenewDeadline: t.RenewDeadline,
+		RetryPeriod:   t.RetryPeriod,
+		WrapLock: func(l resourcelock.Interface) resourcelock.Interface {
+			tl = &termLock{Interface: p.crashable(ctx, l)}
+			return tl
 		},
+		OnStartedLeading: func(ctx context.Context) {
+			n := tl.term()
+			p.r.event(p.sl, p.runID, Started, n, "")
+			cancelled := p.r.termStarted(p.sl, p.runID, n)
+			<-ctx.Done()
+			cancelled()
+		},
+		OnStoppedLeading: func() { p.r.event(p.sl, p.runID, Stopped, -1, "") },
+		// The loop's IsLeader now reads a new elector: sample it.
+		OnRunReturned: p.r.poke,
+	})
+	if err != nil {
+		panic("sim: clientgoloop.New: " + err.Error())
 	}
-	for ctx.Err() == nil {
-		le, err := leaderelection.NewLeaderElector(cfg)
-		if err != nil {
-			panic("sim: leaderelection.NewLeaderElector: " + err.Error())
-		}
-		ectx, cancel := context.WithCancel(ctx)
-		cur := &electorRun{le: le, cancel: cancel, returned: make(chan struct{})}
-		p.mu.Lock()
-		p.cur = cur
-		p.mu.Unlock()
-		p.r.poke()
-		le.Run(ectx)
-		cancel()
-		close(cur.returned)
+	p.loop.Store(loop)
+	loop.Run(ctx)
+}
+
+// crashable returns lock, made a crashLock if this process ends by a Kill.
+func (p *clientGoProcess) crashable(ctx context.Context, lock resourcelock.Interface) resourcelock.Interface {
+	if p.keep {
+		return &crashLock{Interface: lock, ctx: ctx}
 	}
-	p.mu.Lock()
-	p.cur = nil // the process is gone
-	p.mu.Unlock()
+	return lock
 }
 
 // observe is a standby's loop: a read of the Lease every RetryPeriod, with

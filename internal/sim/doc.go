@@ -1,8 +1,9 @@
 // Package sim is a deterministic fault simulator for leader election on a
 // Kubernetes Lease: it plays generated schedules of faults against relect
 // and, side by side, against a plain client-go LeaderElector run in a loop
-// by hand, records what happened, and checks the record for safety,
-// liveness, API budget and event order.
+// by hand (internal/clientgoloop, the loop every comparison runs), records
+// what happened, and checks the record for safety, liveness, API budget and
+// event order.
 //
 // # Pieces
 //
@@ -22,8 +23,10 @@
 //     cost in Lease API calls (calls.go); Totals aggregates many runs;
 //     Minimize shrinks a failing schedule.
 //
-// History, Check and Explain depend on the standard library only, so that
-// a driver on a real control plane can fill in a History and reuse them.
+// History, Check and Explain depend on the standard library only, but for
+// internal/leadership (itself standard library only): the checks for two
+// leaders at once and for term numbers that go back, which the e2e suite's
+// checker of real-control-plane histories (e2e/internal/history) runs too.
 //
 // # What is modelled, and how
 //

@@ -8,9 +8,9 @@ import (
 )
 
 // History is what one simulated run recorded, in simulated time since the
-// run began. It depends on nothing but the standard library, so that other
-// drivers (a real control plane, say) can fill one in and reuse the
-// checkers.
+// run began. It depends on nothing but the standard library; the checks it
+// shares with the e2e suite's histories of a real control plane (overlaps,
+// fencing tokens) are internal/leadership's.
 type History struct {
 	Impl       string // which implementation ran
 	Candidates int    // candidates are numbered 0 … Candidates−1

@@ -44,7 +44,7 @@ const (
 	Relect Impl = iota + 1
 	// ClientGoLoop is the hand-written fix of elastic-agent PR #4542: a
 	// plain client-go LeaderElector, re-created and Run in a loop until
-	// the context is done.
+	// the context is done (internal/clientgoloop).
 	ClientGoLoop
 )
 

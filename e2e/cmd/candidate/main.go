@@ -5,11 +5,12 @@
 // With -mode=relect it runs a relect.Elector, samples IsLeader every -sample
 // and records every on/off transition (view "relect") with the term, and
 // every relect Event. With -mode=clientgo it runs a plain client-go
-// LeaderElector with ReleaseOnCancel, calling Run again each time it
-// returns, as elastic-agent does since its PR #4542 (package
-// e2e/internal/clientgoloop); it records the OnStartedLeading context
-// (view "ctx": on when the callback starts, off when its context is done),
-// client-go's IsLeader sampled (view "isleader"), and the callbacks.
+// LeaderElector with ReleaseOnCancel, re-created and Run again each time
+// its Run returns, as elastic-agent does since its PR #4542 (package
+// internal/clientgoloop of the root module, the loop every comparison
+// runs); it records the OnStartedLeading context (view "ctx": on when the
+// callback starts, off when its context is done), client-go's IsLeader
+// sampled (view "isleader"), and the callbacks.
 //
 // With -mode=relect, -priority and -standby set relect's Options.Priority
 // and Options.Standby; on SIGUSR1 it calls Elector.Yield, and on SIGUSR2
@@ -35,8 +36,8 @@ import (
 	"time"
 
 	"github.com/relect/relect"
-	"github.com/relect/relect/e2e/internal/clientgoloop"
 	"github.com/relect/relect/e2e/internal/history"
+	"github.com/relect/relect/internal/clientgoloop"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"

@@ -2,8 +2,9 @@ package history
 
 import (
 	"fmt"
-	"sort"
 	"time"
+
+	"github.com/relect/relect/internal/leadership"
 )
 
 // Interval is a stretch of time during which one candidate may have believed
@@ -138,48 +139,38 @@ func (o Overlap) String() string {
 }
 
 // Overlaps returns every pair of intervals of different candidates that
-// share an instant. Intervals are closed: touching counts.
+// share an instant (leadership.Overlaps): intervals are closed, touching
+// counts, since a sample places an instant only to its own precision.
 func Overlaps(ivs []Interval) []Overlap {
-	sorted := append([]Interval(nil), ivs...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Start.Before(sorted[j].Start) })
+	spans := make([]leadership.Span[string, int64], len(ivs))
+	for i, iv := range ivs {
+		spans[i] = leadership.Span[string, int64]{Who: iv.Candidate, From: iv.Start.UnixNano(), To: iv.End.UnixNano()}
+	}
 	var out []Overlap
-	for i, a := range sorted {
-		for _, b := range sorted[i+1:] {
-			if b.Start.After(a.End) {
-				break // sorted by start: no later b can overlap a either
-			}
-			if a.Candidate != b.Candidate {
-				out = append(out, Overlap{A: a, B: b})
-			}
-		}
+	for _, o := range leadership.Overlaps(spans, leadership.Closed) {
+		out = append(out, Overlap{A: ivs[o.A], B: ivs[o.B]})
 	}
 	return out
 }
 
-// TermRegressions checks the fencing tokens: in start order, an interval of
-// a different candidate than the one before it must carry a larger term, and
-// one of the same candidate at least the same term. Intervals with an unknown term (-1) are skipped. Each violation is
+// TermRegressions checks the fencing tokens (leadership.TermRegressions): in
+// start order, an interval of a different candidate than the one before it
+// must carry a larger term, and one of the same candidate at least the same
+// term. Intervals with an unknown term (-1) are skipped. Each violation is
 // described in one string. Terms start over when the Lease is deleted, so
 // pass only the intervals after the last deletion.
 func TermRegressions(ivs []Interval) []string {
-	sorted := append([]Interval(nil), ivs...)
-	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Start.Before(sorted[j].Start) })
+	terms := make([]leadership.Term[string, int64], len(ivs))
+	for i, iv := range ivs {
+		terms[i] = leadership.Term[string, int64]{Who: iv.Candidate, Number: iv.Term, At: iv.Start.UnixNano()}
+	}
 	var out []string
-	var prev *Interval
-	for i := range sorted {
-		iv := &sorted[i]
-		if iv.Term < 0 {
-			continue
+	for _, r := range leadership.TermRegressions(terms) {
+		what := "term went back"
+		if r.NewHolder {
+			what = "term did not grow across a change of leader"
 		}
-		if prev != nil {
-			switch {
-			case iv.Candidate != prev.Candidate && iv.Term <= prev.Term:
-				out = append(out, fmt.Sprintf("term did not grow across a change of leader: %v after %v", *iv, *prev))
-			case iv.Term < prev.Term:
-				out = append(out, fmt.Sprintf("term went back: %v after %v", *iv, *prev))
-			}
-		}
-		prev = iv
+		out = append(out, fmt.Sprintf("%s: %v after %v", what, ivs[r.Cur], ivs[r.Prev]))
 	}
 	return out
 }

@@ -1,6 +1,10 @@
 // Package history is the record format a candidate process (e2e/cmd/candidate)
 // writes about its own leadership, one JSON object per line, and the safety
-// checker the e2e tests run over the histories of all candidates of a Lease.
+// checker the e2e tests run over the histories of all candidates of a Lease:
+// the leader intervals the samples prove (Intervals, with the bounds of
+// real-time sampling, SurelyFrom and SurelyUntil), checked for overlaps and
+// for fencing tokens that go back by the checks the fault simulation shares
+// (internal/leadership of the root module).
 //
 // Every timestamp is wall-clock time in Unix nanoseconds taken on the same
 // machine, so the timestamps of different candidates can be compared
