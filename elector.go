@@ -266,7 +266,9 @@ func AllowUnregistered() HandOverOption {
 // wraps ErrUnknownCandidate and leaves the term alone — unless
 // AllowUnregistered is given (for a candidate outside the registry). A
 // leader lists the registry half a RetryPeriod into its term; a HandOver
-// called before then waits for the list.
+// called before then waits for the list (longer if the registry's calls
+// fail or wait for the token bucket: give ctx a deadline), and returns
+// ErrNotLeader if the term ends meanwhile.
 //
 // HandOver blocks until OnStartedLeading has returned and the handover
 // record was written, or until ctx is done. It returns nil once the record
@@ -303,13 +305,13 @@ func (e *Elector) stepDown(ctx context.Context, to string, unregistered bool) er
 		if err != nil {
 			return err
 		}
-		if wait != nil {
+		if wait != nil { // a HandOver early in a term: the registry's list
 			select {
 			case <-wait:
-				continue
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}
+			continue
 		}
 		select {
 		case err := <-done:

@@ -40,16 +40,15 @@ const (
 // loop by hand (the fix of elastic-agent PR #4542), checks every history
 // for safety, liveness, API budget and event order (internal/sim), prints
 // the comparison and the fault coverage (with -v), and fails if relect has
-// any violation that no open known finding accounts for (sim.Explain,
-// sim.Finding.Open; RELECT_SIM_STRICT=1: any violation at all) or if some
-// fault was never applied. The client-go
-// loop's violations are counted, not asserted: they are expected.
+// any violation at all (sim.Explain names a known finding it repeats: a
+// regression) or if some fault was never applied. The client-go loop's
+// violations are counted, not asserted: they are expected.
 //
 // Environment: RELECT_SIM_SCHEDULES (count), RELECT_SIM_BASE (first seed),
 // RELECT_SIM_SEED (replay one seed; with RELECT_SIM_REPEAT replays and
 // RELECT_SIM_MINIMIZE=1, and RELECT_SIM_IMPL=relect or "client-go loop" to
-// replay one implementation only), RELECT_SIM_STRICT=1, RELECT_SIM_REPORT
-// (file to write the markdown report to). See docs/reliability.md.
+// replay one implementation only), RELECT_SIM_REPORT (file to write the
+// markdown report to). See docs/reliability.md.
 func TestSimulation(t *testing.T) {
 	if seed, ok := simReplaySeed(t); ok {
 		simReplay(t, seed)
@@ -64,7 +63,6 @@ func TestSimulation(t *testing.T) {
 	}
 	n = envInt(t, "RELECT_SIM_SCHEDULES", n)
 	base := uint64(envInt(t, "RELECT_SIM_BASE", 0))
-	strict := os.Getenv("RELECT_SIM_STRICT") == "1"
 	workers := runtime.GOMAXPROCS(0)
 	// The simulation allocates briskly but holds little (~50 MB): fewer
 	// collections save a fifth of its CPU time.
@@ -91,10 +89,7 @@ func TestSimulation(t *testing.T) {
 						synctest.Test(t, func(t *testing.T) {
 							h := sim.Play(s, impl)
 							res := totals[impl].Add(seed, h)
-							bad := res.Unexplained
-							if strict {
-								bad = res.Violations
-							}
+							bad := res.Violations
 							if impl != sim.Relect || len(bad) == 0 {
 								return
 							}
@@ -151,7 +146,7 @@ func simReport(n int, base uint64, workers int, wall time.Duration, totals map[s
 	fmt.Fprintf(&b, "%d schedules (seeds %d…%d), %d workers, %v wall: `%s`\n\n", n, base, base+uint64(n)-1,
 		workers, wall.Round(100*time.Millisecond), cmd)
 	b.WriteString(sim.Table(sim.Impls, totals))
-	b.WriteString("\nSafety violations by known finding (the checkers count every violation; an open finding's are excused in relect unless RELECT_SIM_STRICT=1; see docs/reliability.md):\n\n")
+	b.WriteString("\nSafety violations by known finding (the checkers count every violation; both findings are fixed in relect, so any of relect's is a regression; see docs/reliability.md):\n\n")
 	b.WriteString(sim.FindingTable(sim.Impls, totals))
 	b.WriteString("\nViolations by rule:\n\n")
 	b.WriteString(sim.RuleTable(sim.Impls, totals))
@@ -191,7 +186,6 @@ func simReplaySeed(t *testing.T) (uint64, bool) {
 // hence the repeats.
 func simReplay(t *testing.T, seed uint64) {
 	repeat := envInt(t, "RELECT_SIM_REPEAT", 20)
-	strict := os.Getenv("RELECT_SIM_STRICT") == "1"
 	s := sim.Generate(seed)
 	t.Logf("schedule:\n%s", s)
 	for _, impl := range sim.Impls {
@@ -215,23 +209,18 @@ func simReplay(t *testing.T, seed uint64) {
 			})
 		}
 		var lines []string
-		unexplained := 0
 		for _, v := range vs {
 			f := sim.Explain(shown, v)
-			if !f.Open() {
-				unexplained++
-			}
-			switch {
-			case f == "":
+			if f == "" {
 				f = "unexplained"
-			case !f.Open():
+			} else {
 				f += " (fixed: regression)"
 			}
 			lines = append(lines, fmt.Sprintf("  %v  [%s]", v, f))
 		}
 		t.Logf("%s: %d of %d replays had violations; the first:\n%s\ntimeline:\n%s",
 			impl, failed, repeat, strings.Join(lines, "\n"), shown.Timeline(true))
-		if impl == sim.Relect && (unexplained > 0 || strict && len(vs) > 0) {
+		if impl == sim.Relect && len(vs) > 0 {
 			t.Errorf("relect violated the checkers in seed %d", seed)
 		}
 		if len(vs) > 0 && (*simMinimize || os.Getenv("RELECT_SIM_MINIMIZE") == "1") {

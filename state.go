@@ -634,7 +634,8 @@ func (s *state) snapshot(now time.Time) snapshot {
 // that may lead, unless unregistered. Before the leader has listed the
 // registry (half a retry period into its term), it cannot tell: then
 // stepDown returns a channel closed at the next change (wait), and the
-// caller asks again.
+// caller asks again (until its context ends: a registry whose list fails
+// keeps it waiting).
 func (s *state) stepDown(to string, unregistered bool) (done <-chan error, wait <-chan struct{}, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

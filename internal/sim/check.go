@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/relect/relect/internal/leadership"
@@ -206,7 +207,101 @@ func CampaignGap(h *History) time.Duration {
 func CheckLiveness(h *History) []Violation {
 	out := checkLeader(h)
 	out = append(out, checkCampaigning(h)...)
-	return append(out, checkHandOverTaken(h)...)
+	out = append(out, checkHandOverTaken(h)...)
+	return append(out, checkRegistrations(h)...)
+}
+
+// checkRegistrations (relect's registry, with a registration renewal
+// period short enough to renew within the run):
+//
+//   - registration-not-recreated: a registration deleted by hand while its
+//     candidate runs is created again by its next renewal — within 1.1
+//     renewal periods (the jitter), a retry period and two full buckets'
+//     refills (the renewal's NotFound and the create each wait for spare
+//     tokens) — unless the candidate stopped or had a fault meanwhile;
+//   - registration-deleted-live: a leader deletes a registration only once
+//     it is older than twice its lease duration (three renewal periods) by
+//     the shared clock of the simulation, counted from its last write —
+//     its candidate's renewal, or an edit, a lagging clock's included.
+func checkRegistrations(h *History) []Violation {
+	rr := h.Timing.RegistrationRenewal
+	if rr == 0 || h.Impl != Relect.String() {
+		return nil
+	}
+	var out []Violation
+	faults := faultWindows(h)
+	runOf := func(c int, at time.Duration) (Run, bool) {
+		for _, r := range h.Runs {
+			if r.Candidate == c && r.Start <= at && at < r.Cancelled {
+				return r, true
+			}
+		}
+		return Run{}, false
+	}
+	// The last write of each registration before an instant.
+	lastWrite := func(name string, before time.Duration) time.Duration {
+		last := time.Duration(-1)
+		for _, c := range h.Calls {
+			if c.Registry && c.Name == name && c.Err == "" && (c.Verb == "create" || c.Verb == "update") && c.End <= before {
+				last = max(last, c.End)
+			}
+		}
+		for _, a := range h.Actions {
+			if a.Kind == StaleRegistration && a.Registration == name && a.Skipped == "" && a.At <= before {
+				last = max(last, a.At)
+			}
+		}
+		return last
+	}
+	for _, a := range h.Actions {
+		if a.Kind != DeleteRegistration || a.Skipped != "" {
+			continue
+		}
+		r, ok := runOf(a.Target, a.At)
+		// The renewal's NotFound and the create each wait for a spare
+		// token: at most a full bucket's refill.
+		refill := time.Duration(float64(h.Budget.Burst) / h.Budget.Rate * float64(time.Second))
+		due := a.At + rr*11/10 + h.Timing.RetryPeriod + 2*refill
+		failedStepDown := slices.ContainsFunc(h.Actions, func(b Applied) bool {
+			return b.FailWrite && b.Run == r.ID && b.At <= due // its injected failure may hit a registry call
+		})
+		if !ok || r.Cancelled < due || due > h.End || overlapsAny(faults[a.Target], a.At, due) || failedStepDown {
+			continue
+		}
+		recreated := slices.ContainsFunc(h.Calls, func(c Call) bool {
+			return c.Registry && c.Run == r.ID && c.Name == a.Registration && c.Verb == "create" && c.Err == "" &&
+				c.Start > a.At && c.End <= due
+		})
+		if !recreated {
+			out = append(out, Violation{Class: Liveness, Rule: "registration-not-recreated", At: due, Candidates: []int{a.Target},
+				Detail: fmt.Sprintf("registration %s deleted at %s, not created again by %s", a.Registration, fmtDur(a.At), fmtDur(due))})
+		}
+	}
+	lives := rr / time.Second * 3 * time.Second // relect's registration lease duration: whole seconds of the period, times 3
+	for _, c := range h.Calls {
+		if !c.Registry || c.Verb != "delete" || c.Err != "" || c.Name == "" {
+			continue
+		}
+		owner := slices.IndexFunc(h.Runs, func(r Run) bool { return r.ID == c.Run && registrationOf(h, r) == c.Name })
+		if owner >= 0 {
+			continue // a candidate deregistering itself
+		}
+		if w := lastWrite(c.Name, c.Start); w >= 0 && c.Start-w < 2*lives {
+			out = append(out, Violation{Class: Liveness, Rule: "registration-deleted-live", At: c.Start, Candidates: []int{c.Candidate},
+				Detail: fmt.Sprintf("deleted %s, last written at %s: %v before, less than twice its %v", c.Name, fmtDur(w), c.Start-w, lives)})
+		}
+	}
+	return out
+}
+
+// registrationOf returns the name of the registration run r wrote, or "".
+func registrationOf(h *History, r Run) string {
+	for _, c := range h.Calls {
+		if c.Registry && c.Run == r.ID && c.Err == "" && (c.Verb == "create" || c.Verb == "update") {
+			return c.Name
+		}
+	}
+	return ""
 }
 
 // checkLeader: a leader by the bound, and always one from then on.
@@ -584,10 +679,41 @@ func checkStepDowns(h *History) []Violation {
 		}
 	}
 	for _, a := range h.Actions {
-		refused := a.ToState == TargetSelf || a.ToState == TargetStandby && a.StandbyKnown
+		refused := a.ToState == TargetSelf || a.ToState == TargetUnknown || a.ToState == TargetStandby && a.StandbyKnown
 		if a.Kind == HandOver && refused && a.Result == "ok" {
 			out = append(out, Violation{Class: Events, Rule: "handover-not-refused", At: a.At,
 				Detail: fmt.Sprintf("HandOver to %s (%s) returned nil", a.To, a.ToState)})
+		}
+	}
+	return append(out, checkGivenUp(h)...)
+}
+
+// checkGivenUp (given-up-resumed): a step-down whose write failed gives its
+// record up; the run that stepped down never leads that term again (a
+// resumed record keeps its term number; a lease taken over once it expired
+// has a new one).
+func checkGivenUp(h *History) []Violation {
+	var out []Violation
+	for _, a := range h.Actions {
+		if (a.Kind != Yield && a.Kind != HandOver) || a.Run < 0 || !strings.Contains(a.Result, "releasing the lease") {
+			continue // not a step-down whose write failed (refused, say)
+		}
+		var term int64 = -1
+		for _, e := range h.Events {
+			if e.Run == a.Run && e.Kind == Stopped && e.At >= a.At && (e.Cause == CauseYielded || e.Cause == CauseHandedOver) {
+				term = e.Term
+				break
+			}
+		}
+		if term < 0 {
+			continue // refused before the term ended, or not ended by it
+		}
+		for _, e := range h.Events {
+			if e.Run == a.Run && e.Kind == Started && e.At > a.At && e.Term == term && !resetBetween(h, a.At, e.At) {
+				out = append(out, Violation{Class: Events, Rule: "given-up-resumed", At: e.At, Candidates: []int{e.Candidate},
+					Detail: fmt.Sprintf("run %d: its %s's write failed (%s), yet it led term %d again", a.Run, a.Kind, a.Result, term)})
+				break
+			}
 		}
 	}
 	return out

@@ -110,6 +110,8 @@ type Call struct {
 	// registration, or the list or watch of them), not the election's
 	// Lease.
 	Registry bool
+	// Name is the Lease the call names ("" for a list or watch by label).
+	Name string
 }
 
 // EventKind is the kind of a recorded notification.
@@ -164,12 +166,14 @@ type Applied struct {
 	To           string
 	ToState      string
 	StandbyKnown bool
+	// DeleteRegistration, StaleRegistration: the registration edited.
+	Registration string
 }
 
 // CoverageKey is the action's (Action.CoverageKey), with a HandOver's told
 // apart by the state of its target.
 func (a Applied) CoverageKey() string {
-	if a.Kind == HandOver {
+	if a.Kind == HandOver && !a.FailWrite {
 		return "handover-to-" + a.ToState
 	}
 	return a.Action.CoverageKey()

@@ -343,7 +343,7 @@ func (r *runner) observeCall(c relecttest.Call) {
 	if err != nil || idx < 0 || idx >= len(r.slots) {
 		panic("sim: call from unknown handle " + c.Client)
 	}
-	call := Call{Candidate: idx, Run: -1, Elector: -1, Verb: c.Verb,
+	call := Call{Candidate: idx, Run: -1, Elector: -1, Verb: c.Verb, Name: c.Name,
 		Start: c.Start.Sub(r.t0), End: c.End.Sub(r.t0), Registry: c.Name != LeaseName}
 	if c.Err != nil {
 		call.Err = errString(c.Err)
@@ -493,9 +493,45 @@ func (r *runner) apply(a Action) {
 		edit(func(l *coordinationv1.Lease) {
 			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(time.Hour)}
 		})
+	case DeleteRegistration, StaleRegistration:
+		applied.Registration, applied.Skipped = r.editRegistration(a)
 	default:
 		panic(fmt.Sprintf("sim: unknown action %v", a.Kind))
 	}
+}
+
+// editRegistration deletes candidate a.Target's registration, or stamps it
+// with a renew time a day in the past (a.Kind), and returns its name, or
+// why it was skipped: the client-go loop has none, or the candidate has not
+// registered (yet).
+func (r *runner) editRegistration(a Action) (name, skipped string) {
+	if r.impl != Relect {
+		return "", "no registry"
+	}
+	r.mu.Lock()
+	identity := r.slots[a.Target].identity
+	r.mu.Unlock()
+	for _, l := range r.api.Leases(Namespace) {
+		if l.Name != LeaseName && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == identity {
+			name = l.Name
+		}
+	}
+	if name == "" {
+		return "", "not registered"
+	}
+	var err error
+	if a.Kind == DeleteRegistration {
+		err = r.api.Delete(Namespace, name)
+	} else {
+		err = r.api.Edit(Namespace, name, func(l *coordinationv1.Lease) {
+			past := metav1.NewMicroTime(time.Now().Add(-24 * time.Hour))
+			l.Spec.RenewTime, l.Spec.AcquireTime = &past, &past
+		})
+	}
+	if err != nil {
+		return name, "gone meanwhile"
+	}
+	return name, ""
 }
 
 // stepDown prepares a Yield or HandOver (a): it finds the leader and the
@@ -530,8 +566,12 @@ func (r *runner) stepDown(a *Applied) func(i int) {
 	if to != "" {
 		a.StandbyKnown = p.knowsStandby(to)
 	}
+	client := r.slots[leader].client
 	return func(i int) {
 		r.steps.Go(func() {
+			if a.FailWrite {
+				client.FailNext(1, relecttest.Error(500)) // the release or handover record
+			}
 			res := "ok"
 			if err := p.stepDown(r.stepCtx, to); err != nil {
 				res = errString(err)

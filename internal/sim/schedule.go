@@ -126,6 +126,14 @@ const (
 	RepairDuration
 	// FutureRenew sets renewTime an hour into the future.
 	FutureRenew
+	// DeleteRegistration deletes candidate Target's registration by hand
+	// (relect only: the client-go loop has no registry), as an operator
+	// would, or a leader that judged it lapsed while Target was cut off.
+	DeleteRegistration
+	// StaleRegistration edits candidate Target's registration by hand to
+	// a renew time a day in the past, as a candidate whose clock lags
+	// would stamp it (relect only).
+	StaleRegistration
 )
 
 var kindNames = map[Kind]string{
@@ -136,6 +144,7 @@ var kindNames = map[Kind]string{
 	EmptyHolder: "edit-empty-holder", NilDuration: "edit-nil-duration", ZeroDuration: "edit-zero-duration",
 	NegativeDuration: "edit-negative-duration", HugeDuration: "edit-huge-duration",
 	RepairDuration: "edit-repair-duration", FutureRenew: "edit-future-renew",
+	DeleteRegistration: "registry-delete", StaleRegistration: "registry-stale",
 }
 
 func (k Kind) String() string {
@@ -145,8 +154,8 @@ func (k Kind) String() string {
 	return fmt.Sprintf("Kind(%d)", int(k))
 }
 
-// IsEdit reports whether k edits the Lease by hand.
-func (k Kind) IsEdit() bool { return k >= SetHolder }
+// IsEdit reports whether k edits the Lease by hand (not a registration).
+func (k Kind) IsEdit() bool { return k >= SetHolder && k <= FutureRenew }
 
 // Codes are the HTTP statuses injected by FailNext, Fail and FailVerb.
 var Codes = []int{500, 503, 429, 403, 409, 504}
@@ -182,6 +191,9 @@ type Action struct {
 	// by Kill (keep the lease), false if by Stop or the end of the run
 	// (release it).
 	KeepLease bool
+	// Yield, HandOver: the step-down's write fails (the leader's next call
+	// answers 500), as a release can fail when the API does.
+	FailWrite bool
 }
 
 // CoverageKey names the fault the action injects, for coverage counts
@@ -207,6 +219,10 @@ func (a Action) CoverageKey() string {
 	case Kill, Stop:
 		if a.ForGood {
 			return "leave-by-" + a.Kind.String()
+		}
+	case Yield, HandOver:
+		if a.FailWrite {
+			return a.Kind.String() + "-write-fails"
 		}
 	}
 	return a.Kind.String()
@@ -247,6 +263,7 @@ func AllCoverageKeys() []string {
 	for _, to := range handOverTargets {
 		keys = append(keys, "handover-to-"+to)
 	}
+	keys = append(keys, "yield-write-fails", "handover-write-fails", DeleteRegistration.String(), StaleRegistration.String())
 	return keys
 }
 
@@ -285,6 +302,9 @@ func (a Action) describe() string {
 		if a.ForGood {
 			s += " (leaves for good)"
 		}
+	}
+	if a.FailWrite {
+		s += " (its write fails)"
 	}
 	return s
 }
@@ -446,6 +466,10 @@ func Generate(seed uint64) *Schedule {
 	// Succession draws from a stream of its own, so that the actions
 	// above are those of the seed before succession was simulated.
 	acts = addSuccession(rand.New(rand.NewPCG(seed, 0x73756363657373)), s, acts, faultEnd) // "success"
+	// The faults that found the registry's and the step-down's bugs
+	// (issue 18) draw from a third stream, so that the actions above stay
+	// those of the schedules before them.
+	acts = addRegistryFaults(rand.New(rand.NewPCG(seed, 0x7265676973747279)), s, acts, faultEnd) // "registry"
 	slices.SortStableFunc(acts, func(a, b Action) int { return cmpDur(a.At, b.At) })
 
 	// Each start knows how its incarnation ends.
@@ -518,6 +542,28 @@ func addSuccession(r *rand.Rand, s *Schedule, acts []Action, faultEnd time.Durat
 			}
 		}
 		acts = append(acts, a)
+	}
+	return acts
+}
+
+// addRegistryFaults draws, from its own stream: for one schedule in three,
+// one or two hand edits of a candidate's registration during the fault
+// phase (deleted, or stamped with a lagging clock's renew time); and for
+// one Yield or HandOver in three, a write that fails.
+func addRegistryFaults(r *rand.Rand, s *Schedule, acts []Action, faultEnd time.Duration) []Action {
+	if r.IntN(3) == 0 {
+		for range 1 + r.IntN(2) {
+			k := DeleteRegistration
+			if r.IntN(2) == 0 {
+				k = StaleRegistration
+			}
+			acts = append(acts, Action{At: roundMs(scale(faultEnd, r.Float64())), Kind: k, Target: r.IntN(s.Candidates)})
+		}
+	}
+	for i := range acts {
+		if (acts[i].Kind == Yield || acts[i].Kind == HandOver) && r.IntN(3) == 0 {
+			acts[i].FailWrite = true
+		}
 	}
 	return acts
 }
