@@ -163,7 +163,7 @@ func (c *campaign) stepDown(t *term) (stable bool) {
 func (c *campaign) serve(cgCtx context.Context) {
 	t := c.st.liveTerm()
 	defer close(t.served)
-	ctx, cancel := context.WithCancelCause(context.WithValue(cgCtx, termKey{}, t.number))
+	ctx, cancel := context.WithCancelCause(context.WithValue(cgCtx, termKey{}, t.value))
 	defer cancel(nil)
 	if !c.st.startServing(t, ctx, cancel) {
 		return
@@ -189,14 +189,26 @@ func (c *campaign) serve(cgCtx context.Context) {
 
 // watchdog ends term t when its validity passes without a renewal, or when
 // its context is cancelled from above (Run's context, or client-go's renew
-// loop giving up).
+// loop giving up); with Options.Work it also looks at the term's work when
+// a beat is due or a hold ends (state.workDue), which may end the term as
+// stuck.
 func (c *campaign) watchdog(t *term) {
 	st := c.st
-	until, expired := st.expireIfPast(t)
-	if expired {
+	wake := func() (time.Duration, bool) {
+		until, expired := st.expireIfPast(t)
+		if expired {
+			return 0, false
+		}
+		if w := st.workDue(t); !w.IsZero() && w.Before(until) {
+			until = w
+		}
+		return time.Until(until), true
+	}
+	d, ok := wake()
+	if !ok {
 		return
 	}
-	timer := time.NewTimer(time.Until(until))
+	timer := time.NewTimer(d)
 	defer timer.Stop()
 	for {
 		select {
@@ -204,12 +216,13 @@ func (c *campaign) watchdog(t *term) {
 			st.endTerm(t, c.cancelCause(t.ctx))
 			return
 		case <-t.renewed:
+		case <-t.value.woken: // a beat of stuck work
 		case <-timer.C:
 		}
-		if until, expired = st.expireIfPast(t); expired {
+		if d, ok = wake(); !ok {
 			return
 		}
-		timer.Reset(time.Until(until))
+		timer.Reset(d)
 	}
 }
 

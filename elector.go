@@ -3,6 +3,7 @@ package relect
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -186,6 +187,13 @@ func (e *Elector) Run(ctx context.Context) error {
 		defer registered.Wait()
 		defer stopRegistering()
 	}
+	if e.cfg.Work.Check != nil {
+		// The work check runs as long as Run: joined after the loop
+		// ended (ctx is done then), once its last call returned.
+		var checking sync.WaitGroup
+		checking.Go(func() { checkWork(ctx, e.cfg, e.st) })
+		defer checking.Wait()
+	}
 	n := newNotifier(e.cfg.OnNewLeader, func(p *PanicError) { e.st.emit(Event{Kind: EventError, Err: p}) },
 		func(id string) {
 			e.logs.log(slog.LevelWarn, "relect: OnNewLeader is too slow: a holder was dropped unannounced, newer ones wait",
@@ -266,9 +274,10 @@ func AllowUnregistered() HandOverOption {
 // wraps ErrUnknownCandidate and leaves the term alone — unless
 // AllowUnregistered is given (for a candidate outside the registry). A
 // leader lists the registry half a RetryPeriod into its term; a HandOver
-// called before then waits for the list (longer if the registry's calls
-// fail or wait for the token bucket: give ctx a deadline), and returns
-// ErrNotLeader if the term ends meanwhile.
+// called before then waits for the list, one RetryPeriod at most (the
+// list can be later if the registry's calls fail or wait for the token
+// bucket): then it returns ErrUnknownCandidate too, saying so, and the
+// term goes on. It returns ErrNotLeader if the term ends meanwhile.
 //
 // HandOver blocks until OnStartedLeading has returned and the handover
 // record was written, or until ctx is done. It returns nil once the record
@@ -300,14 +309,25 @@ func (e *Elector) stepDown(ctx context.Context, to string, unregistered bool) er
 	if e.st == nil {
 		return ErrNotInitialized
 	}
+	// A HandOver early in a term waits for the registry's list, which is
+	// due half a retry period into the term: a retry period at most.
+	var unlisted <-chan time.Time
 	for {
 		done, wait, err := e.st.stepDown(to, unregistered)
 		if err != nil {
 			return err
 		}
-		if wait != nil { // a HandOver early in a term: the registry's list
+		if wait != nil {
+			if unlisted == nil {
+				t := time.NewTimer(e.cfg.RetryPeriod)
+				defer t.Stop()
+				unlisted = t.C
+			}
 			select {
 			case <-wait:
+			case <-unlisted:
+				return fmt.Errorf("%w: %q: this leader has not listed the registry yet (its calls wait for the token bucket, or fail); "+
+					"try again, or pass relect.AllowUnregistered()", ErrUnknownCandidate, to)
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}

@@ -48,6 +48,12 @@ const (
 	// the Lease's preferred holder) to Leader, after the term's work
 	// returned (Term: the term that ended).
 	EventHandedOver
+	// EventWorkStuck: the leading term's work is stuck (Options.Work; Err
+	// wraps ErrWorkStuck and says why). The term ends with it and the
+	// lease goes to the line of succession at once — EventStoppedLeading
+	// with the same Err, then EventReleased — unless the term must hold
+	// (the fleet's streak of stuck handovers) or nobody else can take over.
+	EventWorkStuck
 )
 
 var eventKindNames = [...]string{
@@ -61,6 +67,7 @@ var eventKindNames = [...]string{
 	EventDegraded:       "degraded",
 	EventRecovered:      "recovered",
 	EventHandedOver:     "handed-over",
+	EventWorkStuck:      "work-stuck",
 }
 
 // String returns the kind's name in lower case, for logs.
@@ -97,7 +104,7 @@ func (e Event) String() string {
 		s += " leader=" + e.Leader
 	}
 	switch e.Kind {
-	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased, EventHandedOver:
+	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased, EventHandedOver, EventWorkStuck:
 		s += fmt.Sprintf(" term=%d", e.Term)
 	}
 	if e.Delay != 0 {

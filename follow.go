@@ -27,6 +27,7 @@ type followerReports interface {
 	createAllowedAt() time.Time
 	ours(rec *record) bool
 	recreatedTransitions() int32
+	checkFailing() bool
 }
 
 // follower is one follow phase: what this candidate knows of the Lease and
@@ -366,7 +367,19 @@ func (f *follower) expiry() time.Time {
 	default:
 		free = f.observedAt.Add(max(time.Duration(rec.LeaseDurationSeconds)*time.Second, own))
 	}
-	return free.Add(turn(f.lease, f.cfg.identity, f.cfg.successionStep))
+	return free.Add(turn(f.lease, f.cfg.identity, f.cfg.successionStep, f.standsBack()))
+}
+
+// standsBack reports whether this candidate lets the others go first when
+// the lease is free (work.go): its own work check fails, or the line of
+// succession has it cooling after a stuck handover — for the seconds it
+// gave, from when this follower observed it.
+func (f *follower) standsBack() bool {
+	if f.cfg.Work.Check != nil && f.up.checkFailing() {
+		return true
+	}
+	cool := successionOf(f.lease).cooldownOf(f.cfg.identity)
+	return cool > 0 && time.Now().Before(f.observedAt.Add(cool))
 }
 
 // due reports whether the follower tries to acquire now.

@@ -33,6 +33,16 @@ type HealthOptions struct {
 	// slowest orderly shutdown.
 	WorkStopTimeout time.Duration
 
+	// WorkStuckTimeout is how long a leader's work may stay stuck
+	// (Options.Work) before the check fails with ErrWorkStuck: a stuck
+	// leader normally hands over at once, so this is the last resort for
+	// one that cannot — it must hold while the fleet's stuck handovers
+	// come in a row (the work fails everywhere), or no other candidate can
+	// take over — and a restart would only hand the same trouble on. Zero
+	// means Options.Work.MaxCooldown (1 hour by default); a follower's
+	// check never depends on it.
+	WorkStuckTimeout time.Duration
+
 	// CutOffAfter is how long Lease API calls may keep failing, with
 	// nothing heard from the API meanwhile (no answer, no watch event),
 	// before the check fails with ErrCutOff. Zero means twice
@@ -90,6 +100,9 @@ func (e *Elector) HealthCheck(opts HealthOptions) func(*http.Request) error {
 	if opts.CutOffAfter < 0 {
 		bad = append(bad, newFieldError("HealthOptions", "CutOffAfter", "is negative (%v)", opts.CutOffAfter))
 	}
+	if opts.WorkStuckTimeout < 0 {
+		bad = append(bad, newFieldError("HealthOptions", "WorkStuckTimeout", "is negative (%v)", opts.WorkStuckTimeout))
+	}
 	invalid := errors.Join(bad...)
 	if e.st == nil {
 		invalid = ErrNotInitialized
@@ -102,6 +115,9 @@ func (e *Elector) HealthCheck(opts HealthOptions) func(*http.Request) error {
 	}
 	if opts.CutOffAfter == 0 {
 		opts.CutOffAfter = 2 * e.cfg.LeaseDuration
+	}
+	if opts.WorkStuckTimeout == 0 {
+		opts.WorkStuckTimeout = e.cfg.Work.MaxCooldown
 	}
 	h := &healthCheck{src: e, opts: opts}
 	return h.check
@@ -146,6 +162,10 @@ func (h *healthCheck) check(*http.Request) error {
 	if s.working && now.Sub(s.workingEnded) > h.opts.WorkStopTimeout {
 		return fmt.Errorf("%w: term %d ended %v ago, OnStartedLeading has not returned (WorkStopTimeout %v)",
 			ErrWorkOverrun, s.workingTerm, now.Sub(s.workingEnded).Round(time.Millisecond), h.opts.WorkStopTimeout)
+	}
+	if s.stuck != nil && now.Sub(s.stuckAt) > h.opts.WorkStuckTimeout {
+		return fmt.Errorf("%w for %v (WorkStuckTimeout %v): %w", ErrWorkStuck, now.Sub(s.stuckAt).Round(time.Millisecond),
+			h.opts.WorkStuckTimeout, s.stuck)
 	}
 	if s.FailingSince.IsZero() || !running {
 		return nil

@@ -262,6 +262,15 @@ type Options struct {
 	// minutes). Must be at least LeaseDuration.
 	RegistrationRenewal time.Duration
 
+	// Work makes the leader's work part of its leadership: a leader whose
+	// work is stuck — no Beat within Work.BeatWindow, or Work.Check failing
+	// Work.CheckFailures times in a row — ends its term (ErrWorkStuck) and
+	// releases the lease to the next in line, stays a candidate, and is
+	// passed over for a cooldown; the fleet does not flap when the work
+	// fails everywhere (see WorkOptions and docs/design.md, "Stuck work").
+	// The zero value turns it off, at no cost.
+	Work WorkOptions
+
 	// DegradedAfter is how many Lease API calls must fail in a row before
 	// the Elector reports itself degraded (EventDegraded, Stats.Degraded)
 	// until it next hears from the API: a call succeeds, or a watch
@@ -345,8 +354,8 @@ func (p *problems) bad(field, format string, args ...any) {
 }
 
 // resolve applies the defaults in one place and validates everything, in
-// five steps: where the Lease is (source), the durations, the pacing, the
-// registry, and the delivery of events and logs. Errors name the field at fault and wrap
+// six steps: where the Lease is (source), the durations, the pacing, the
+// registry, work liveness, and the delivery of events and logs. Errors name the field at fault and wrap
 // ErrInvalidOptions; all of them are returned, joined. Only then does it
 // build the Lease client and derive the config's other values.
 func resolve(o Options) (*config, error) {
@@ -355,6 +364,7 @@ func resolve(o Options) (*config, error) {
 	durationsOK := resolveDurations(&o, &p)
 	resolvePacing(&o, durationsOK, &p)
 	resolveRegistry(&o, durationsOK, &p)
+	resolveWork(&o, &p)
 	resolveDelivery(&o, &p)
 	if len(p) > 0 {
 		return nil, errors.Join(p...)
@@ -569,6 +579,56 @@ func resolveRegistry(o *Options, durationsOK bool, p *problems) {
 		p.bad("Priority", "is %d, but %s is set: a priority orders the registered candidates only", o.Priority, fieldRef("DisableRegistry"))
 	case o.Lock != nil:
 		p.bad("Priority", "is %d, but with a %s the candidate registry is off: a priority orders the registered candidates only", o.Priority, fieldRef("Lock"))
+	}
+}
+
+// resolveWork defaults and checks work liveness (Options.Work), if it is
+// on.
+func resolveWork(o *Options, p *problems) {
+	w := &o.Work
+	ok := true
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{
+		{"Work.BeatWindow", w.BeatWindow}, {"Work.CheckInterval", w.CheckInterval}, {"Work.CheckTimeout", w.CheckTimeout},
+		{"Work.Cooldown", w.Cooldown}, {"Work.MaxCooldown", w.MaxCooldown},
+	} {
+		if d.v < 0 {
+			p.bad(d.field, "is negative (%v)", d.v)
+			ok = false
+		}
+	}
+	if w.CheckFailures < 0 {
+		p.bad("Work.CheckFailures", "is negative (%d)", w.CheckFailures)
+		ok = false
+	}
+	if !ok || !w.enabled() {
+		return
+	}
+	if w.CheckInterval == 0 {
+		w.CheckInterval = DefaultWorkCheckInterval
+	}
+	if w.CheckTimeout == 0 {
+		w.CheckTimeout = w.CheckInterval / 2
+	}
+	if w.CheckTimeout > w.CheckInterval {
+		p.bad("Work.CheckTimeout", "%v is longer than %s %v: calls of the check would overlap", w.CheckTimeout, fieldRef("Work.CheckInterval"), w.CheckInterval)
+	}
+	if w.CheckFailures == 0 {
+		w.CheckFailures = DefaultWorkCheckFailures
+	}
+	if w.Cooldown == 0 {
+		w.Cooldown = DefaultWorkCooldown
+	}
+	if w.MaxCooldown == 0 {
+		w.MaxCooldown = max(DefaultWorkMaxCooldown, w.Cooldown)
+	}
+	if w.MaxCooldown < w.Cooldown {
+		p.bad("Work.MaxCooldown", "%v is less than %s %v", w.MaxCooldown, fieldRef("Work.Cooldown"), w.Cooldown)
+	}
+	if o.Standby {
+		p.bad("Work", "is set, but %s is too: a standby never leads, so it has no work to watch", fieldRef("Standby"))
 	}
 }
 

@@ -67,6 +67,12 @@ type state struct {
 
 	// refused is the last Request refused, reported once.
 	refused Request
+	// work is what the work check last said (Options.Work.Check): its
+	// failures in a row, and the last one's error.
+	work struct {
+		failures int
+		err      error
+	}
 	// registryOffCh is closed when the registry turns off (succession.off);
 	// warnedDelete: a registration could not be deleted (warned once).
 	registryOffCh chan struct{}
@@ -110,7 +116,7 @@ func (s *state) emitLocked(ev Event) {
 		attrs = append(attrs, "leader", ev.Leader)
 	}
 	switch ev.Kind {
-	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased, EventHandedOver:
+	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased, EventHandedOver, EventWorkStuck:
 		attrs = append(attrs, "term", ev.Term)
 	case EventBackoff:
 		attrs = append(attrs, "delay", ev.Delay)
@@ -122,7 +128,7 @@ func (s *state) emitLocked(ev Event) {
 	switch ev.Kind {
 	case EventError:
 		level = slog.LevelDebug // API errors can be many; they are Events too (runs of them: called warns)
-	case EventDegraded:
+	case EventDegraded, EventWorkStuck:
 		level = slog.LevelWarn
 	}
 	s.logs.log(level, "relect: "+ev.Kind.String(), attrs...)
@@ -362,7 +368,7 @@ func (s *state) wrote(sent time.Time, rec *record) {
 		if expired == s.cfg.identity {
 			expired = ""
 		}
-		s.succession.acquired(s.cfg.identity, expired)
+		s.succession.acquired(s.cfg.identity, expired, time.Now())
 	}
 	holder := rec.HolderIdentity
 	if holder != s.cfg.identity {
@@ -444,8 +450,15 @@ func (s *state) liveTerm() *term {
 func (s *state) startServing(t *term, ctx context.Context, cancel context.CancelCauseFunc) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !t.start(ctx, cancel, time.Now()) {
+	now := time.Now()
+	if !t.start(ctx, cancel, now) {
 		return false
+	}
+	if s.cfg.Work.enabled() && s.succession.streak > 0 {
+		// The fleet's last stuck handovers were in a row: hold before
+		// handing over for stuck work in turn (work.go).
+		t.streak = s.succession.streak
+		t.holdUntil = now.Add(s.cfg.Work.cooldown(t.streak))
 	}
 	s.stats.TermsStarted++
 	s.emitLocked(Event{Kind: EventStartedLeading, Leader: s.cfg.identity, Term: t.number})
@@ -462,6 +475,7 @@ func (s *state) endTerm(t *term, cause error) {
 
 // endTermLocked ends t for cause (term.end). Requires mu.
 func (s *state) endTermLocked(t *term, cause error) {
+	s.stats.WorkStuck, s.stats.WorkStuckSince = false, time.Time{} // not leading: no work of a term to be stuck
 	if t.end(cause, time.Now()) {
 		s.emitLocked(Event{Kind: EventStoppedLeading, Leader: s.cfg.identity, Term: t.number, Err: cause})
 		s.changedLocked()
@@ -600,6 +614,10 @@ type snapshot struct {
 	working      bool
 	workingTerm  int64
 	workingEnded time.Time
+	// stuck: why the leading term's work is stuck, since stuckAt; nil
+	// when it is not (or not leading).
+	stuck   error
+	stuckAt time.Time
 }
 
 // snapshot returns the state at now.
@@ -614,7 +632,11 @@ func (s *state) snapshot(now time.Time) snapshot {
 		snap.ValidUntil = s.term.validUntil
 	}
 	snap.DroppedEvents = s.events.droppedCount()
+	if t := s.term; t.leading(now) && t.stuck != nil {
+		snap.stuck, snap.stuckAt = t.stuck, t.stuckAt
+	}
 	if t := s.term; t.working() {
+		snap.LastBeat = t.value.lastBeat()
 		snap.working, snap.workingTerm, snap.workingEnded = true, t.number, t.validUntil
 		if t.phase == termSteppingDown && t.endedAt.Before(t.validUntil) {
 			snap.workingEnded = t.endedAt
@@ -634,8 +656,7 @@ func (s *state) snapshot(now time.Time) snapshot {
 // that may lead, unless unregistered. Before the leader has listed the
 // registry (half a retry period into its term), it cannot tell: then
 // stepDown returns a channel closed at the next change (wait), and the
-// caller asks again (until its context ends: a registry whose list fails
-// keeps it waiting).
+// caller asks again (for a retry period at most: Elector.stepDown).
 func (s *state) stepDown(to string, unregistered bool) (done <-chan error, wait <-chan struct{}, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -670,12 +691,19 @@ func (s *state) stepDown(to string, unregistered bool) (done <-chan error, wait 
 // stepDownLocked asks the current, leading term to step down for to (see
 // stepDown). Requires mu.
 func (s *state) stepDownLocked(to string) <-chan error {
-	req := &stepDownRequest{to: to, done: make(chan error, 1)}
-	s.term.stepDown = req
 	cause := ErrYielded
 	if to != "" {
 		cause = ErrHandedOver
 	}
+	return s.stepDownForLocked(to, cause)
+}
+
+// stepDownForLocked ends the current, leading term for cause, to release
+// the lease (to empty) or hand it over to to once its work returned; the
+// outcome of that write comes on the returned channel. Requires mu.
+func (s *state) stepDownForLocked(to string, cause error) <-chan error {
+	req := &stepDownRequest{to: to, done: make(chan error, 1)}
+	s.term.stepDown = req
 	s.endTermLocked(s.term, cause)
 	return req.done
 }
@@ -688,6 +716,149 @@ func (s *state) await() (number int64, leading bool, leader string, changed <-ch
 	defer s.mu.Unlock()
 	number, leading = s.leadingLocked(time.Now())
 	return number, leading, s.leader, s.changed
+}
+
+// Work liveness (work.go): the checker's reports (workReports), and what
+// the term's watchdog asks (workDue).
+
+// checkWanted reports whether the work check should run now: this
+// candidate leads, or is named in the line of succession.
+func (s *state) checkWanted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.term.leading(time.Now()) || (!s.cfg.Standby && s.succession.line.rank(s.cfg.identity) >= 0)
+}
+
+// workChecked records one call of the work check (nil: healthy) and, on a
+// leader, what it means for its term.
+func (s *state) workChecked(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.work.failures, s.work.err = 0, nil
+	} else {
+		s.work.failures++
+		s.work.err = err
+		s.logs.log(slog.LevelDebug, "relect: the work check failed", "lease", s.cfg.describe, "failuresInARow", s.work.failures, "err", err)
+	}
+	s.stats.WorkCheckFailures = s.work.failures
+	if t := s.term; t.leading(time.Now()) {
+		s.evaluateWorkLocked(t, time.Now())
+	}
+}
+
+// checkFailing reports whether this candidate's own work check is failing:
+// then it stands back in the line of succession (follower.expiry).
+func (s *state) checkFailing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg.Work.Check != nil && s.work.failures >= s.cfg.Work.CheckFailures
+}
+
+// workDue evaluates term t's work now and returns when the watchdog must
+// look again: the next beat's deadline, or the end of the term's hold
+// while there is one to watch; zero when nothing is due (Work off).
+func (s *state) workDue(t *term) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.cfg.Work.enabled() || !t.leading(time.Now()) {
+		return time.Time{}
+	}
+	now := time.Now()
+	s.evaluateWorkLocked(t, now)
+	var next time.Time
+	earliest := func(at time.Time) {
+		if at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	if w := s.cfg.Work.BeatWindow; w > 0 {
+		earliest(s.lastBeatLocked(t).Add(w))
+	}
+	if t.streak > 0 || t.stuck != nil {
+		earliest(t.holdUntil)
+	}
+	return next
+}
+
+// lastBeatLocked is when t's work last beat, or its start. Requires mu.
+func (s *state) lastBeatLocked(t *term) time.Time {
+	if b := t.value.lastBeat(); b.After(t.startedAt) {
+		return b
+	}
+	return t.startedAt
+}
+
+// stuckReasonLocked says why t's work is stuck at now, or nil. Requires mu.
+func (s *state) stuckReasonLocked(t *term, now time.Time) error {
+	o := s.cfg.Work
+	if o.BeatWindow > 0 {
+		if since := now.Sub(s.lastBeatLocked(t)); since >= o.BeatWindow {
+			return fmt.Errorf("%w: no beat for %v (BeatWindow %v)", ErrWorkStuck, since.Round(time.Millisecond), o.BeatWindow)
+		}
+	}
+	if o.Check != nil && s.work.failures >= o.CheckFailures {
+		return fmt.Errorf("%w: the work check failed %d times in a row: %w", ErrWorkStuck, s.work.failures, s.work.err)
+	}
+	return nil
+}
+
+// evaluateWorkLocked updates t's stuck state at now, reports its changes,
+// ends the streak once t held its hold without stuck work, and hands over
+// if t is stuck and may. Requires mu.
+func (s *state) evaluateWorkLocked(t *term, now time.Time) {
+	why := s.stuckReasonLocked(t, now)
+	switch {
+	case why == nil && t.stuck != nil:
+		s.logs.log(slog.LevelInfo, "relect: the leader's work is no longer stuck", "lease", s.cfg.describe, "term", t.number,
+			"stuckFor", now.Sub(t.stuckAt).Round(time.Millisecond))
+		t.stuck = nil
+	case why != nil && t.stuck == nil:
+		t.stuck, t.stuckAt = why, now
+		s.emitLocked(Event{Kind: EventWorkStuck, Leader: s.cfg.identity, Term: t.number, Err: why})
+	}
+	t.value.stuck.Store(t.stuck != nil)
+	s.stats.WorkStuck, s.stats.WorkStuckSince = t.stuck != nil, time.Time{}
+	if t.stuck != nil {
+		s.stats.WorkStuckSince = t.stuckAt
+	}
+	if t.streak > 0 && t.stuck == nil && !now.Before(t.holdUntil) {
+		t.streak, s.succession.streak = 0, 0 // held its hold, healthy: the streak ends
+	}
+	if t.stuck != nil {
+		s.handOverStuckLocked(t, now)
+	}
+}
+
+// handOverStuckLocked ends stuck term t and releases the lease to the line
+// of succession, unless t must hold (its holdUntil: the fleet's streak of
+// stuck handovers), or nobody else is known who could take over. The
+// release publishes the streak, one longer, and this candidate's cooldown
+// (lineage.next). Requires mu.
+func (s *state) handOverStuckLocked(t *term, now time.Time) {
+	switch {
+	case t.stepDown != nil:
+		return // already stepping down
+	case now.Before(t.holdUntil):
+		if !t.holdLogged {
+			t.holdLogged = true
+			s.logs.log(slog.LevelWarn, "relect: the leader's work is stuck; holding the lease, as the fleet's last stuck handover was recent",
+				"lease", s.cfg.describe, "term", t.number, "until", t.holdUntil.Format(time.RFC3339), "streak", t.streak, "err", t.stuck)
+		}
+		return
+	case !s.succession.someoneElse(s.cfg, now):
+		if !t.holdLogged {
+			t.holdLogged = true
+			s.logs.log(slog.LevelWarn, "relect: the leader's work is stuck, and no other candidate is known to take over: leading on",
+				"lease", s.cfg.describe, "term", t.number, "err", t.stuck)
+		}
+		return
+	}
+	s.succession.stuckRelease = true
+	s.stats.WorkStuckHandovers++
+	s.logs.log(slog.LevelWarn, "relect: the leader's work is stuck: handing over to the line of succession", "lease", s.cfg.describe,
+		"term", t.number, "err", t.stuck)
+	s.stepDownForLocked("", t.stuck)
 }
 
 // The registry's reports (registryReports), and the lines of succession

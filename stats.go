@@ -55,6 +55,27 @@ type Stats struct {
 	// Options.DegradedAfter until this candidate next hears from the API
 	// (EventDegraded, EventRecovered).
 	Degraded bool
+
+	// Work liveness (Options.Work; zero when it is off).
+
+	// WorkStuck is true while this candidate leads and its work is stuck
+	// (EventWorkStuck): no beat within Work.BeatWindow, or Work.Check
+	// failing Work.CheckFailures times in a row. It leads on only while it
+	// must hold (the fleet's streak of stuck handovers) or nobody else can
+	// take over; otherwise its term ends at once. WorkStuckSince is when
+	// that began; zero when not stuck.
+	WorkStuck      bool
+	WorkStuckSince time.Time
+	// WorkStuckHandovers counts the terms this candidate ended because its
+	// work was stuck.
+	WorkStuckHandovers uint64
+	// WorkCheckFailures is how many calls of Work.Check failed in a row
+	// (the check runs while this candidate leads or is named in the line
+	// of succession); zero after one succeeds.
+	WorkCheckFailures int
+	// LastBeat is when the current term's work last called Beat; zero
+	// when not working, or before the first beat.
+	LastBeat time.Time
 }
 
 // CallKey names a class of Lease API calls in Stats.Calls.

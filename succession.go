@@ -69,6 +69,35 @@ type succession struct {
 	// (lineage.passedOver), so that the leader after it leaves them out
 	// too; at most maxPassed.
 	Passed []string `json:"passed,omitempty"`
+	// Streak counts the stuck-work handovers in a row in the fleet
+	// (work.go): the leader that takes the lease next holds
+	// Work.Cooldown × 2^(Streak−1) before it may hand over for stuck work.
+	// Zero or absent: none.
+	Streak int32 `json:"streak,omitempty"`
+	// Cooling are candidates that handed over for stuck work, with the
+	// seconds of cooldown left when this was written: the next leaders
+	// leave them out of Next meanwhile; at most maxPassed.
+	Cooling []cooling `json:"cooling,omitempty"`
+}
+
+// cooling is a candidate in its cooldown after a stuck handover.
+type cooling struct {
+	Identity string `json:"id"`
+	Seconds  int32  `json:"s"`
+}
+
+// cooldownOf returns how many seconds of cooldown the line, written when
+// its writer's clock said the line's record was written, gives identity.
+func (s *succession) cooldownOf(identity string) time.Duration {
+	if s == nil {
+		return 0
+	}
+	for _, c := range s.Cooling {
+		if c.Identity == identity {
+			return time.Duration(c.Seconds) * time.Second
+		}
+	}
+	return 0
 }
 
 // successor is one candidate in a succession.
@@ -108,6 +137,7 @@ func successionOf(l *coordinationv1.Lease) *succession {
 	// everyone outside it by a step per name: only the first are read.
 	s.Next = s.Next[:min(len(s.Next), maxSuccessors)]
 	s.Passed = s.Passed[:min(len(s.Passed), maxPassed)]
+	s.Cooling = s.Cooling[:min(len(s.Cooling), maxPassed)]
 	return &s
 }
 
@@ -318,19 +348,25 @@ func chooseSuccessors(cs []Candidate, leader string) []successor {
 // everyone tries at once, as before succession); its place in line times
 // step if it is in it; else, after everyone in line, a delay spread over
 // two steps by a hash of its identity and the term, so that the others do
-// not all try at once either.
-func turn(l *coordinationv1.Lease, identity string, step time.Duration) time.Duration {
+// not all try at once either. A candidate that stands back (back: its own
+// work check fails, or the line has it cooling after a stuck handover)
+// waits two more steps than the others outside the line: it still takes
+// the lease when nobody else does.
+func turn(l *coordinationv1.Lease, identity string, step time.Duration, back bool) time.Duration {
 	s := successionOf(l)
 	if s == nil {
 		return 0
 	}
-	if r := s.rank(identity); r >= 0 {
+	if r := s.rank(identity); r >= 0 && !back {
 		return time.Duration(r) * step
 	}
 	h := fnv.New64a()
 	h.Write([]byte(identity))
 	h.Write([]byte{byte(s.Term), byte(s.Term >> 8), byte(s.Term >> 16), byte(s.Term >> 24)})
 	spread := time.Duration(h.Sum64() % uint64(2*step+1))
+	if back {
+		spread += 2 * step
+	}
 	return time.Duration(len(s.Next))*step + spread
 }
 
@@ -379,6 +415,14 @@ type lineage struct {
 	// registration is seen renewed: identity → the resourceVersion of the
 	// registration first seen since ("" before).
 	passedOver map[string]string
+	// streak is the fleet's stuck handovers in a row, as the line of
+	// succession this candidate acquired under said (work.go); cooling the
+	// candidates in their cooldown after one, until the local time given;
+	// stuckRelease: this candidate is handing over for stuck work, so its
+	// release publishes the streak, one longer, and its own cooldown.
+	streak       int
+	cooling      map[string]time.Time
+	stuckRelease bool
 	// sightings is when this candidate first saw each registration at its
 	// current resourceVersion, by registration name, kept across terms:
 	// every write changes the resourceVersion, so a registration seen at
@@ -469,14 +513,27 @@ func (g *lineage) lapsedLongAgo(now time.Time) []candidate {
 	return out
 }
 
-// acquired records, at this candidate's acquiring write, who is likely
-// dead (passedOver): the successors that were in line before it, since
+// acquired records, at this candidate's acquiring write, the fleet's streak
+// of stuck handovers and the candidates cooling after one, as the line it
+// observed carries them (work.go), and who is likely dead (passedOver): the successors that were in line before it, since
 // they did not take their turn; the holder whose lease it took over once
 // it expired (expired; "" if it was released, handed over, or missing),
 // since it did not renew; and whoever the line it observed names as
 // passed over already, so that a dead candidate is not put back in line by
 // every new leader until its registration lapses.
-func (g *lineage) acquired(identity, expired string) {
+func (g *lineage) acquired(identity, expired string, now time.Time) {
+	g.stuckRelease, g.streak = false, 0
+	if g.line != nil {
+		g.streak = int(g.line.Streak)
+		for _, c := range g.line.Cooling {
+			if g.cooling == nil {
+				g.cooling = map[string]time.Time{}
+			}
+			if until := now.Add(time.Duration(c.Seconds) * time.Second); until.After(g.cooling[c.Identity]) {
+				g.cooling[c.Identity] = until
+			}
+		}
+	}
 	pass := func(id string) {
 		if g.passedOver == nil {
 			g.passedOver = map[string]string{}
@@ -572,20 +629,51 @@ func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string)
 	} else if g.line != nil {
 		next = slices.Clone(g.line.Next)
 	}
+	maps.DeleteFunc(g.cooling, func(_ string, until time.Time) bool { return !now.Before(until) })
+	streak := g.streak
+	if g.stuckRelease {
+		streak++
+		if g.cooling == nil {
+			g.cooling = map[string]time.Time{}
+		}
+		g.cooling[cfg.identity] = now.Add(cfg.Work.cooldown(streak))
+	}
 	next = slices.DeleteFunc(next, func(c successor) bool {
-		return c.Identity == cfg.identity || passed(c.Identity) || slices.Contains(except, c.Identity)
+		_, cool := g.cooling[c.Identity]
+		return c.Identity == cfg.identity || passed(c.Identity) || cool || slices.Contains(except, c.Identity)
 	})
-	if len(next) == 0 {
+	if len(next) == 0 && streak == 0 && len(g.cooling) == 0 {
 		return nil
 	}
-	s := &succession{Term: term, Priority: cfg.Priority, Next: next}
+	s := &succession{Term: term, Priority: cfg.Priority, Next: next, Streak: int32(streak)}
 	for _, id := range slices.Sorted(maps.Keys(g.passedOver)) {
 		if len(s.Passed) == maxPassed {
 			break
 		}
 		s.Passed = append(s.Passed, id)
 	}
+	for _, id := range slices.Sorted(maps.Keys(g.cooling)) {
+		if len(s.Cooling) == maxPassed {
+			break
+		}
+		left := int32((g.cooling[id].Sub(now) + time.Second - 1) / time.Second)
+		s.Cooling = append(s.Cooling, cooling{Identity: id, Seconds: left})
+	}
 	return s
+}
+
+// someoneElse reports whether a candidate other than this one is known who
+// may take the lease over: one the leader's view has live and able to lead
+// (cooling ones too), or, without a view, one the line names; or anyone,
+// when the registry is off (followers race for a released lease).
+func (g *lineage) someoneElse(cfg *config, now time.Time) bool {
+	if !cfg.registry || g.off {
+		return true
+	}
+	if g.view == nil {
+		return g.line != nil && slices.ContainsFunc(g.line.Next, func(c successor) bool { return c.Identity != cfg.identity })
+	}
+	return slices.ContainsFunc(g.live(now), func(c Candidate) bool { return c.Identity != cfg.identity && !c.Standby })
 }
 
 // known returns the candidates as this candidate, self, knows them with

@@ -2,6 +2,7 @@ package relect
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,6 +65,38 @@ type term struct {
 	// term. So a campaign that finds a term after client-go's Run returned
 	// waits on served, and no goroutine of the term outlives the campaign.
 	served chan struct{}
+
+	// Work liveness (work.go; zero when Options.Work is off). value is
+	// what the term's context carries (its number, its beats); startedAt
+	// when serving began; holdUntil when it may hand over for stuck work
+	// (the fleet's streak, inherited at acquisition), and streak that
+	// streak; stuck why its work is stuck now (nil: it is not), since
+	// stuckAt.
+	value     *termValue
+	startedAt time.Time
+	holdUntil time.Time
+	streak    int
+	stuck      error
+	stuckAt    time.Time
+	holdLogged bool // the wait to hand over was logged once
+}
+
+// termValue is what a term's context carries (TermFromContext, Beat).
+type termValue struct {
+	number int64
+	beat   atomic.Int64 // UnixNano of the last Beat; 0: none
+	// stuck is set while the term's work is stuck; then a Beat wakes the
+	// watchdog (woken, 1-buffered) to see it recover at once.
+	stuck atomic.Bool
+	woken chan struct{}
+}
+
+// lastBeat returns when the work last beat, or zero.
+func (v *termValue) lastBeat() time.Time {
+	if n := v.beat.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
 }
 
 // stepDownRequest is a Yield (to empty) or a HandOver to to, asked of a
@@ -97,6 +130,7 @@ func newTerm(transitions int, sent, validUntil time.Time, stopCampaign context.C
 		renewed:      make(chan struct{}, 1),
 		stopCampaign: stopCampaign,
 		served:       make(chan struct{}),
+		value:        &termValue{number: int64(transitions), woken: make(chan struct{}, 1)},
 	}
 }
 
@@ -140,7 +174,7 @@ func (t *term) start(ctx context.Context, cancel context.CancelCauseFunc, now ti
 		t.end(ErrLeaseExpired, now)
 		return false
 	}
-	t.phase = termServing
+	t.phase, t.startedAt = termServing, now
 	return true
 }
 
@@ -176,8 +210,11 @@ func (t *term) finish() { t.phase = termDone }
 // TermFromContext returns the term number carried by the context given to
 // OnStartedLeading (or one derived from it).
 func TermFromContext(ctx context.Context) (number int64, ok bool) {
-	n, ok := ctx.Value(termKey{}).(int64)
-	return n, ok
+	tv, ok := ctx.Value(termKey{}).(*termValue)
+	if !ok {
+		return 0, false
+	}
+	return tv.number, true
 }
 
 type termKey struct{}

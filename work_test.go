@@ -1,0 +1,275 @@
+package relect_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// worker is a leader's work that beats every beatEvery while it is not
+// hung, and whose check fails while it is not healthy.
+type worker struct {
+	hung    atomic.Bool // stops beating (but returns when its context ends)
+	failing atomic.Bool // its check fails
+	mu      sync.Mutex
+	checks  int
+}
+
+func (w *worker) run(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if !w.hung.Load() {
+				relect.Beat(ctx)
+			}
+		}
+	}
+}
+
+func (w *worker) check(context.Context) error {
+	w.mu.Lock()
+	w.checks++
+	w.mu.Unlock()
+	if w.failing.Load() {
+		return errors.New("downstream unreachable")
+	}
+	return nil
+}
+
+// workFleet starts n candidates (c00 leads) whose work is ws[i], with mod
+// applied to each one's Work options.
+func workFleet(t *testing.T, n int, mod func(*relect.WorkOptions)) ([]*candidate, []*worker) {
+	t.Helper()
+	ws := make([]*worker, n)
+	for i := range ws {
+		ws[i] = &worker{}
+	}
+	cs := fleet(t, newAPI(), n, func(i int, o *relect.Options) {
+		o.OnStartedLeading = ws[i].run
+		mod(&o.Work)
+	})
+	return cs, ws
+}
+
+func stuckEvents(c *candidate) []relect.Event { return c.eventsOf(relect.EventWorkStuck) }
+
+// A leader whose work stops beating hands over within BeatWindow + 2 × RP
+// of its last beat: its term ends (ErrWorkStuck), the lease is released to
+// the next in line at once, and the stuck one stays a candidate, passed
+// over in the line for its cooldown.
+func TestStuckWorkHandsOver(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const window = 5 * time.Second
+		cs, ws := workFleet(t, 3, func(o *relect.WorkOptions) { o.BeatWindow = window })
+		stop := monitor(t, 10*time.Millisecond, cs...)
+		a := cs[0]
+		require.True(t, a.e.IsLeader())
+		next := named(cs, a.e.Candidates()[1].Identity)
+
+		time.Sleep(3 * window)
+		assert.True(t, a.e.IsLeader(), "a beating leader leads on")
+		assert.Empty(t, stuckEvents(a))
+
+		ws[0].hung.Store(true)
+		lastBeat := a.e.Stats().LastBeat
+		waitFor(t, window+2*rp, "another leader", func() bool { return len(leaders(cs...)) == 1 && !a.e.IsLeader() })
+		assert.LessOrEqual(t, time.Since(lastBeat), window+2*rp, "handed over within the window + 2 RP")
+		assert.Equal(t, []string{next.name}, leaders(cs...), "to the first in line")
+
+		require.Len(t, stuckEvents(a), 1)
+		assert.ErrorIs(t, stuckEvents(a)[0].Err, relect.ErrWorkStuck)
+		stopped := a.eventsOf(relect.EventStoppedLeading)
+		assert.ErrorIs(t, stopped[len(stopped)-1].Err, relect.ErrWorkStuck)
+		assert.Equal(t, 1, a.count(relect.EventReleased), "released at once, as a Yield")
+		assert.Equal(t, uint64(1), a.e.Stats().WorkStuckHandovers)
+		assert.False(t, a.e.Stats().WorkStuck, "not leading: not stuck")
+
+		time.Sleep(2 * rp)
+		for _, c := range next.e.Candidates() {
+			if c.Identity == a.name {
+				assert.Zero(t, c.Successor, "the stuck one is passed over in the new leader's line, cooling")
+			}
+		}
+		stop()
+		stopAll(cs...)
+	})
+}
+
+// With a check, the leader hands over after CheckFailures failures in a
+// row; a successor whose own check fails stands back in line, so the lease
+// goes to one that can do the work.
+func TestStuckCheckHandsOverToAHealthySuccessor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ws []*worker
+		cs := fleet(t, newAPI(), 3, func(i int, o *relect.Options) {
+			w := &worker{}
+			ws = append(ws, w)
+			o.OnStartedLeading = w.run
+			o.Work.Check = w.check
+			o.Priority = int32(i) // c02 first in line, then c01
+		})
+		a := cs[0]
+		first := named(cs, a.e.Candidates()[1].Identity)
+		require.Equal(t, "c02", first.name)
+		ws[2].failing.Store(true) // the first in line cannot do the work
+		time.Sleep(relect.DefaultWorkCheckInterval * (relect.DefaultWorkCheckFailures + 1))
+		assert.True(t, a.e.IsLeader())
+		assert.True(t, first.e.Stats().WorkCheckFailures >= relect.DefaultWorkCheckFailures, "a successor in line runs the check")
+
+		ws[0].failing.Store(true)
+		waitFor(t, relect.DefaultWorkCheckInterval*(relect.DefaultWorkCheckFailures+1)+2*rp, "another leader",
+			func() bool { return len(leaders(cs...)) == 1 && !a.e.IsLeader() })
+		assert.Equal(t, []string{"c01"}, leaders(cs...), "the healthy one, though second in line")
+		assert.ErrorContains(t, stuckEvents(a)[0].Err, "downstream unreachable")
+		stopAll(cs...)
+	})
+}
+
+// When the work fails on every candidate (its downstream is down),
+// leadership does not rotate at every window: each stuck handover in a row
+// makes the next leader hold twice as long before it may hand over in
+// turn, so a 10-minute outage costs a handful of handovers, with one
+// leader at every instant but the handovers' own milliseconds.
+func TestNoFlappingWhenTheWorkFailsEverywhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs, ws := workFleet(t, 4, func(o *relect.WorkOptions) { o.BeatWindow = 5 * time.Second })
+		stop := monitor(t, 10*time.Millisecond, cs...)
+		start := time.Now()
+		for _, w := range ws {
+			w.hung.Store(true)
+		}
+		var leaderless time.Duration
+		for time.Since(start) < 10*time.Minute {
+			time.Sleep(10 * time.Millisecond)
+			if len(leaders(cs...)) == 0 {
+				leaderless += 10 * time.Millisecond
+			}
+		}
+		handovers := 0
+		for _, c := range cs {
+			handovers += int(c.e.Stats().WorkStuckHandovers)
+		}
+		// Cooldown 1 min: handovers at 0+, 1, 3 and 7 minutes.
+		assert.LessOrEqual(t, handovers, 4, "stuck handovers in 10 minutes")
+		assert.GreaterOrEqual(t, handovers, 2, "the first one is not held, and the streak's holds do end")
+		assert.Less(t, leaderless, time.Duration(handovers)*100*time.Millisecond, "one leader throughout, but the handovers")
+		t.Logf("%d stuck handovers in 10 minutes, %v without a leader", handovers, leaderless)
+
+		// The outage ends: the next leader's work beats, holds its hold,
+		// and the streak ends.
+		for _, w := range ws {
+			w.hung.Store(false)
+		}
+		time.Sleep(2 * time.Hour)
+		for _, c := range cs {
+			assert.False(t, c.e.Stats().WorkStuck, "%s", c.name)
+		}
+		stop()
+		stopAll(cs...)
+	})
+}
+
+// A check that hangs, ignoring its context, counts as failing at every
+// interval it has not returned; the leader hands over, and Run waits for
+// the check to return before it returns.
+func TestHungCheckCountsAsFailing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		var hang atomic.Bool
+		cs := fleet(t, newAPI(), 2, func(_ int, o *relect.Options) {
+			o.Work.Check = func(context.Context) error {
+				if hang.Load() {
+					<-release
+				}
+				return nil
+			}
+		})
+		a := cs[0]
+		hang.Store(true)
+		waitFor(t, relect.DefaultWorkCheckInterval*(relect.DefaultWorkCheckFailures+2), "a hands over",
+			func() bool { return !a.e.IsLeader() && cs[1].e.IsLeader() })
+		assert.ErrorContains(t, stuckEvents(a)[0].Err, "not return", "a hung call is a failure")
+		stopped := make(chan struct{})
+		go func() {
+			stopAll(cs...)
+			close(stopped)
+		}()
+		synctest.Wait()
+		select {
+		case <-stopped:
+			t.Fatal("Run returned while a check call was still running")
+		default:
+		}
+		close(release)
+		<-stopped
+	})
+}
+
+// A leader alone cannot hand over: its work stays stuck, it leads on, and
+// its health check fails with ErrWorkStuck once that has lasted
+// WorkStuckTimeout; a follower's health never depends on it.
+func TestStuckAloneFailsTheHealthCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs, ws := workFleet(t, 1, func(o *relect.WorkOptions) { o.BeatWindow = 5 * time.Second })
+		a := cs[0]
+		check := a.e.HealthCheck(relect.HealthOptions{WorkStuckTimeout: time.Minute})
+		ws[0].hung.Store(true)
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		assert.True(t, a.e.IsLeader(), "nobody to hand over to: it leads on")
+		assert.True(t, a.e.Stats().WorkStuck)
+		assert.NoError(t, probe(check))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		assert.ErrorIs(t, probe(check), relect.ErrWorkStuck)
+		ws[0].hung.Store(false)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.NoError(t, probe(check), "the work beats again")
+		assert.False(t, a.e.Stats().WorkStuck)
+		stopAll(cs...)
+	})
+}
+
+func TestBeatOutsideATerm(t *testing.T) {
+	assert.False(t, relect.Beat(context.Background()))
+}
+
+func TestWorkOptionsAreChecked(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		w     relect.WorkOptions
+		field string
+	}{
+		{"negative window", relect.WorkOptions{BeatWindow: -time.Second}, "Work.BeatWindow"},
+		{"negative failures", relect.WorkOptions{BeatWindow: time.Second, CheckFailures: -1}, "Work.CheckFailures"},
+		{"timeout beyond interval", relect.WorkOptions{Check: func(context.Context) error { return nil },
+			CheckInterval: time.Second, CheckTimeout: 2 * time.Second}, "Work.CheckTimeout"},
+		{"max below cooldown", relect.WorkOptions{BeatWindow: time.Second, Cooldown: time.Hour, MaxCooldown: time.Minute}, "Work.MaxCooldown"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := validOptions()
+			o.Work = tc.w
+			_, err := relect.New(o)
+			var fe *relect.FieldError
+			require.ErrorAs(t, err, &fe)
+			assert.Equal(t, "Options."+tc.field, fe.Field)
+		})
+	}
+	o := validOptions()
+	o.Standby, o.Work.BeatWindow = true, time.Second
+	_, err := relect.New(o)
+	assert.ErrorContains(t, err, "Options.Work ")
+}
