@@ -191,7 +191,8 @@ func (e *Elector) Run(ctx context.Context) error {
 		// The work check runs as long as Run: joined after the loop
 		// ended (ctx is done then), once its last call returned.
 		var checking sync.WaitGroup
-		checking.Go(func() { checkWork(ctx, e.cfg, e.st) })
+		cctx := ctx
+		checking.Go(func() { checkWork(cctx, e.cfg, e.st) })
 		defer checking.Wait()
 	}
 	n := newNotifier(e.cfg.OnNewLeader, func(p *PanicError) { e.st.emit(Event{Kind: EventError, Err: p}) },

@@ -72,10 +72,10 @@ type term struct {
 	// (the fleet's streak, inherited at acquisition), and streak that
 	// streak; stuck why its work is stuck now (nil: it is not), since
 	// stuckAt.
-	value     *termValue
-	startedAt time.Time
-	holdUntil time.Time
-	streak    int
+	value      *termValue
+	startedAt  time.Time
+	holdUntil  time.Time
+	streak     int
 	stuck      error
 	stuckAt    time.Time
 	holdLogged bool // the wait to hand over was logged once
