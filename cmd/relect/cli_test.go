@@ -88,6 +88,7 @@ func TestBadCommandLines(t *testing.T) {
 		{"run: --grace beyond a custom margin", []string{"run", "--lease-duration=3s", "--renew-deadline=2s", "--grace=1s", "default/job", "--", "true"}, exitUsage,
 			[]string{"--grace 1s is not less than"}},
 		{"run: negative --restart-delay", []string{"run", "--restart-delay=-1s", "default/job", "--", "true"}, exitUsage, []string{"--restart-delay -1s is negative"}},
+		{"run: negative --timeout", []string{"run", "--timeout=-1s", "default/job", "--", "true"}, exitUsage, []string{"--timeout -1s is negative"}},
 		{"run: bad --log-format", []string{"run", "--log-format=xml", "default/job", "--", "true"}, exitUsage, []string{`--log-format "xml"`}},
 		{"run: every error at once", []string{"run", "--restart=x", "--signal=y", "--grace=-1s", "default/job", "--", "true"}, exitUsage,
 			[]string{`--restart "x"`, `--signal "y"`, "--grace -1s"}},
@@ -157,7 +158,8 @@ func TestHelp(t *testing.T) {
 	}{
 		{[]string{"help"}, []string{"relect run", "relect status", "relect sidecar", "Exit codes"}},
 		{[]string{"--help"}, []string{"relect run"}},
-		{[]string{"help", "run"}, []string{"RELECT_TERM", "RELECT_IDENTITY", "RELECT_LEASE", "--grace", "Examples:", "Exit codes:", "127", "(default 15s)"}},
+		{[]string{"help", "run"}, []string{"RELECT_TERM", "RELECT_IDENTITY", "RELECT_LEASE", "--grace", "Examples:", "Exit codes:", "127", "(default 15s)",
+			`--restart string`, `(default "never")`, "--timeout", "124"}},
 		{[]string{"run", "--help"}, []string{"--lease-duration", "--renew-deadline", "--retry-period", "--backoff-initial", "--backoff-max",
 			"--rate-limit", "--rate-burst", "--degraded-after", "--keep-lease-on-cancel", "--cut-off-after", "--work-stop-timeout",
 			"--signal", "--restart", "--kubeconfig", "--context", "half of that margin"}},

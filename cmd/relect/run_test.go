@@ -17,6 +17,8 @@ import (
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // testRun is one relect run in-process, on an in-memory Lease API.
@@ -93,6 +95,48 @@ func TestRunNeverEndsWithCmdStatus(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1 a default/job\n", string(data))
 	assert.Equal(t, "", api.Holder("default", "job"), "the lease is released before relect exits")
+}
+
+// By default CMD runs once, as consul lock runs its child: its exit ends
+// the term, the lease is released, and relect exits with CMD's status. (It
+// ran 5 times in 4.5 s when the default was --restart=always.)
+func TestRunDefaultRunsCmdOnce(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	runs := filepath.Join(t.TempDir(), "runs")
+	r := startRun(t, api, "a", "--", "sh", "-c", `echo "backup done" >> `+runs)
+	assert.Equal(t, 0, r.exitCode(t))
+	assert.Equal(t, []string{"backup", "done"}, readLines(runs), "CMD ran once")
+	assert.Equal(t, "", api.Holder("default", "job"), "the lease is released before relect exits")
+}
+
+// --timeout: a candidate that does not lead within it exits 124 without
+// running CMD, and leaves the Lease alone.
+func TestRunTimeoutGivesUp(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	holder, hour, zero := "other", int32(3600), int32(0)
+	now := metav1.NowMicro()
+	api.Put(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "job"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &hour, LeaseTransitions: &zero,
+			AcquireTime: &now, RenewTime: &now},
+	})
+	ran := filepath.Join(t.TempDir(), "ran")
+	r := startRun(t, api, "a", "--timeout=300ms", "--", "sh", "-c", "touch "+ran)
+	assert.Equal(t, exitTimedOut, r.exitCode(t))
+	assert.NoFileExists(t, ran, "CMD must not run")
+	assert.Equal(t, "other", api.Holder("default", "job"))
+	assert.Contains(t, r.log.String(), "did not lead within --timeout")
+}
+
+// --timeout does not end a term that began within it.
+func TestRunTimeoutSparesATerm(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	log := filepath.Join(t.TempDir(), "log")
+	r := startRun(t, api, "a", "--timeout=200ms", "--", "sh", "-c", `echo started >> `+log+`; sleep 0.5; echo done >> `+log+`; exit 5`)
+	assert.Equal(t, 5, r.exitCode(t))
+	assert.Equal(t, []string{"started", "done"}, readLines(log))
 }
 
 // --restart=on-failure: CMD runs again while it fails; its first success
