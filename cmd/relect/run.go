@@ -311,7 +311,7 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	opts.Config, opts.Client = conn.Config, conn.Client
 	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
 	opts.OnStartedLeading, opts.OnStoppedLeading = r.lead, r.stopped
-	opts.Logger = libLog
+	opts.Logger = libraryLogger(libLog, log, plan.lease, plan.s)
 	e, err := newElector(opts, plan.s.health)
 	if err != nil {
 		return report(stderr, "run", err)

@@ -137,7 +137,7 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	opts.Config, opts.Client = conn.Config, conn.Client
 	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
 	opts.OnStartedLeading = func(ctx context.Context) { holdTerm(ctx, view, log) }
-	opts.Logger = libLog
+	opts.Logger = libraryLogger(libLog, log, plan.lease, plan.s)
 	e, err := newElector(opts, plan.s.health)
 	if err != nil {
 		return report(stderr, "sidecar", err)
