@@ -72,14 +72,67 @@ var commands = map[string]command{
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, stop := stopSignals()
+	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// stopSignals returns a context that is cancelled at the first SIGTERM or
+// SIGINT (its cause names the signal), and whose hurry channel (see
+// hurryOf) is closed at the second: run then kills CMD at once instead of
+// waiting out its grace period, and still releases the Lease. Later
+// signals are ignored: relect is ending anyway, within --renew-deadline
+// (the release) and 5 s (the HTTP server's shutdown). Before this, the
+// second signal killed relect (exit 143), and the Lease stayed held until
+// it expired. stop ends the goroutine that watches the signals and
+// returns once it has.
+func stopSignals() (ctx context.Context, stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	hurry := make(chan struct{})
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
-		// After the first signal a second one ends relect at once, as if
-		// it handled none; CMD dies with it (see run's help).
-		<-ctx.Done()
-		stop()
+		defer close(done)
+		for n := 0; ; n++ {
+			var sig os.Signal
+			select {
+			case sig = <-sigs:
+			case <-quit:
+				return
+			}
+			switch n {
+			case 0:
+				cancel(fmt.Errorf("%w: %v", errSignal, sig))
+			case 1:
+				close(hurry)
+			}
+		}
 	}()
-	os.Exit(cli(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	return withHurry(ctx, hurry), func() {
+		signal.Stop(sigs)
+		close(quit)
+		<-done
+		cancel(nil)
+	}
+}
+
+// errSignal is the cause of a context that a stop signal ended.
+var errSignal = errors.New("stop signal")
+
+type hurryKey struct{}
+
+// withHurry returns ctx carrying hurry, closed when the user asks a stop
+// already under way to hurry (a second SIGTERM or SIGINT).
+func withHurry(ctx context.Context, hurry <-chan struct{}) context.Context {
+	return context.WithValue(ctx, hurryKey{}, hurry)
+}
+
+// hurryOf returns ctx's hurry channel, or nil (never ready) if it has none.
+func hurryOf(ctx context.Context) <-chan struct{} {
+	h, _ := ctx.Value(hurryKey{}).(<-chan struct{})
+	return h
 }
 
 // cli runs the command line args and returns the exit code.

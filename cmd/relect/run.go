@@ -51,8 +51,13 @@ SIGKILL from the kernel when relect exits for any reason, SIGKILL included
 (processes CMD started are killed by relect when a term ends, but not when
 relect itself is killed: have CMD exec its work, or run relect as the
 container's entrypoint, where the container's end kills them). On other
-systems (macOS, other BSDs) CMD survives a relect killed with SIGKILL. A
-second SIGTERM or SIGINT ends relect at once (and with it CMD).
+systems (macOS, other BSDs) CMD survives a relect killed with SIGKILL.
+
+A second SIGTERM or SIGINT while relect stops hurries the stop: CMD's
+process group is killed at once instead of being given the rest of
+--grace; the Lease is still released once CMD is gone, and relect exits 0
+as after one signal. Later signals are ignored (the release takes at most
+--renew-deadline).
 
 --restart says what happens when CMD exits by itself while relect leads:
   never       (the default, for a job) end the term, release the Lease, and
@@ -93,7 +98,8 @@ Exit codes:
   N    CMD exited by itself and ended relect (--restart=never, the default,
        or on-failure and status 0): CMD's exit status, or 128 + the
        signal's number if a signal killed it
-  0    stopped by SIGTERM or SIGINT: CMD was stopped, the Lease released
+  0    stopped by SIGTERM or SIGINT: CMD was stopped (killed at once after
+       a second signal), the Lease released
   2    bad command line or kubeconfig (the message names the flag)
   124  --timeout passed before this candidate led (CMD never ran)
   126  CMD cannot be run (not executable)
@@ -305,7 +311,7 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	defer stop(nil)
 	r := &runner{
 		plan: plan, env: os.Environ(), stdout: stdout, stderr: stderr,
-		log: log, stopRun: stop, led: make(chan struct{}),
+		log: log, stopRun: stop, led: make(chan struct{}), hurry: hurryOf(ctx),
 	}
 	opts := plan.s.opts
 	opts.Config, opts.Client = conn.Config, conn.Client
@@ -367,6 +373,7 @@ type runner struct {
 	identity       string
 	view           *leaderView
 	stopRun        context.CancelCauseFunc
+	hurry          <-chan struct{} // closed: kill CMD at once (hurryOf)
 
 	mu    sync.Mutex  // guards the fields below
 	final *exitStatus // CMD's status that ended relect (--restart), or nil
@@ -483,11 +490,16 @@ func (r *runner) runOnce(ctx context.Context, env []string, term int64) (st exit
 		r.log.Info("CMD exited", "term", term, "pid", p.pid, "status", st.String(), "after", time.Since(ended))
 		return st, true
 	case <-grace.C:
+		p.signal(syscall.SIGKILL)
+		st = <-p.done
+		r.log.Warn("CMD did not exit within the grace period: killed its process group", "term", term, "pid", p.pid,
+			"grace", r.plan.grace, "status", st.String(), "after", time.Since(ended))
+	case <-r.hurry:
+		p.signal(syscall.SIGKILL)
+		st = <-p.done
+		r.log.Warn("second stop signal: killed CMD's process group without waiting out the grace period; the lease is released next",
+			"term", term, "pid", p.pid, "status", st.String(), "after", time.Since(ended))
 	}
-	p.signal(syscall.SIGKILL)
-	st = <-p.done
-	r.log.Warn("CMD did not exit within the grace period: killed its process group", "term", term, "pid", p.pid,
-		"grace", r.plan.grace, "status", st.String(), "after", time.Since(ended))
 	return st, true
 }
 

@@ -245,3 +245,46 @@ func TestRunCmdGoneAtStart(t *testing.T) {
 	code := runElection(context.Background(), plan, relect.Options{Client: api.Client("a").Clientset()}, io.Discard, io.Discard)
 	assert.Equal(t, exitNoCommand, code)
 }
+
+// A second stop signal while CMD is given its grace period kills CMD's
+// group at once, and the lease is still released (it was left held until
+// it expired: relect died of the second signal).
+func TestRunSecondSignalKillsCmdAtOnce(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	// A margin of 8 s and a grace of 7 s, which CMD, ignoring SIGTERM, would use up.
+	plan, _, err := parseRun([]string{"--identity=a", "--lease-duration=10s", "--renew-deadline=2s", "--retry-period=500ms", "--grace=7s",
+		"default/job", "--", "sh", "-c", `trap '' TERM; echo $$ > ` + pidFile + `; while :; do sleep 0.05; done`}, io.Discard)
+	require.NoError(t, err)
+	hurry := make(chan struct{})
+	ctx, cancel := context.WithCancel(withHurry(context.Background(), hurry))
+	defer cancel()
+	log := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() { done <- runElection(ctx, plan, relect.Options{Client: api.Client("a").Clientset()}, os.Stderr, log) }()
+	var pid int
+	eventually(t, "CMD started", func() bool {
+		lines := readLines(pidFile)
+		if len(lines) == 1 {
+			pid, _ = strconv.Atoi(lines[0])
+		}
+		return pid > 0
+	})
+	cancel() // the first signal
+	eventually(t, "CMD signalled", func() bool { return strings.Contains(log.String(), "stopping CMD") })
+	close(hurry) // the second
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("relect run did not return\n%s", log)
+	}
+	assert.Equal(t, exitOK, code)
+	assert.False(t, alive(pid), "CMD outlived relect run")
+	assert.Contains(t, log.String(), "second stop signal: killed CMD's process group")
+	assert.Contains(t, log.String(), "killed by SIGKILL")
+	assert.NotContains(t, log.String(), "did not exit within the grace period", "killed at once, not after the grace")
+	assert.Equal(t, "", api.Holder("default", "job"), "the lease is still released")
+}
+

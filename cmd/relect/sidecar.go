@@ -35,8 +35,9 @@ programs act at once: another candidate can lead only after
 --lease-duration − --renew-deadline past valid_until, and on SIGTERM the
 sidecar keeps the lease until the latest valid_until it handed out (over
 HTTP or in the file) has passed, so a graceful handover waits up to
---renew-deadline. A program that only polls "leading" must poll at least
-every (--lease-duration − --renew-deadline) minus its longest action.
+--renew-deadline; a second SIGTERM or SIGINT does not shorten that wait. A
+program that only polls "leading" must poll at least every
+(--lease-duration − --renew-deadline) minus its longest action.
 
 Do not point a readiness probe at leadership: a Deployment would see its
 standbys as unavailable and a rolling update would stall. To reach the
@@ -136,7 +137,8 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	opts := plan.s.opts
 	opts.Config, opts.Client = conn.Config, conn.Client
 	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
-	opts.OnStartedLeading = func(ctx context.Context) { holdTerm(ctx, view, log) }
+	hurry := hurryOf(ctx)
+	opts.OnStartedLeading = func(ctx context.Context) { holdTerm(ctx, view, log, hurry) }
 	opts.Logger = libraryLogger(libLog, log, plan.lease, plan.s)
 	e, err := newElector(opts, plan.s.health)
 	if err != nil {
@@ -180,13 +182,27 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 // program has passed — relect releases the lease only after it returns —
 // so that a program acting before the valid_until it read never overlaps
 // the next leader, also in a graceful handover. The wait is at most
-// RenewDeadline.
-func holdTerm(ctx context.Context, view *leaderView, log *slog.Logger) {
+// RenewDeadline. A second stop signal (hurry) does not shorten it: a
+// program may still act until then.
+func holdTerm(ctx context.Context, view *leaderView, log *slog.Logger, hurry <-chan struct{}) {
 	view.begin(ctx)
 	<-ctx.Done()
 	until := view.end()
-	if d := time.Until(until); d > 0 {
-		log.Info("term ended: keeping the lease until the validity handed out has passed", "wait", d)
-		time.Sleep(d)
+	d := time.Until(until)
+	if d <= 0 {
+		return
+	}
+	log.Info("term ended: keeping the lease until the validity handed out has passed", "wait", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return
+		case <-hurry:
+			log.Warn("second stop signal: the lease is still kept until the validity handed out has passed, "+
+				"for a program may act until then", "left", time.Until(until))
+			hurry = nil
+		}
 	}
 }
