@@ -262,7 +262,9 @@ func TestRunSecondSignalKillsCmdAtOnce(t *testing.T) {
 	defer cancel()
 	log := &syncBuffer{}
 	done := make(chan int, 1)
-	go func() { done <- runElection(ctx, plan, relect.Options{Client: api.Client("a").Clientset()}, os.Stderr, log) }()
+	go func() {
+		done <- runElection(ctx, plan, relect.Options{Client: api.Client("a").Clientset()}, os.Stderr, log)
+	}()
 	var pid int
 	eventually(t, "CMD started", func() bool {
 		lines := readLines(pidFile)
@@ -287,4 +289,3 @@ func TestRunSecondSignalKillsCmdAtOnce(t *testing.T) {
 	assert.NotContains(t, log.String(), "did not exit within the grace period", "killed at once, not after the grace")
 	assert.Equal(t, "", api.Holder("default", "job"), "the lease is still released")
 }
-
