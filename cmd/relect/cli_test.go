@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -53,6 +54,10 @@ func TestBadCommandLines(t *testing.T) {
 	kc := writeKubeconfig(t)
 	notExec := filepath.Join(t.TempDir(), "not-executable")
 	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer listener.Close()
+	inUse := listener.Addr().String()
 
 	for _, tc := range []struct {
 		name string
@@ -134,8 +139,19 @@ func TestBadCommandLines(t *testing.T) {
 			[]string{"--renew-deadline 1s must be greater than 1.2 × --retry-period (2s)"}},
 		{"sidecar: bad health option", []string{"sidecar", "--kubeconfig=" + kc, "--work-stop-timeout=-2s", "default/job"}, exitUsage,
 			[]string{"--work-stop-timeout is negative"}},
-		{"sidecar: address in use", []string{"sidecar", "--kubeconfig=" + kc, "--http-addr=256.0.0.1:1", "default/job"}, exitUsage,
-			[]string{"--http-addr"}},
+		{"sidecar: malformed --http-addr", []string{"sidecar", "--http-addr=4040", "default/job"}, exitUsage,
+			[]string{`--http-addr "4040": want HOST:PORT`}},
+		{"sidecar: --http-addr port not a number", []string{"sidecar", "--http-addr=:http", "default/job"}, exitUsage,
+			[]string{`--http-addr ":http": the port must be a number`}},
+		{"run: malformed --http-addr", []string{"run", "--http-addr=localhost", "default/job", "--", "true"}, exitUsage,
+			[]string{`--http-addr "localhost": want HOST:PORT`}},
+		// Listening fails: a failure of the server, as the help says (1), not of the command line.
+		{"sidecar: --http-addr not this machine's", []string{"sidecar", "--kubeconfig=" + kc, "--http-addr=256.0.0.1:1", "default/job"}, exitFailure,
+			[]string{"HTTP server: --http-addr 256.0.0.1:1"}},
+		{"sidecar: --http-addr in use", []string{"sidecar", "--kubeconfig=" + kc, "--http-addr=" + inUse, "default/job"}, exitFailure,
+			[]string{"HTTP server: --http-addr " + inUse, "address already in use"}},
+		{"run: --http-addr in use", []string{"run", "--kubeconfig=" + kc, "--http-addr=" + inUse, "default/job", "--", "true"}, exitFailure,
+			[]string{"HTTP server: --http-addr " + inUse, "address already in use"}},
 
 		{"version: arguments", []string{"version", "x"}, exitUsage, []string{"takes no arguments"}},
 	} {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -56,12 +57,28 @@ type httpServer struct {
 	served chan struct{}
 }
 
-// errHTTP wraps a failure of the HTTP server after it started.
+// errHTTP wraps a failure of the HTTP server: to listen, or after it
+// started. It is a failure while running (exit 1), not a usage error.
 var errHTTP = errors.New("HTTP server")
 
-// startHTTP listens on addr at once, so that a bad address fails before
-// the campaign, and serves until stop. If serving fails later, it calls
-// fail with the error.
+// checkHTTPAddr checks the form of --http-addr: HOST:PORT or :PORT, with a
+// port number. A malformed one is a usage error (exit 2); one that cannot
+// be listened on — in use, not this machine's, not allowed — is known only
+// when startHTTP listens, and is a failure of the server (exit 1).
+func checkHTTPAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--http-addr %q: want HOST:PORT or :PORT, e.g. :4040", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return usagef("--http-addr %q: the port must be a number from 0 to 65535", addr)
+	}
+	return nil
+}
+
+// startHTTP listens on addr at once, so that an address that cannot be
+// listened on fails before the campaign (errHTTP), and serves until stop.
+// If serving fails later, it calls fail with the error.
 func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.HealthOptions, fail func(error)) (*httpServer, error) {
 	collector, err := metrics.NewCollector(e, metrics.Options{})
 	if err != nil {
@@ -82,7 +99,7 @@ func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.H
 
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, usagef("--http-addr: %v", err)
+		return nil, fmt.Errorf("%w: --http-addr %s: %v", errHTTP, addr, err)
 	}
 	s := &httpServer{
 		srv:    &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},

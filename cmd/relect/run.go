@@ -104,7 +104,8 @@ Exit codes:
   124  --timeout passed before this candidate led (CMD never ran)
   126  CMD cannot be run (not executable)
   127  CMD not found
-  1    relect failed while running (its HTTP server)
+  1    relect failed while running: its HTTP server (--http-addr in use,
+       say)
 `
 
 // restartPolicy is --restart.
@@ -239,6 +240,11 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 	}
 	if p.timeout < 0 {
 		bad(usagef("--timeout %v is negative", p.timeout))
+	}
+	if p.httpAddr != "" {
+		if err := checkHTTPAddr(p.httpAddr); err != nil {
+			bad(err)
+		}
 	}
 	if err := p.resolveGrace(); err != nil {
 		bad(err)

@@ -54,7 +54,8 @@ const sidecarTail = `Examples:
 
 Exit codes:
   0  stopped by SIGTERM or SIGINT (the lease released)
-  1  relect failed: its HTTP server, or --file could not be written at start
+  1  relect failed: its HTTP server (--http-addr in use, say), or --file
+     could not be written at start
   2  bad command line or kubeconfig (the message names the flag)
 `
 
@@ -114,6 +115,8 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	p.s.defaultWorkStopTimeout(orDefault(p.s.opts.RenewDeadline, relect.DefaultRenewDeadline))
 	if p.httpAddr == "" {
 		errs = append(errs, "--http-addr is empty: the sidecar serves /leader, /healthz and /metrics")
+	} else if err := checkHTTPAddr(p.httpAddr); err != nil {
+		errs = append(errs, err.Error())
 	}
 	if _, _, err := p.logs.loggers(io.Discard); err != nil {
 		errs = append(errs, err.Error())
