@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -191,10 +192,39 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// relect version and relect --version print the module version, "(devel)"
+// when built from a checkout (--version was an unknown command).
 func TestVersion(t *testing.T) {
 	r := runCLI(t, "version")
-	assert.Equal(t, exitOK, r.code)
+	assert.Equal(t, exitOK, r.code, r.stderr)
 	assert.True(t, strings.HasPrefix(r.stdout, "relect "), r.stdout)
+	for _, args := range [][]string{{"--version"}, {"-version"}} {
+		o := runCLI(t, args...)
+		assert.Equal(t, exitOK, o.code, "%q: %s", args, o.stderr)
+		assert.Equal(t, r.stdout, o.stdout, "%q", args)
+	}
+	h := runCLI(t, "version", "--help")
+	assert.Equal(t, exitOK, h.code)
+	assert.Contains(t, h.stdout, "Usage: relect version")
+
+	for _, tc := range []struct {
+		info *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{nil, false, "relect (devel)"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/relect/relect", Version: "v0.1.0"}}, true,
+			"relect v0.1.0 go1.26.8"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/relect/relect", Version: "(devel)"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}, true,
+			"relect (devel) 0123456789ab+dirty go1.26.8"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261201231000-0123456789ab"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}}}, true,
+			"relect v0.0.0-20261201231000-0123456789ab go1.26.8"},
+		{&debug.BuildInfo{}, true, "relect (devel)"},
+	} {
+		assert.Equal(t, tc.want, version(tc.info, tc.ok))
+	}
 }
 
 // A command line that passes every check starts campaigning; with its

@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -44,7 +45,7 @@ Usage:
   relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]  run CMD while this process leads
   relect status [flags] NAMESPACE/NAME                show who holds a Lease, once or as it changes
   relect sidecar [flags] NAMESPACE/NAME               campaign, and serve the result over HTTP and in a file
-  relect version                                      print relect's version
+  relect version                                      print relect's version (also relect --version)
   relect help [COMMAND]                               show a command's flags, examples and exit codes
 
 The cluster is found as kubectl finds it: --kubeconfig, else $KUBECONFIG,
@@ -143,6 +144,8 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	name, rest := args[0], args[1:]
 	switch name {
+	case "--version", "-version":
+		name = "version"
 	case "help", "-h", "--help", "-help":
 		if len(rest) == 0 {
 			fmt.Fprint(stdout, topUsage)
@@ -162,17 +165,55 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return cmd(ctx, rest, stdout, stderr)
 }
 
+const versionUsage = `Usage: relect version (or relect --version)
+
+Prints relect's module version: the one go install or go build stamped in
+the binary (v0.1.0, say), or (devel) when it was built from a checkout,
+then the commit it was built from, if known ("+dirty": with changes not
+committed), and the Go version.
+`
+
 func versionCommand(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] != "--help" && args[0] != "-h" {
+	switch {
+	case len(args) == 1 && (args[0] == "--help" || args[0] == "-h"):
+		fmt.Fprint(stdout, versionUsage)
+		return exitOK
+	case len(args) > 0:
 		fmt.Fprintf(stderr, "relect version: takes no arguments, got %q\n", args)
 		return exitUsage
 	}
-	version := "(unknown)"
-	if info, ok := debug.ReadBuildInfo(); ok {
-		version = info.Main.Version
-	}
-	fmt.Fprintln(stdout, "relect", version)
+	fmt.Fprintln(stdout, version(debug.ReadBuildInfo()))
 	return exitOK
+}
+
+// version describes the binary of info (ok false: no build information):
+// "relect v0.1.0 go1.26.8", or "relect (devel) 0123456789ab+dirty
+// go1.26.8" when built from a checkout.
+func version(info *debug.BuildInfo, ok bool) string {
+	if !ok || info == nil {
+		return "relect (devel)"
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)" // a test binary, or a build without module information
+	}
+	parts := []string{"relect", v}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value[:min(len(s.Value), 12)]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "+dirty"
+		}
+	}
+	if rev != "" && !strings.Contains(v, rev) { // a pseudo-version names it already
+		parts = append(parts, rev+dirty)
+	}
+	if info.GoVersion != "" {
+		parts = append(parts, info.GoVersion)
+	}
+	return strings.Join(parts, " ")
 }
 
 // usageError is a bad command line: relect prints it, a hint, and exits 2.
