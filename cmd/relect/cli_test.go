@@ -41,7 +41,13 @@ type cliResult struct {
 // line that passes every check returns at once instead of campaigning.
 func runCLI(t *testing.T, args ...string) cliResult {
 	t.Helper()
-	t.Setenv("KUBECONFIG", "")
+	return runCLIWith(t, "", args...)
+}
+
+// runCLIWith is runCLI with $KUBECONFIG set to kubeconfig.
+func runCLIWith(t *testing.T, kubeconfig string, args ...string) cliResult {
+	t.Helper()
+	t.Setenv("KUBECONFIG", kubeconfig)
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -49,6 +55,44 @@ func runCLI(t *testing.T, args ...string) cliResult {
 	var code int
 	require.NotPanics(t, func() { code = cli(ctx, args, &out, &errOut) }, "args %q", args)
 	return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// A $KUBECONFIG naming a missing file is named, with what else was tried
+// (it gave client-go's "no configuration has been provided, try setting
+// KUBERNETES_MASTER environment variable", naming no file).
+func TestNoClusterSaysWhatWasTried(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "kubeconfig")
+	empty := filepath.Join(t.TempDir(), "empty")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	for _, tc := range []struct {
+		name       string
+		kubeconfig string // $KUBECONFIG
+		want       []string
+	}{
+		{"$KUBECONFIG names a missing file", missing, []string{"$KUBECONFIG=" + missing, missing + " does not exist"}},
+		{"$KUBECONFIG names two files", missing + string(os.PathListSeparator) + empty,
+			[]string{missing + " does not exist", empty + " names no cluster"}},
+		// clientcmd reads the home directory once, at init.
+		{"no $KUBECONFIG, no ~/.kube/config", "", []string{"$KUBECONFIG is not set", clientcmd.RecommendedHomeFile + " does not exist"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := os.Stat(clientcmd.RecommendedHomeFile); tc.kubeconfig == "" && err == nil {
+				t.Skipf("this machine has a %s", clientcmd.RecommendedHomeFile)
+			}
+			for _, args := range [][]string{
+				{"status", "default/job"},
+				{"run", "default/job", "--", "true"},
+				{"sidecar", "default/job"},
+			} {
+				r := runCLIWith(t, tc.kubeconfig, args...)
+				assert.Equal(t, exitUsage, r.code, "%q: %s", args, r.stderr)
+				for _, w := range append(tc.want, "no cluster to talk to", "not in a pod", "--kubeconfig") {
+					assert.Contains(t, r.stderr, w, "%q", args)
+				}
+				assert.NotContains(t, r.stderr, "KUBERNETES_MASTER", "%q", args)
+			}
+		})
+	}
 }
 
 func TestBadCommandLines(t *testing.T) {
