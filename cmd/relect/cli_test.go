@@ -182,6 +182,9 @@ func TestBadCommandLines(t *testing.T) {
 		{"sidecar: no address", []string{"sidecar", "--http-addr=", "default/job"}, exitUsage, []string{"--http-addr is empty"}},
 		{"sidecar: bad durations", []string{"sidecar", "--kubeconfig=" + kc, "--renew-deadline=1s", "default/job"}, exitUsage,
 			[]string{"--renew-deadline 1s must be greater than 1.2 × --retry-period (2s)"}},
+		{"sidecar: negative --valid-for", []string{"sidecar", "--valid-for=-1s", "default/job"}, exitUsage, []string{"--valid-for -1s is negative"}},
+		{"sidecar: --valid-for beyond the renew deadline", []string{"sidecar", "--valid-for=11s", "default/job"}, exitUsage,
+			[]string{"--valid-for 11s is longer than --renew-deadline 10s"}},
 		{"sidecar: bad health option", []string{"sidecar", "--kubeconfig=" + kc, "--work-stop-timeout=-2s", "default/job"}, exitUsage,
 			[]string{"--work-stop-timeout is negative"}},
 		{"sidecar: malformed --http-addr", []string{"sidecar", "--http-addr=4040", "default/job"}, exitUsage,
@@ -303,6 +306,11 @@ func TestWorkStopTimeoutCoversTheStop(t *testing.T) {
 	plan, _, err := parseSidecar([]string{"--renew-deadline=4s", "--lease-duration=6s", "--retry-period=1s", "default/job"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, 5*time.Second, plan.s.health.WorkStopTimeout)
+	assert.Equal(t, 4*time.Second, plan.validFor, "--valid-for defaults to --renew-deadline")
+	plan, _, err = parseSidecar([]string{"--valid-for=2s", "default/job"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Second, plan.s.health.WorkStopTimeout, "at least --renew-deadline")
+	assert.Equal(t, 2*time.Second, plan.validFor)
 }
 
 func TestGraceDefaultIsHalfTheMargin(t *testing.T) {

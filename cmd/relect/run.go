@@ -328,7 +328,7 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	if err != nil {
 		return report(stderr, "run", err)
 	}
-	r.identity, r.view = e.Identity(), newLeaderView(e, plan.lease)
+	r.identity, r.view = e.Identity(), newLeaderView(e, plan.lease, 0)
 	if plan.httpAddr != "" {
 		srv, err := startHTTP(plan.httpAddr, e, r.view, plan.s.health, func(err error) { stop(err) })
 		if err != nil {
