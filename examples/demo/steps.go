@@ -64,7 +64,7 @@ func (d *demo) stepCrash(ctx context.Context) error {
 	// again.
 	if _, err := d.waitFor(ctx, first.name+", started with KeepLeaseOnCancel, to lead", func() bool {
 		leader, _ := d.leader()
-		return leader == first
+		return leader == first && first.keepsLease()
 	}); err != nil {
 		return fmt.Errorf("%w (it lost the lease it had from the start: a busy machine delayed its renewals past "+
 			"RenewDeadline; longer durations help: -lease-duration 6s -renew-deadline 4s -retry-period 1s)", err)
