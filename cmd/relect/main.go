@@ -5,9 +5,11 @@
 //	relect status [flags] NAMESPACE/NAME
 //	relect sidecar [flags] NAMESPACE/NAME
 //
-// run campaigns for the Lease and runs CMD while it leads: CMD is signalled,
-// then its process group killed, before the term's safety margin runs out,
-// and the lease is released only after CMD has exited. status shows the
+// run campaigns for the Lease and runs CMD while it leads — once by default,
+// then it releases the Lease and exits with CMD's status, as a job wants;
+// again whenever it exits with --restart=always, as a service wants: CMD
+// is signalled, then its process group killed, before the term's safety
+// margin runs out, and the lease is released only after CMD has exited. status shows the
 // holder, term, renew age and validity of a Lease, once or as it changes.
 // sidecar campaigns and tells other programs the result over HTTP and in a
 // file. Run "relect help COMMAND" for a command's flags, examples and exit
