@@ -129,12 +129,27 @@ func TestRunTimeoutGivesUp(t *testing.T) {
 	assert.Contains(t, r.log.String(), "did not lead within --timeout")
 }
 
-// --timeout does not end a term that began within it.
+// --timeout does not end a term that began within it: CMD, started, runs
+// past it, and relect exits with its status.
 func TestRunTimeoutSparesATerm(t *testing.T) {
 	api := relecttest.NewLeaseAPI()
 	api.PutReleased("default", "job")
-	log := filepath.Join(t.TempDir(), "log")
-	r := startRun(t, api, "a", "--timeout=200ms", "--", "sh", "-c", `echo started >> `+log+`; sleep 0.5; echo done >> `+log+`; exit 5`)
+	dir := t.TempDir()
+	log, proceed := filepath.Join(dir, "log"), filepath.Join(dir, "proceed")
+	const timeout = time.Second
+	r := startRun(t, api, "a", "--timeout="+timeout.String(), "--",
+		"sh", "-c", `echo started >> `+log+`; while [ ! -e `+proceed+` ]; do sleep 0.02; done; echo done >> `+log+`; exit 5`)
+	for len(readLines(log)) == 0 {
+		select {
+		case code := <-r.done:
+			r.done <- code
+			require.Equal(t, exitTimedOut, code, "relect exited before CMD started")
+			t.Skipf("this machine took longer than --timeout (%v) to take a released lease", timeout)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	time.Sleep(timeout + 100*time.Millisecond) // the timer, started before CMD, is past; CMD still runs
+	require.NoError(t, os.WriteFile(proceed, nil, 0o644))
 	assert.Equal(t, 5, r.exitCode(t))
 	assert.Equal(t, []string{"started", "done"}, readLines(log))
 }
