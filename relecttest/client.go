@@ -318,11 +318,13 @@ func (l *leases) List(ctx context.Context, opts metav1.ListOptions) (_ *coordina
 }
 
 // Watch supports an empty field selector or metadata.name=NAME, and any
-// label selector. Without a
-// resourceVersion, events start with the next change; with one, the changes
-// after it are replayed first, or the watch fails with 410 Gone
-// (apierrors.IsResourceExpired) if they are too old. The watch ends when Stop
-// is called or ctx is done.
+// label selector. Without a resourceVersion, events start with the next
+// change; with one, the changes after it are replayed first — any
+// resourceVersion of the last 75 s, as the apiserver's watch cache keeps
+// them (see historyWindow) — or the watch fails with 410 Gone
+// (apierrors.IsResourceExpired) if they are older. An open watch never
+// drops an event, however slowly it is read. The watch ends when Stop is
+// called or ctx is done.
 func (l *leases) Watch(ctx context.Context, opts metav1.ListOptions) (wi watch.Interface, err error) {
 	defer l.c.observeWatch(selectedName(opts.FieldSelector), time.Now(), &wi, &err)
 	if err := l.c.enter(ctx, VerbWatch); err != nil {

@@ -11,6 +11,12 @@
 // own faults (errors, latency, partition, pause) and call counts, and the
 // test can edit the Lease by hand as an operator would with kubectl.
 //
+// A watch resumes from any resourceVersion of the last 75 seconds (at
+// least the last 100 changes of all Leases, at most 102,400), as the
+// apiserver's watch cache does; one older than that gets 410 Gone ("too old
+// resource version"). An open watch never drops an event: a slow reader's
+// events wait for it.
+//
 // A LeaseAPI reads only the time package, so it works in real time and
 // inside a testing/synctest bubble, where a 15-second lease runs in
 // milliseconds. Create it inside the bubble when it is used there.

@@ -33,7 +33,7 @@ type LeaseAPI struct {
 	clients  map[string]*Client
 	watchers map[*watcher]struct{}
 	obs      observers // see Observe
-	history  []change  // the last historySize changes, for watches that resume
+	history  []change  // the changes a watch can resume from (historyWindow), oldest first
 }
 
 // NewLeaseAPI returns an empty LeaseAPI.

@@ -3,9 +3,9 @@ package relecttest
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -14,8 +14,9 @@ import (
 )
 
 // watcher is one open watch. Events are queued without bound and pumped by
-// one goroutine, so a slow consumer never blocks the store; the goroutine
-// ends when the watch is stopped or the context given to Watch is done.
+// one goroutine, so a slow consumer never blocks the store and never loses
+// an event while its watch is open; the goroutine ends when the watch is
+// stopped or the context given to Watch is done.
 type watcher struct {
 	api       *LeaseAPI
 	namespace string
@@ -31,13 +32,27 @@ type watcher struct {
 	done  chan struct{}
 }
 
-// historySize is how many past changes a watch can resume from, like the
-// apiserver's watch cache window; older resourceVersions get 410 Gone.
-const historySize = 256
+// How long a watch can resume from, as the apiserver's watch cache keeps
+// its history (k8s.io/apiserver's cacher: DefaultEventFreshDuration and
+// the bounds of its capacity): every change of the last historyWindow, and
+// always the last historyMin changes, but never more than historyMax. A
+// watch resumed from a resourceVersion older than that gets 410 Gone
+// ("too old resource version"), as from the apiserver.
+//
+// The window is one of time, not of a count of changes, because a count
+// loses the place of a watcher that is merely slow: a candidate reads the
+// Lease, whose resourceVersion is its last renewal's, then opens its watch
+// from it while a thousand others register beside it; with a window of
+// 256 changes it got 410 Gone, where an apiserver keeps the 75 s.
+const (
+	historyWindow = 75 * time.Second
+	historyMin    = 100
+	historyMax    = 100 * 1024
+)
 
 // watch opens a watch. With a non-empty resourceVersion it first replays the
 // changes after it, as the apiserver does, or fails with 410 Gone when they
-// are no longer in the history.
+// are no longer in the history (see historyWindow).
 func (a *LeaseAPI) watch(ctx context.Context, namespace, name string, sel labels.Selector, resourceVersion string) (*watcher, error) {
 	w := &watcher{
 		api: a, namespace: namespace, name: name, labels: sel,
@@ -77,20 +92,36 @@ func (w *watcher) matches(l *coordinationv1.Lease) bool {
 // change is one entry of the LeaseAPI's history.
 type change struct {
 	rv    uint64
+	at    time.Time // when it was made
 	typ   watch.EventType
 	lease *coordinationv1.Lease
 }
 
-// notifyLocked queues an event for every matching watcher. a.mu is held.
+// notifyLocked records a change in the history and queues an event for
+// every matching watcher. a.mu is held.
 func (a *LeaseAPI) notifyLocked(t watch.EventType, l *coordinationv1.Lease) {
-	a.history = append(a.history, change{rv: a.rv, typ: t, lease: l.DeepCopy()})
-	if len(a.history) > historySize {
-		a.history = slices.Delete(a.history, 0, len(a.history)-historySize)
-	}
+	now := time.Now()
+	a.history = append(a.history, change{rv: a.rv, at: now, typ: t, lease: l.DeepCopy()})
+	a.trimHistoryLocked(now)
 	for w := range a.watchers {
 		if w.matches(l) {
 			w.push(watch.Event{Type: t, Object: l.DeepCopy()})
 		}
+	}
+}
+
+// trimHistoryLocked forgets the changes no watch can resume from any more
+// (see historyWindow). a.mu is held.
+func (a *LeaseAPI) trimHistoryLocked(now time.Time) {
+	drop := max(len(a.history)-historyMax, 0)
+	for drop < len(a.history)-historyMin && now.Sub(a.history[drop].at) > historyWindow {
+		drop++
+	}
+	if drop > 0 {
+		// Reslicing leaves the dropped entries in the array until append
+		// next grows it; clear them so that their Leases can be collected.
+		clear(a.history[:drop])
+		a.history = a.history[drop:]
 	}
 }
 

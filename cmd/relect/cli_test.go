@@ -3,8 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -39,7 +41,13 @@ type cliResult struct {
 // line that passes every check returns at once instead of campaigning.
 func runCLI(t *testing.T, args ...string) cliResult {
 	t.Helper()
-	t.Setenv("KUBECONFIG", "")
+	return runCLIWith(t, "", args...)
+}
+
+// runCLIWith is runCLI with $KUBECONFIG set to kubeconfig.
+func runCLIWith(t *testing.T, kubeconfig string, args ...string) cliResult {
+	t.Helper()
+	t.Setenv("KUBECONFIG", kubeconfig)
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -49,10 +57,52 @@ func runCLI(t *testing.T, args ...string) cliResult {
 	return cliResult{code: code, stdout: out.String(), stderr: errOut.String()}
 }
 
+// A $KUBECONFIG naming a missing file is named, with what else was tried
+// (it gave client-go's "no configuration has been provided, try setting
+// KUBERNETES_MASTER environment variable", naming no file).
+func TestNoClusterSaysWhatWasTried(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "kubeconfig")
+	empty := filepath.Join(t.TempDir(), "empty")
+	require.NoError(t, os.WriteFile(empty, nil, 0o600))
+	for _, tc := range []struct {
+		name       string
+		kubeconfig string // $KUBECONFIG
+		want       []string
+	}{
+		{"$KUBECONFIG names a missing file", missing, []string{"$KUBECONFIG=" + missing, missing + " does not exist"}},
+		{"$KUBECONFIG names two files", missing + string(os.PathListSeparator) + empty,
+			[]string{missing + " does not exist", empty + " names no cluster"}},
+		// clientcmd reads the home directory once, at init.
+		{"no $KUBECONFIG, no ~/.kube/config", "", []string{"$KUBECONFIG is not set", clientcmd.RecommendedHomeFile + " does not exist"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, err := os.Stat(clientcmd.RecommendedHomeFile); tc.kubeconfig == "" && err == nil {
+				t.Skipf("this machine has a %s", clientcmd.RecommendedHomeFile)
+			}
+			for _, args := range [][]string{
+				{"status", "default/job"},
+				{"run", "default/job", "--", "true"},
+				{"sidecar", "default/job"},
+			} {
+				r := runCLIWith(t, tc.kubeconfig, args...)
+				assert.Equal(t, exitUsage, r.code, "%q: %s", args, r.stderr)
+				for _, w := range append(tc.want, "no cluster to talk to", "not in a pod", "--kubeconfig") {
+					assert.Contains(t, r.stderr, w, "%q", args)
+				}
+				assert.NotContains(t, r.stderr, "KUBERNETES_MASTER", "%q", args)
+			}
+		})
+	}
+}
+
 func TestBadCommandLines(t *testing.T) {
 	kc := writeKubeconfig(t)
 	notExec := filepath.Join(t.TempDir(), "not-executable")
 	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer listener.Close()
+	inUse := listener.Addr().String()
 
 	for _, tc := range []struct {
 		name string
@@ -88,6 +138,7 @@ func TestBadCommandLines(t *testing.T) {
 		{"run: --grace beyond a custom margin", []string{"run", "--lease-duration=3s", "--renew-deadline=2s", "--grace=1s", "default/job", "--", "true"}, exitUsage,
 			[]string{"--grace 1s is not less than"}},
 		{"run: negative --restart-delay", []string{"run", "--restart-delay=-1s", "default/job", "--", "true"}, exitUsage, []string{"--restart-delay -1s is negative"}},
+		{"run: negative --timeout", []string{"run", "--timeout=-1s", "default/job", "--", "true"}, exitUsage, []string{"--timeout -1s is negative"}},
 		{"run: bad --log-format", []string{"run", "--log-format=xml", "default/job", "--", "true"}, exitUsage, []string{`--log-format "xml"`}},
 		{"run: every error at once", []string{"run", "--restart=x", "--signal=y", "--grace=-1s", "default/job", "--", "true"}, exitUsage,
 			[]string{`--restart "x"`, `--signal "y"`, "--grace -1s"}},
@@ -131,10 +182,24 @@ func TestBadCommandLines(t *testing.T) {
 		{"sidecar: no address", []string{"sidecar", "--http-addr=", "default/job"}, exitUsage, []string{"--http-addr is empty"}},
 		{"sidecar: bad durations", []string{"sidecar", "--kubeconfig=" + kc, "--renew-deadline=1s", "default/job"}, exitUsage,
 			[]string{"--renew-deadline 1s must be greater than 1.2 × --retry-period (2s)"}},
+		{"sidecar: negative --valid-for", []string{"sidecar", "--valid-for=-1s", "default/job"}, exitUsage, []string{"--valid-for -1s is negative"}},
+		{"sidecar: --valid-for beyond the renew deadline", []string{"sidecar", "--valid-for=11s", "default/job"}, exitUsage,
+			[]string{"--valid-for 11s is longer than --renew-deadline 10s"}},
 		{"sidecar: bad health option", []string{"sidecar", "--kubeconfig=" + kc, "--work-stop-timeout=-2s", "default/job"}, exitUsage,
 			[]string{"--work-stop-timeout is negative"}},
-		{"sidecar: address in use", []string{"sidecar", "--kubeconfig=" + kc, "--http-addr=256.0.0.1:1", "default/job"}, exitUsage,
-			[]string{"--http-addr"}},
+		{"sidecar: malformed --http-addr", []string{"sidecar", "--http-addr=4040", "default/job"}, exitUsage,
+			[]string{`--http-addr "4040": want HOST:PORT`}},
+		{"sidecar: --http-addr port not a number", []string{"sidecar", "--http-addr=:http", "default/job"}, exitUsage,
+			[]string{`--http-addr ":http": the port must be a number`}},
+		{"run: malformed --http-addr", []string{"run", "--http-addr=localhost", "default/job", "--", "true"}, exitUsage,
+			[]string{`--http-addr "localhost": want HOST:PORT`}},
+		// Listening fails: a failure of the server, as the help says (1), not of the command line.
+		{"sidecar: --http-addr not this machine's", []string{"sidecar", "--kubeconfig=" + kc, "--http-addr=256.0.0.1:1", "default/job"}, exitFailure,
+			[]string{"HTTP server: --http-addr 256.0.0.1:1"}},
+		{"sidecar: --http-addr in use", []string{"sidecar", "--kubeconfig=" + kc, "--http-addr=" + inUse, "default/job"}, exitFailure,
+			[]string{"HTTP server: --http-addr " + inUse, "address already in use"}},
+		{"run: --http-addr in use", []string{"run", "--kubeconfig=" + kc, "--http-addr=" + inUse, "default/job", "--", "true"}, exitFailure,
+			[]string{"HTTP server: --http-addr " + inUse, "address already in use"}},
 
 		{"version: arguments", []string{"version", "x"}, exitUsage, []string{"takes no arguments"}},
 	} {
@@ -157,7 +222,8 @@ func TestHelp(t *testing.T) {
 	}{
 		{[]string{"help"}, []string{"relect run", "relect status", "relect sidecar", "Exit codes"}},
 		{[]string{"--help"}, []string{"relect run"}},
-		{[]string{"help", "run"}, []string{"RELECT_TERM", "RELECT_IDENTITY", "RELECT_LEASE", "--grace", "Examples:", "Exit codes:", "127", "(default 15s)"}},
+		{[]string{"help", "run"}, []string{"RELECT_TERM", "RELECT_IDENTITY", "RELECT_LEASE", "--grace", "Examples:", "Exit codes:", "127", "(default 15s)",
+			`--restart string`, `(default "never")`, "--timeout", "124"}},
 		{[]string{"run", "--help"}, []string{"--lease-duration", "--renew-deadline", "--retry-period", "--backoff-initial", "--backoff-max",
 			"--rate-limit", "--rate-burst", "--degraded-after", "--keep-lease-on-cancel", "--cut-off-after", "--work-stop-timeout",
 			"--signal", "--restart", "--kubeconfig", "--context", "half of that margin"}},
@@ -173,10 +239,39 @@ func TestHelp(t *testing.T) {
 	}
 }
 
+// relect version and relect --version print the module version, "(devel)"
+// when built from a checkout (--version was an unknown command).
 func TestVersion(t *testing.T) {
 	r := runCLI(t, "version")
-	assert.Equal(t, exitOK, r.code)
+	assert.Equal(t, exitOK, r.code, r.stderr)
 	assert.True(t, strings.HasPrefix(r.stdout, "relect "), r.stdout)
+	for _, args := range [][]string{{"--version"}, {"-version"}} {
+		o := runCLI(t, args...)
+		assert.Equal(t, exitOK, o.code, "%q: %s", args, o.stderr)
+		assert.Equal(t, r.stdout, o.stdout, "%q", args)
+	}
+	h := runCLI(t, "version", "--help")
+	assert.Equal(t, exitOK, h.code)
+	assert.Contains(t, h.stdout, "Usage: relect version")
+
+	for _, tc := range []struct {
+		info *debug.BuildInfo
+		ok   bool
+		want string
+	}{
+		{nil, false, "relect (devel)"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/relect/relect", Version: "v0.1.0"}}, true,
+			"relect v0.1.0 go1.26.8"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Path: "github.com/relect/relect", Version: "(devel)"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}, {Key: "vcs.modified", Value: "true"}}}, true,
+			"relect (devel) 0123456789ab+dirty go1.26.8"},
+		{&debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v0.0.0-20261201231000-0123456789ab"},
+			Settings: []debug.BuildSetting{{Key: "vcs.revision", Value: "0123456789abcdef0123"}}}, true,
+			"relect v0.0.0-20261201231000-0123456789ab go1.26.8"},
+		{&debug.BuildInfo{}, true, "relect (devel)"},
+	} {
+		assert.Equal(t, tc.want, version(tc.info, tc.ok))
+	}
 }
 
 // A command line that passes every check starts campaigning; with its
@@ -211,6 +306,11 @@ func TestWorkStopTimeoutCoversTheStop(t *testing.T) {
 	plan, _, err := parseSidecar([]string{"--renew-deadline=4s", "--lease-duration=6s", "--retry-period=1s", "default/job"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Equal(t, 5*time.Second, plan.s.health.WorkStopTimeout)
+	assert.Equal(t, 4*time.Second, plan.validFor, "--valid-for defaults to --renew-deadline")
+	plan, _, err = parseSidecar([]string{"--valid-for=2s", "default/job"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Second, plan.s.health.WorkStopTimeout, "at least --renew-deadline")
+	assert.Equal(t, 2*time.Second, plan.validFor)
 }
 
 func TestGraceDefaultIsHalfTheMargin(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -47,14 +48,48 @@ func (c *clusterFlags) define(fs *pflag.FlagSet) {
 // restConfig loads the configuration with kubectl's rules: --kubeconfig,
 // else the files in $KUBECONFIG merged, else ~/.kube/config, else the
 // in-cluster service account; --context overrides the current context.
-// It reads files only; it does not contact the server.
+// It reads files only; it does not contact the server. When none of them
+// names a cluster, the error says what was tried (tried), not client-go's
+// "no configuration has been provided, try setting KUBERNETES_MASTER".
 func (c *clusterFlags) restConfig() (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = c.kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: c.context}
 	cfg, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, overrides).ClientConfig()
-	if err != nil {
+	switch {
+	case clientcmd.IsEmptyConfig(err):
+		return nil, usagef("no cluster to talk to: %s; give --kubeconfig, point $KUBECONFIG at a kubeconfig, or run in a pod", tried(rules))
+	case err != nil:
 		return nil, usagef("loading the kubeconfig (--kubeconfig, --context, $KUBECONFIG, in-cluster): %v", err)
 	}
 	return cfg, nil
+}
+
+// tried says where restConfig looked for a cluster and what it found: the
+// kubeconfig files of rules, each missing or naming no cluster, and why the
+// pod's service account was not used.
+func tried(rules *clientcmd.ClientConfigLoadingRules) string {
+	var files []string
+	for _, f := range rules.Precedence {
+		if _, err := os.Stat(f); err != nil {
+			files = append(files, f+" does not exist")
+		} else {
+			files = append(files, f+" names no cluster (no current context or server)")
+		}
+	}
+	var parts []string
+	switch env := os.Getenv(clientcmd.RecommendedConfigPathEnvVar); {
+	case rules.ExplicitPath != "":
+		parts = append(parts, "--kubeconfig "+rules.ExplicitPath+" names no cluster (no current context or server)")
+	case env != "":
+		parts = append(parts, "$"+clientcmd.RecommendedConfigPathEnvVar+"="+env+": "+strings.Join(files, ", "))
+	default:
+		parts = append(parts, "$"+clientcmd.RecommendedConfigPathEnvVar+" is not set, and "+strings.Join(files, ", "))
+	}
+	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
+		parts = append(parts, "not in a pod ($KUBERNETES_SERVICE_HOST is not set)")
+	} else {
+		parts = append(parts, "the pod's service account is not usable (no token in /var/run/secrets/kubernetes.io/serviceaccount)")
+	}
+	return strings.Join(parts, "; ")
 }

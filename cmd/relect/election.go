@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -55,12 +57,28 @@ type httpServer struct {
 	served chan struct{}
 }
 
-// errHTTP wraps a failure of the HTTP server after it started.
+// errHTTP wraps a failure of the HTTP server: to listen, or after it
+// started. It is a failure while running (exit 1), not a usage error.
 var errHTTP = errors.New("HTTP server")
 
-// startHTTP listens on addr at once, so that a bad address fails before
-// the campaign, and serves until stop. If serving fails later, it calls
-// fail with the error.
+// checkHTTPAddr checks the form of --http-addr: HOST:PORT or :PORT, with a
+// port number. A malformed one is a usage error (exit 2); one that cannot
+// be listened on — in use, not this machine's, not allowed — is known only
+// when startHTTP listens, and is a failure of the server (exit 1).
+func checkHTTPAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return usagef("--http-addr %q: want HOST:PORT or :PORT, e.g. :4040", addr)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return usagef("--http-addr %q: the port must be a number from 0 to 65535", addr)
+	}
+	return nil
+}
+
+// startHTTP listens on addr at once, so that an address that cannot be
+// listened on fails before the campaign (errHTTP), and serves until stop.
+// If serving fails later, it calls fail with the error.
 func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.HealthOptions, fail func(error)) (*httpServer, error) {
 	collector, err := metrics.NewCollector(e, metrics.Options{})
 	if err != nil {
@@ -81,7 +99,7 @@ func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.H
 
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, usagef("--http-addr: %v", err)
+		return nil, fmt.Errorf("%w: --http-addr %s: %v", errHTTP, addr, err)
 	}
 	s := &httpServer{
 		srv:    &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
@@ -105,8 +123,60 @@ func (s *httpServer) stop() {
 	<-s.served
 }
 
-// pump logs the events of one Run and shows them to view until Run closes
-// the channel. With a file it also rewrites the file whenever the state
+// missingLeaseMessage begins the library's Info record for a Lease it
+// found missing (relect creates one only once it has watched it missing
+// for LeaseDuration); leaseWaitNotice looks for it.
+const missingLeaseMessage = "relect: the Lease does not exist"
+
+// leaseWaitNotice is the library's log handler with one addition: when the
+// library reports that the Lease does not exist, the command says once, at
+// Info, that it waits for the Lease to be created and until when, so that
+// a first deployment's LeaseDuration of silence is explained.
+//
+// The library gives no other sign of that wait than this record, so the
+// record is recognised by its message, which the library does not
+// promise; TestMissingLeaseWaitIsAnnounced fails if it changes. The record
+// is stamped when the Lease was seen missing: the wait ends LeaseDuration
+// later. Handle runs on the library's log goroutine, never under its
+// state lock.
+type leaseWaitNotice struct {
+	slog.Handler
+	lease string
+	wait  time.Duration // LeaseDuration
+	log   *slog.Logger  // the command's
+}
+
+var _ slog.Handler = leaseWaitNotice{}
+
+func (h leaseWaitNotice) Handle(ctx context.Context, r slog.Record) error {
+	err := h.Handler.Handle(ctx, r)
+	if r.Level == slog.LevelInfo && strings.HasPrefix(r.Message, missingLeaseMessage) {
+		h.log.Info("waiting for the missing Lease: a candidate creates it once it has watched it missing for --lease-duration, "+
+			"in case it was deleted while someone held it; the first leader is elected then",
+			"lease", h.lease, "until", r.Time.Add(h.wait).Round(time.Millisecond), "lease_duration", h.wait)
+	}
+	return err
+}
+
+func (h leaseWaitNotice) WithAttrs(attrs []slog.Attr) slog.Handler {
+	h.Handler = h.Handler.WithAttrs(attrs)
+	return h
+}
+
+func (h leaseWaitNotice) WithGroup(name string) slog.Handler {
+	h.Handler = h.Handler.WithGroup(name)
+	return h
+}
+
+// libraryLogger is the Options.Logger of the command's Elector: libLog,
+// announcing the wait for a missing Lease on log (leaseWaitNotice).
+func libraryLogger(libLog, log *slog.Logger, lease leaseRef, s settings) *slog.Logger {
+	return slog.New(leaseWaitNotice{Handler: libLog.Handler(), lease: lease.String(),
+		wait: orDefault(s.opts.LeaseDuration, relect.DefaultLeaseDuration), log: log})
+}
+
+// pump logs the events of one Run (logEvent) and shows them to view until
+// Run closes the channel. With a file it also rewrites the file whenever the state
 // changes: after each event, when a term's work begins or ends (view's
 // signal), and every tick (renewals extend the validity without an
 // event).
@@ -139,26 +209,14 @@ func pump(events <-chan relect.Event, log *slog.Logger, view *leaderView, file *
 	}
 }
 
-// logEvent logs one relect event: failures at warning level, the rest at
-// info.
+// logEvent logs what the library does not of one relect event. The
+// library logs every event itself, at Info (the command's Logger shows
+// them by default), except EventError, which it logs at Debug: API errors
+// can be many. The command warns of each, so that a failing API is seen
+// without --verbose.
 func logEvent(log *slog.Logger, ev relect.Event) {
-	attrs := []any{}
-	if ev.Leader != "" {
-		attrs = append(attrs, "leader", ev.Leader)
+	if ev.Kind != relect.EventError {
+		return
 	}
-	switch ev.Kind {
-	case relect.EventNewLeader, relect.EventStartedLeading, relect.EventStoppedLeading, relect.EventReleased:
-		attrs = append(attrs, "term", ev.Term)
-	}
-	if ev.Delay != 0 {
-		attrs = append(attrs, "delay", ev.Delay)
-	}
-	if ev.Err != nil {
-		attrs = append(attrs, "err", ev.Err)
-	}
-	level := slog.LevelInfo
-	if ev.Kind == relect.EventError || ev.Kind == relect.EventDegraded {
-		level = slog.LevelWarn
-	}
-	log.Log(context.Background(), level, ev.Kind.String(), attrs...)
+	log.Warn("relect: "+ev.Kind.String(), "err", ev.Err)
 }

@@ -171,11 +171,13 @@ type logFlags struct {
 
 func (l *logFlags) define(fs *pflag.FlagSet) {
 	fs.StringVar(&l.format, "log-format", "text", "log format on stderr: text or json")
-	fs.BoolVarP(&l.verbose, "verbose", "v", false, "also log the library's and client-go's debug messages")
+	fs.BoolVarP(&l.verbose, "verbose", "v", false, "also log debug messages: client-go's detail of every renewal, and the library's of its calls")
 }
 
-// loggers returns the command's logger, and the library's: nil (discard)
-// unless --verbose.
+// loggers returns the command's logger, and the library's (relect's and
+// client-go's records): one handler on stderr for both, at Info and above —
+// the library's notices (a missing Lease waited for) and warnings are
+// shown by default — or Debug and above with --verbose.
 func (l *logFlags) loggers(stderr io.Writer) (cmdLog, libLog *slog.Logger, err error) {
 	level := slog.LevelInfo
 	if l.verbose {
@@ -192,10 +194,7 @@ func (l *logFlags) loggers(stderr io.Writer) (cmdLog, libLog *slog.Logger, err e
 		return nil, nil, usagef("--log-format %q: want text or json", l.format)
 	}
 	cmdLog = slog.New(h)
-	if l.verbose {
-		libLog = cmdLog
-	}
-	return cmdLog, libLog, nil
+	return cmdLog, cmdLog, nil
 }
 
 // newFlagSet returns a flag set that reports errors to its caller instead

@@ -29,7 +29,8 @@ type leaderState struct {
 	// when there is none, or for a moment after a new leader was observed.
 	Term *int64 `json:"term,omitempty"`
 	// ValidUntil, while leading, is when the term ends unless renewed
-	// (relect's Stats.ValidUntil, on this machine's clock), truncated to
+	// (relect's Stats.ValidUntil, on this machine's clock), or sooner:
+	// at most --valid-for after the state was computed. It is truncated to
 	// the millisecond for every JSON reader. A program may act as leader
 	// only before it: the sidecar keeps the lease until the latest
 	// ValidUntil it handed out has passed.
@@ -41,6 +42,9 @@ type leaderState struct {
 type leaderView struct {
 	e     *relect.Elector
 	lease string
+	// validFor caps each ValidUntil handed out at that long after it is
+	// computed; zero: no cap (the term's own validity).
+	validFor time.Duration
 
 	// mu guards the fields below, and makes computing a state and recording
 	// the validity it hands out one step (see handedOutUntil).
@@ -62,8 +66,10 @@ type leaderView struct {
 	changed chan struct{}
 }
 
-func newLeaderView(e *relect.Elector, lease leaseRef) *leaderView {
-	return &leaderView{e: e, lease: lease.String(), changed: make(chan struct{}, 1)}
+// newLeaderView returns the view of e's election of lease, handing out
+// validities of at most validFor (zero: the term's own).
+func newLeaderView(e *relect.Elector, lease leaseRef, validFor time.Duration) *leaderView {
+	return &leaderView{e: e, lease: lease.String(), validFor: validFor, changed: make(chan struct{}, 1)}
 }
 
 // signal wakes pump; it never blocks.
@@ -120,10 +126,14 @@ func (v *leaderView) state() leaderState {
 	}
 	if s.Leading && v.termCtx != nil && v.termCtx.Err() == nil {
 		st.Leading, st.Term = true, &s.Term
-		until := s.ValidUntil.Round(0).UTC().Truncate(time.Millisecond)
+		valid := s.ValidUntil
+		if capped := time.Now().Add(v.validFor); v.validFor > 0 && capped.Before(valid) {
+			valid = capped
+		}
+		until := valid.Round(0).UTC().Truncate(time.Millisecond)
 		st.ValidUntil = &until
-		if s.ValidUntil.After(v.handedOut) {
-			v.handedOut = s.ValidUntil
+		if valid.After(v.handedOut) {
+			v.handedOut = valid
 		}
 	}
 	return st

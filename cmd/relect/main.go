@@ -5,9 +5,11 @@
 //	relect status [flags] NAMESPACE/NAME
 //	relect sidecar [flags] NAMESPACE/NAME
 //
-// run campaigns for the Lease and runs CMD while it leads: CMD is signalled,
-// then its process group killed, before the term's safety margin runs out,
-// and the lease is released only after CMD has exited. status shows the
+// run campaigns for the Lease and runs CMD while it leads — once by default,
+// then it releases the Lease and exits with CMD's status, as a job wants;
+// again whenever it exits with --restart=always, as a service wants: CMD
+// is signalled, then its process group killed, before the term's safety
+// margin runs out, and the lease is released only after CMD has exited. status shows the
 // holder, term, renew age and validity of a Lease, once or as it changes.
 // sidecar campaigns and tells other programs the result over HTTP and in a
 // file. Run "relect help COMMAND" for a command's flags, examples and exit
@@ -22,6 +24,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 )
 
@@ -44,7 +47,7 @@ Usage:
   relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]  run CMD while this process leads
   relect status [flags] NAMESPACE/NAME                show who holds a Lease, once or as it changes
   relect sidecar [flags] NAMESPACE/NAME               campaign, and serve the result over HTTP and in a file
-  relect version                                      print relect's version
+  relect version                                      print relect's version (also relect --version)
   relect help [COMMAND]                               show a command's flags, examples and exit codes
 
 The cluster is found as kubectl finds it: --kubeconfig, else $KUBECONFIG,
@@ -72,14 +75,67 @@ var commands = map[string]command{
 }
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	ctx, stop := stopSignals()
+	code := cli(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// stopSignals returns a context that is cancelled at the first SIGTERM or
+// SIGINT (its cause names the signal), and whose hurry channel (see
+// hurryOf) is closed at the second: run then kills CMD at once instead of
+// waiting out its grace period, and still releases the Lease. Later
+// signals are ignored: relect is ending anyway, within --renew-deadline
+// (the release) and 5 s (the HTTP server's shutdown). Before this, the
+// second signal killed relect (exit 143), and the Lease stayed held until
+// it expired. stop ends the goroutine that watches the signals and
+// returns once it has.
+func stopSignals() (ctx context.Context, stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, os.Interrupt)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	hurry := make(chan struct{})
+	quit, done := make(chan struct{}), make(chan struct{})
 	go func() {
-		// After the first signal a second one ends relect at once, as if
-		// it handled none; CMD dies with it (see run's help).
-		<-ctx.Done()
-		stop()
+		defer close(done)
+		for n := 0; ; n++ {
+			var sig os.Signal
+			select {
+			case sig = <-sigs:
+			case <-quit:
+				return
+			}
+			switch n {
+			case 0:
+				cancel(fmt.Errorf("%w: %v", errSignal, sig))
+			case 1:
+				close(hurry)
+			}
+		}
 	}()
-	os.Exit(cli(ctx, os.Args[1:], os.Stdout, os.Stderr))
+	return withHurry(ctx, hurry), func() {
+		signal.Stop(sigs)
+		close(quit)
+		<-done
+		cancel(nil)
+	}
+}
+
+// errSignal is the cause of a context that a stop signal ended.
+var errSignal = errors.New("stop signal")
+
+type hurryKey struct{}
+
+// withHurry returns ctx carrying hurry, closed when the user asks a stop
+// already under way to hurry (a second SIGTERM or SIGINT).
+func withHurry(ctx context.Context, hurry <-chan struct{}) context.Context {
+	return context.WithValue(ctx, hurryKey{}, hurry)
+}
+
+// hurryOf returns ctx's hurry channel, or nil (never ready) if it has none.
+func hurryOf(ctx context.Context) <-chan struct{} {
+	h, _ := ctx.Value(hurryKey{}).(<-chan struct{})
+	return h
 }
 
 // cli runs the command line args and returns the exit code.
@@ -90,6 +146,8 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	name, rest := args[0], args[1:]
 	switch name {
+	case "--version", "-version":
+		name = "version"
 	case "help", "-h", "--help", "-help":
 		if len(rest) == 0 {
 			fmt.Fprint(stdout, topUsage)
@@ -109,17 +167,55 @@ func cli(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return cmd(ctx, rest, stdout, stderr)
 }
 
+const versionUsage = `Usage: relect version (or relect --version)
+
+Prints relect's module version: the one go install or go build stamped in
+the binary (v0.1.0, say), or (devel) when it was built from a checkout,
+then the commit it was built from, if known ("+dirty": with changes not
+committed), and the Go version.
+`
+
 func versionCommand(_ context.Context, args []string, stdout, stderr io.Writer) int {
-	if len(args) > 0 && args[0] != "--help" && args[0] != "-h" {
+	switch {
+	case len(args) == 1 && (args[0] == "--help" || args[0] == "-h"):
+		fmt.Fprint(stdout, versionUsage)
+		return exitOK
+	case len(args) > 0:
 		fmt.Fprintf(stderr, "relect version: takes no arguments, got %q\n", args)
 		return exitUsage
 	}
-	version := "(unknown)"
-	if info, ok := debug.ReadBuildInfo(); ok {
-		version = info.Main.Version
-	}
-	fmt.Fprintln(stdout, "relect", version)
+	fmt.Fprintln(stdout, version(debug.ReadBuildInfo()))
 	return exitOK
+}
+
+// version describes the binary of info (ok false: no build information):
+// "relect v0.1.0 go1.26.8", or "relect (devel) 0123456789ab+dirty
+// go1.26.8" when built from a checkout.
+func version(info *debug.BuildInfo, ok bool) string {
+	if !ok || info == nil {
+		return "relect (devel)"
+	}
+	v := info.Main.Version
+	if v == "" {
+		v = "(devel)" // a test binary, or a build without module information
+	}
+	parts := []string{"relect", v}
+	var rev, dirty string
+	for _, s := range info.Settings {
+		switch {
+		case s.Key == "vcs.revision":
+			rev = s.Value[:min(len(s.Value), 12)]
+		case s.Key == "vcs.modified" && s.Value == "true":
+			dirty = "+dirty"
+		}
+	}
+	if rev != "" && !strings.Contains(v, rev) { // a pseudo-version names it already
+		parts = append(parts, rev+dirty)
+	}
+	if info.GoVersion != "" {
+		parts = append(parts, info.GoVersion)
+	}
+	return strings.Join(parts, " ")
 }
 
 // usageError is a bad command line: relect prints it, a hint, and exits 2.

@@ -51,38 +51,61 @@ SIGKILL from the kernel when relect exits for any reason, SIGKILL included
 (processes CMD started are killed by relect when a term ends, but not when
 relect itself is killed: have CMD exec its work, or run relect as the
 container's entrypoint, where the container's end kills them). On other
-systems (macOS, other BSDs) CMD survives a relect killed with SIGKILL. A
-second SIGTERM or SIGINT ends relect at once (and with it CMD).
+systems (macOS, other BSDs) CMD survives a relect killed with SIGKILL.
+
+A second SIGTERM or SIGINT while relect stops hurries the stop: CMD's
+process group is killed at once instead of being given the rest of
+--grace; the Lease is still released once CMD is gone, and relect exits 0
+as after one signal. Later signals are ignored (the release takes at most
+--renew-deadline).
 
 --restart says what happens when CMD exits by itself while relect leads:
-  always      run CMD again after --restart-delay, in the same term
+  never       (the default, for a job) end the term, release the Lease, and
+              exit with CMD's status, as consul lock does
+  always      (for a service) run CMD again after --restart-delay, in the
+              same term
   on-failure  run it again if its status is not 0; end as with never if 0
-  never       end the term, release the Lease, and exit with CMD's status
-              (like consul lock)
+A term that ends while CMD runs (the Lease lost, not CMD's exit) stops CMD
+as above; relect then campaigns again, and runs CMD anew when it next leads,
+whatever --restart says.
+
+--timeout gives up if this candidate has not begun to lead within that long
+of starting: relect exits 124, as timeout(1), without running CMD. A missing
+Lease is created only --lease-duration after relect first saw it missing
+(see docs/command.md), so a first deployment needs a --timeout longer than
+that.
 `
 
 const runTail = `Examples:
-  # One backup runner among the replicas of a Deployment:
-  relect run --identity="$POD_NAME" default/nightly-backup -- /usr/local/bin/backup --all
+  # A job: run it once, as the one leader, then release the Lease and exit
+  # with its status (--restart=never, the default):
+  relect run default/nightly-backup -- /usr/local/bin/backup --all
+
+  # ... giving up (exit 124) if this replica does not lead within 5 minutes:
+  relect run --timeout=5m default/migrate -- ./migrate-db
+
+  # A service: the leader runs it, and runs it again whenever it exits:
+  relect run --restart=always --identity="$POD_NAME" default/exporter -- python3 exporter.py
 
   # Shorter failover (6 s after a crash), CMD gets SIGINT and 1 s to stop:
-  relect run --lease-duration=6s --renew-deadline=4s --retry-period=1s \
+  relect run --restart=always --lease-duration=6s --renew-deadline=4s --retry-period=1s \
       --signal=INT --grace=1s default/exporter -- python3 exporter.py
 
-  # Run once as leader, then give the lease up and exit with CMD's status:
-  relect run --restart=never default/migrate -- ./migrate-db
-
   # Serve /leader, /healthz and /metrics for probes and Prometheus:
-  relect run --http-addr=:4040 default/my-job -- my-job
+  relect run --restart=always --http-addr=:4040 default/my-service -- my-service
 
 Exit codes:
-  0    stopped by SIGTERM or SIGINT: CMD was stopped, the Lease released
+  N    CMD exited by itself and ended relect (--restart=never, the default,
+       or on-failure and status 0): CMD's exit status, or 128 + the
+       signal's number if a signal killed it
+  0    stopped by SIGTERM or SIGINT: CMD was stopped (killed at once after
+       a second signal), the Lease released
   2    bad command line or kubeconfig (the message names the flag)
+  124  --timeout passed before this candidate led (CMD never ran)
   126  CMD cannot be run (not executable)
   127  CMD not found
-  N    with --restart=never (or on-failure and status 0): CMD's exit
-       status, or 128 + the signal's number if a signal killed it
-  1    relect failed while running (its HTTP server)
+  1    relect failed while running: its HTTP server (--http-addr in use,
+       say)
 `
 
 // restartPolicy is --restart.
@@ -117,6 +140,7 @@ type runPlan struct {
 	grace        time.Duration // resolved: never zero
 	policy       restartPolicy
 	restartDelay time.Duration
+	timeout      time.Duration // 0: campaign until stopped
 	httpAddr     string
 }
 
@@ -166,8 +190,10 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 	defineOptions(fs, &p.s, electionFlags)
 	fs.StringVar(&signal, "signal", "TERM", "signal sent to CMD's process group when the term ends (name or number)")
 	fs.DurationVar(&p.grace, "grace", 0, "how long CMD has to exit after --signal before its process group is killed; less than --lease-duration − --renew-deadline (default: half of that)")
-	fs.StringVar(&restart, "restart", string(restartAlways), "when CMD exits by itself while leading: always, on-failure or never")
+	fs.StringVar(&restart, "restart", string(restartNever),
+		"when CMD exits by itself while leading: never (release the Lease and exit with CMD's status: a job), always (run it again: a service), or on-failure (again unless its status is 0)")
 	fs.DurationVar(&p.restartDelay, "restart-delay", time.Second, "pause before CMD is run again (--restart)")
+	fs.DurationVar(&p.timeout, "timeout", 0, "give up, exiting 124, if this candidate has not begun to lead this long after starting (default: campaign until stopped)")
 	fs.StringVar(&p.httpAddr, "http-addr", "", "address to serve GET /leader, /healthz and /metrics on, e.g. :4040 (default: none)")
 	defineOptions(fs, &p.s, healthFlags)
 	p.logs.define(fs)
@@ -211,6 +237,14 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 	}
 	if p.restartDelay < 0 {
 		bad(usagef("--restart-delay %v is negative", p.restartDelay))
+	}
+	if p.timeout < 0 {
+		bad(usagef("--timeout %v is negative", p.timeout))
+	}
+	if p.httpAddr != "" {
+		if err := checkHTTPAddr(p.httpAddr); err != nil {
+			bad(err)
+		}
 	}
 	if err := p.resolveGrace(); err != nil {
 		bad(err)
@@ -262,8 +296,15 @@ func lookCmd(name string) error {
 }
 
 // errCmdEnded is the cause with which the runner stops Run when CMD ended
-// the term by exiting (--restart).
-var errCmdEnded = errors.New("CMD exited")
+// the term by exiting (--restart); errTimedOut when --timeout passed before
+// this candidate led.
+var (
+	errCmdEnded = errors.New("CMD exited")
+	errTimedOut = errors.New("--timeout passed before this candidate led")
+)
+
+// exitTimedOut is run's exit code when --timeout passed, as timeout(1)'s.
+const exitTimedOut = 124
 
 // runElection campaigns through conn (its Config or Client) and runs CMD as
 // plan says, until ctx is done or CMD ends it; it returns the exit code.
@@ -276,18 +317,18 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	defer stop(nil)
 	r := &runner{
 		plan: plan, env: os.Environ(), stdout: stdout, stderr: stderr,
-		log: log, stopRun: stop,
+		log: log, stopRun: stop, led: make(chan struct{}), hurry: hurryOf(ctx),
 	}
 	opts := plan.s.opts
 	opts.Config, opts.Client = conn.Config, conn.Client
 	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
 	opts.OnStartedLeading, opts.OnStoppedLeading = r.lead, r.stopped
-	opts.Logger = libLog
+	opts.Logger = libraryLogger(libLog, log, plan.lease, plan.s)
 	e, err := newElector(opts, plan.s.health)
 	if err != nil {
 		return report(stderr, "run", err)
 	}
-	r.identity, r.view = e.Identity(), newLeaderView(e, plan.lease)
+	r.identity, r.view = e.Identity(), newLeaderView(e, plan.lease, 0)
 	if plan.httpAddr != "" {
 		srv, err := startHTTP(plan.httpAddr, e, r.view, plan.s.health, func(err error) { stop(err) })
 		if err != nil {
@@ -302,9 +343,15 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 		defer close(pumped)
 		pump(events, log, r.view, nil, 0)
 	}()
+	var timer sync.WaitGroup
+	if plan.timeout > 0 {
+		timer.Go(func() { r.timeOut(ctx, plan.timeout) })
+	}
 	log.Info("campaigning", "lease", plan.lease.String(), "identity", r.identity, "cmd", plan.argv,
-		"grace", plan.grace, "restart", plan.policy, "parent_death_signal", parentDeathSignal)
+		"grace", plan.grace, "restart", plan.policy, "timeout", plan.timeout, "parent_death_signal", parentDeathSignal)
 	err = e.Run(ctx)
+	stop(nil) // ends timeOut
+	timer.Wait()
 	<-pumped
 
 	if st, ok := r.finalStatus(); ok {
@@ -313,6 +360,10 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	}
 	if errors.Is(err, errHTTP) {
 		return report(stderr, "run", err)
+	}
+	if errors.Is(context.Cause(ctx), errTimedOut) {
+		log.Warn("gave up: this candidate did not lead within --timeout; CMD never ran", "timeout", plan.timeout, "exit", exitTimedOut)
+		return exitTimedOut
 	}
 	log.Info("stopped")
 	return exitOK
@@ -328,14 +379,62 @@ type runner struct {
 	identity       string
 	view           *leaderView
 	stopRun        context.CancelCauseFunc
+	hurry          <-chan struct{} // closed: kill CMD at once (hurryOf)
 
-	mu    sync.Mutex
+	mu    sync.Mutex  // guards the fields below
 	final *exitStatus // CMD's status that ended relect (--restart), or nil
+	// led is closed when the first term's work begins, unless timedOut:
+	// --timeout passed before, and no term's work may begin any more.
+	led      chan struct{}
+	timedOut bool
+}
+
+// timeOut ends Run with errTimedOut if no term's work began within d, and
+// returns then, or once one began or ctx is done.
+func (r *runner) timeOut(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-r.led:
+		return
+	case <-t.C:
+	}
+	r.mu.Lock()
+	select {
+	case <-r.led: // it began just now
+		r.mu.Unlock()
+		return
+	default:
+	}
+	r.timedOut = true
+	r.mu.Unlock()
+	r.stopRun(errTimedOut)
+}
+
+// beginTerm reports whether a term's work may begin: not after --timeout
+// has passed without one. The first one closes led.
+func (r *runner) beginTerm() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.timedOut {
+		return false
+	}
+	select {
+	case <-r.led:
+	default:
+		close(r.led)
+	}
+	return true
 }
 
 // lead runs CMD, again per --restart, until the term ends; then it stops
 // CMD (signal, grace, kill) and returns only when CMD has exited.
 func (r *runner) lead(ctx context.Context) {
+	if !r.beginTerm() {
+		return // --timeout passed: Run is ending
+	}
 	r.view.begin(ctx)
 	defer r.view.end()
 	term, _ := relect.TermFromContext(ctx)
@@ -397,11 +496,16 @@ func (r *runner) runOnce(ctx context.Context, env []string, term int64) (st exit
 		r.log.Info("CMD exited", "term", term, "pid", p.pid, "status", st.String(), "after", time.Since(ended))
 		return st, true
 	case <-grace.C:
+		p.signal(syscall.SIGKILL)
+		st = <-p.done
+		r.log.Warn("CMD did not exit within the grace period: killed its process group", "term", term, "pid", p.pid,
+			"grace", r.plan.grace, "status", st.String(), "after", time.Since(ended))
+	case <-r.hurry:
+		p.signal(syscall.SIGKILL)
+		st = <-p.done
+		r.log.Warn("second stop signal: killed CMD's process group without waiting out the grace period; the lease is released next",
+			"term", term, "pid", p.pid, "status", st.String(), "after", time.Since(ended))
 	}
-	p.signal(syscall.SIGKILL)
-	st = <-p.done
-	r.log.Warn("CMD did not exit within the grace period: killed its process group", "term", term, "pid", p.pid,
-		"grace", r.plan.grace, "status", st.String(), "after", time.Since(ended))
 	return st, true
 }
 

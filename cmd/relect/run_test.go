@@ -17,6 +17,8 @@ import (
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // testRun is one relect run in-process, on an in-memory Lease API.
@@ -93,6 +95,63 @@ func TestRunNeverEndsWithCmdStatus(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "1 a default/job\n", string(data))
 	assert.Equal(t, "", api.Holder("default", "job"), "the lease is released before relect exits")
+}
+
+// By default CMD runs once, as consul lock runs its child: its exit ends
+// the term, the lease is released, and relect exits with CMD's status. (It
+// ran 5 times in 4.5 s when the default was --restart=always.)
+func TestRunDefaultRunsCmdOnce(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	runs := filepath.Join(t.TempDir(), "runs")
+	r := startRun(t, api, "a", "--", "sh", "-c", `echo "backup done" >> `+runs)
+	assert.Equal(t, 0, r.exitCode(t))
+	assert.Equal(t, []string{"backup", "done"}, readLines(runs), "CMD ran once")
+	assert.Equal(t, "", api.Holder("default", "job"), "the lease is released before relect exits")
+}
+
+// --timeout: a candidate that does not lead within it exits 124 without
+// running CMD, and leaves the Lease alone.
+func TestRunTimeoutGivesUp(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	holder, hour, zero := "other", int32(3600), int32(0)
+	now := metav1.NowMicro()
+	api.Put(&coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "job"},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &hour, LeaseTransitions: &zero,
+			AcquireTime: &now, RenewTime: &now},
+	})
+	ran := filepath.Join(t.TempDir(), "ran")
+	r := startRun(t, api, "a", "--timeout=300ms", "--", "sh", "-c", "touch "+ran)
+	assert.Equal(t, exitTimedOut, r.exitCode(t))
+	assert.NoFileExists(t, ran, "CMD must not run")
+	assert.Equal(t, "other", api.Holder("default", "job"))
+	assert.Contains(t, r.log.String(), "did not lead within --timeout")
+}
+
+// --timeout does not end a term that began within it: CMD, started, runs
+// past it, and relect exits with its status.
+func TestRunTimeoutSparesATerm(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	dir := t.TempDir()
+	log, proceed := filepath.Join(dir, "log"), filepath.Join(dir, "proceed")
+	const timeout = time.Second
+	r := startRun(t, api, "a", "--timeout="+timeout.String(), "--",
+		"sh", "-c", `echo started >> `+log+`; while [ ! -e `+proceed+` ]; do sleep 0.02; done; echo done >> `+log+`; exit 5`)
+	for len(readLines(log)) == 0 {
+		select {
+		case code := <-r.done:
+			r.done <- code
+			require.Equal(t, exitTimedOut, code, "relect exited before CMD started")
+			t.Skipf("this machine took longer than --timeout (%v) to take a released lease", timeout)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	time.Sleep(timeout + 100*time.Millisecond) // the timer, started before CMD, is past; CMD still runs
+	require.NoError(t, os.WriteFile(proceed, nil, 0o644))
+	assert.Equal(t, 5, r.exitCode(t))
+	assert.Equal(t, []string{"started", "done"}, readLines(log))
 }
 
 // --restart=on-failure: CMD runs again while it fails; its first success
@@ -200,4 +259,48 @@ func TestRunCmdGoneAtStart(t *testing.T) {
 	require.NoError(t, os.Remove(bin))
 	code := runElection(context.Background(), plan, relect.Options{Client: api.Client("a").Clientset()}, io.Discard, io.Discard)
 	assert.Equal(t, exitNoCommand, code)
+}
+
+// A second stop signal while CMD is given its grace period kills CMD's
+// group at once, and the lease is still released (it was left held until
+// it expired: relect died of the second signal).
+func TestRunSecondSignalKillsCmdAtOnce(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	// A margin of 8 s and a grace of 7 s, which CMD, ignoring SIGTERM, would use up.
+	plan, _, err := parseRun([]string{"--identity=a", "--lease-duration=10s", "--renew-deadline=2s", "--retry-period=500ms", "--grace=7s",
+		"default/job", "--", "sh", "-c", `trap '' TERM; echo $$ > ` + pidFile + `; while :; do sleep 0.05; done`}, io.Discard)
+	require.NoError(t, err)
+	hurry := make(chan struct{})
+	ctx, cancel := context.WithCancel(withHurry(context.Background(), hurry))
+	defer cancel()
+	log := &syncBuffer{}
+	done := make(chan int, 1)
+	go func() {
+		done <- runElection(ctx, plan, relect.Options{Client: api.Client("a").Clientset()}, os.Stderr, log)
+	}()
+	var pid int
+	eventually(t, "CMD started", func() bool {
+		lines := readLines(pidFile)
+		if len(lines) == 1 {
+			pid, _ = strconv.Atoi(lines[0])
+		}
+		return pid > 0
+	})
+	cancel() // the first signal
+	eventually(t, "CMD signalled", func() bool { return strings.Contains(log.String(), "stopping CMD") })
+	close(hurry) // the second
+	var code int
+	select {
+	case code = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("relect run did not return\n%s", log)
+	}
+	assert.Equal(t, exitOK, code)
+	assert.False(t, alive(pid), "CMD outlived relect run")
+	assert.Contains(t, log.String(), "second stop signal: killed CMD's process group")
+	assert.Contains(t, log.String(), "killed by SIGKILL")
+	assert.NotContains(t, log.String(), "did not exit within the grace period", "killed at once, not after the grace")
+	assert.Equal(t, "", api.Holder("default", "job"), "the lease is still released")
 }

@@ -27,16 +27,21 @@ With --file PATH it also keeps that JSON in a file, replaced atomically
 
 leading is true while this candidate leads; term is its term number then (a
 fencing token), otherwise the term observed with the current leader;
-valid_until, present while leading, is when the term ends unless renewed.
-A program that acts as leader must stop by the time the endpoint says
-otherwise: act only while leading is true AND the clock is before the
-valid_until you read, and finish each action before it. Then no two
-programs act at once: another candidate can lead only after
---lease-duration − --renew-deadline past valid_until, and on SIGTERM the
-sidecar keeps the lease until the latest valid_until it handed out (over
-HTTP or in the file) has passed, so a graceful handover waits up to
---renew-deadline. A program that only polls "leading" must poll at least
-every (--lease-duration − --renew-deadline) minus its longest action.
+valid_until, present while leading, is when the term ends unless renewed,
+or sooner: at most --valid-for after the answer. A program that acts as
+leader must stop by the time the endpoint says otherwise: act only while
+leading is true AND the clock is before the valid_until you read, and
+finish each action before it. Then no two programs act at once: another
+candidate can lead only after --lease-duration − --renew-deadline past
+valid_until, and on SIGTERM the sidecar keeps the lease until the latest
+valid_until it handed out (over HTTP or in the file) has passed. So a
+graceful handover leaves no leader for up to --valid-for: by default
+--renew-deadline, 8 to 10 s with the default durations (the lease is
+renewed every --retry-period). A shorter --valid-for shortens that gap, and
+stays safe: a program must then ask again within it to go on acting. A
+second SIGTERM or SIGINT does not shorten the wait. A program that only
+polls "leading" must poll at least every (--lease-duration −
+--renew-deadline) minus its longest action.
 
 Do not point a readiness probe at leadership: a Deployment would see its
 standbys as unavailable and a rolling update would stall. To reach the
@@ -48,12 +53,17 @@ const sidecarTail = `Examples:
   relect sidecar --identity="$POD_NAME" default/my-app
   relect sidecar --http-addr=127.0.0.1:4040 --file=/run/relect/leader.json default/my-app
 
+  # A program that asks every second: validities of 3 s, so that a graceful
+  # handover leaves no leader for 3 s at most instead of up to 10 s:
+  relect sidecar --valid-for=3s default/my-app
+
   # In the program's container, a shell check:
   curl -fsS localhost:4040/leader | jq -e '.leading' >/dev/null && echo "I lead"
 
 Exit codes:
   0  stopped by SIGTERM or SIGINT (the lease released)
-  1  relect failed: its HTTP server, or --file could not be written at start
+  1  relect failed: its HTTP server (--http-addr in use, say), or --file
+     could not be written at start
   2  bad command line or kubeconfig (the message names the flag)
 `
 
@@ -65,6 +75,7 @@ type sidecarPlan struct {
 	lease    leaseRef
 	httpAddr string
 	file     string
+	validFor time.Duration // resolved: never zero
 }
 
 func sidecarCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -92,6 +103,7 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	defineOptions(fs, &p.s, electionFlags, standbyFlags)
 	fs.StringVar(&p.httpAddr, "http-addr", ":4040", "address to serve GET /leader, /healthz and /metrics on")
 	fs.StringVar(&p.file, "file", "", "also keep the /leader JSON in this file, replaced atomically on every change (default: none)")
+	fs.DurationVar(&p.validFor, "valid-for", 0, "longest validity handed out: each valid_until is at most this long after the answer, and a graceful stop keeps the lease until the latest one has passed, so a handover leaves no leader for up to this long; programs must ask again within it to go on acting; at most --renew-deadline (default: --renew-deadline)")
 	defineOptions(fs, &p.s, healthFlags)
 	p.logs.define(fs)
 	helped, err := parseFlags(fs, args, sidecarHead, sidecarTail, stdout)
@@ -109,10 +121,15 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 		}
 		p.lease = lease
 	}
-	// The work waits up to RenewDeadline after its term (holdTerm).
-	p.s.defaultWorkStopTimeout(orDefault(p.s.opts.RenewDeadline, relect.DefaultRenewDeadline))
+	if err := p.resolveValidFor(); err != nil {
+		errs = append(errs, err.Error())
+	}
+	// The work waits up to --valid-for after its term (holdTerm).
+	p.s.defaultWorkStopTimeout(p.validFor)
 	if p.httpAddr == "" {
 		errs = append(errs, "--http-addr is empty: the sidecar serves /leader, /healthz and /metrics")
+	} else if err := checkHTTPAddr(p.httpAddr); err != nil {
+		errs = append(errs, err.Error())
 	}
 	if _, _, err := p.logs.loggers(io.Discard); err != nil {
 		errs = append(errs, err.Error())
@@ -121,6 +138,22 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 		return nil, false, usagef("%s", strings.Join(errs, "\n"))
 	}
 	return p, false, nil
+}
+
+// resolveValidFor checks --valid-for against --renew-deadline and applies
+// its default, --renew-deadline: the term's own validity, the safe and
+// longest wait. A --renew-deadline relect.New will refuse is left to it.
+func (p *sidecarPlan) resolveValidFor() error {
+	rd := orDefault(p.s.opts.RenewDeadline, relect.DefaultRenewDeadline)
+	switch {
+	case p.validFor < 0:
+		return usagef("--valid-for %v is negative", p.validFor)
+	case p.validFor == 0 || rd <= 0:
+		p.validFor = rd
+	case p.validFor > rd:
+		return usagef("--valid-for %v is longer than --renew-deadline %v: no term is valid that long after a renewal", p.validFor, rd)
+	}
+	return nil
 }
 
 // sidecarElection campaigns through conn (its Config or Client) and serves the
@@ -136,13 +169,14 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	opts := plan.s.opts
 	opts.Config, opts.Client = conn.Config, conn.Client
 	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
-	opts.OnStartedLeading = func(ctx context.Context) { holdTerm(ctx, view, log) }
-	opts.Logger = libLog
+	hurry := hurryOf(ctx)
+	opts.OnStartedLeading = func(ctx context.Context) { holdTerm(ctx, view, log, hurry) }
+	opts.Logger = libraryLogger(libLog, log, plan.lease, plan.s)
 	e, err := newElector(opts, plan.s.health)
 	if err != nil {
 		return report(stderr, "sidecar", err)
 	}
-	view = newLeaderView(e, plan.lease)
+	view = newLeaderView(e, plan.lease, plan.validFor)
 
 	var file *stateFile
 	if plan.file != "" {
@@ -161,9 +195,11 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	pumped := make(chan struct{})
 	go func() {
 		defer close(pumped)
-		// Renewals come every RetryPeriod without an event: look four
-		// times as often.
-		pump(events, log, view, file, orDefault(plan.s.opts.RetryPeriod, relect.DefaultRetryPeriod)/4)
+		// Renewals come every RetryPeriod without an event, and a
+		// validity handed out lasts --valid-for: look four times as often
+		// as the shorter.
+		tick := min(orDefault(plan.s.opts.RetryPeriod, relect.DefaultRetryPeriod), plan.validFor) / 4
+		pump(events, log, view, file, max(tick, 10*time.Millisecond))
 	}()
 	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", plan.httpAddr, "file", plan.file)
 	err = e.Run(ctx)
@@ -180,13 +216,27 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 // program has passed — relect releases the lease only after it returns —
 // so that a program acting before the valid_until it read never overlaps
 // the next leader, also in a graceful handover. The wait is at most
-// RenewDeadline.
-func holdTerm(ctx context.Context, view *leaderView, log *slog.Logger) {
+// --valid-for (RenewDeadline by default). A second stop signal (hurry)
+// does not shorten it: a program may still act until then.
+func holdTerm(ctx context.Context, view *leaderView, log *slog.Logger, hurry <-chan struct{}) {
 	view.begin(ctx)
 	<-ctx.Done()
 	until := view.end()
-	if d := time.Until(until); d > 0 {
-		log.Info("term ended: keeping the lease until the validity handed out has passed", "wait", d)
-		time.Sleep(d)
+	d := time.Until(until)
+	if d <= 0 {
+		return
+	}
+	log.Info("term ended: keeping the lease until the validity handed out has passed", "wait", d)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return
+		case <-hurry:
+			log.Warn("second stop signal: the lease is still kept until the validity handed out has passed, "+
+				"for a program may act until then", "left", time.Until(until))
+			hurry = nil
+		}
 	}
 }

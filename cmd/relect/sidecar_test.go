@@ -34,23 +34,26 @@ type testSidecar struct {
 	cancel         context.CancelFunc
 	exited         chan struct{} // closed when the sidecar returned code
 	code           int
+	log            *syncBuffer // its stderr
 
 	mu sync.Mutex
 	// latestValid is the latest valid_until this test was handed.
 	latestValid time.Time
 }
 
-func startSidecar(t *testing.T, api *relecttest.LeaseAPI, id string) *testSidecar {
+// startSidecar starts relect sidecar as candidate id of the Lease
+// default/job on api, with the flags extra after the test's own.
+func startSidecar(t *testing.T, api *relecttest.LeaseAPI, id string, extra ...string) *testSidecar {
 	t.Helper()
-	s := &testSidecar{id: id, addr: freeAddr(t), file: filepath.Join(t.TempDir(), "leader.json"), exited: make(chan struct{})}
-	args := append(append([]string{"--identity=" + id, "--http-addr=" + s.addr, "--file=" + s.file}, testDurations...), "default/job")
-	plan, _, err := parseSidecar(args, io.Discard)
+	s := &testSidecar{id: id, addr: freeAddr(t), file: filepath.Join(t.TempDir(), "leader.json"), exited: make(chan struct{}), log: &syncBuffer{}}
+	args := append(append([]string{"--identity=" + id, "--http-addr=" + s.addr, "--file=" + s.file}, testDurations...), extra...)
+	plan, _, err := parseSidecar(append(args, "default/job"), io.Discard)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	s.cancel = cancel
 	go func() {
 		defer close(s.exited)
-		s.code = sidecarElection(ctx, plan, relect.Options{Client: api.Client(id).Clientset()}, io.Discard)
+		s.code = sidecarElection(ctx, plan, relect.Options{Client: api.Client(id).Clientset()}, s.log)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -188,6 +191,47 @@ func TestSidecarHandover(t *testing.T) {
 	assert.Equal(t, "b", st.Leader)
 	eventually(t, "a's file says it stopped", func() bool { st := a.fileState(t); return !st.Leading && st.ValidUntil == nil })
 	eventually(t, "b's file says it leads", func() bool { st := b.fileState(t); return st.Leading && *st.Term == 2 })
+}
+
+// --valid-for caps every validity handed out, over HTTP and in the file,
+// at that long after the answer, and so the time a graceful stop keeps the
+// lease for a program that may act until it: the handover left no leader
+// for up to --renew-deadline (8 to 10 s with the defaults), without a way
+// to shorten it.
+func TestSidecarValidFor(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	const validFor = 300 * time.Millisecond // --renew-deadline is 1.5 s
+	a := startSidecar(t, api, "a", "--valid-for=300ms")
+	eventually(t, "a leads", func() bool { return a.leader(t).Leading })
+	b := startSidecar(t, api, "b")
+	eventually(t, "b sees a", func() bool { return b.leader(t).Leader == "a" })
+	for range 5 {
+		st := a.leader(t)
+		answered := time.Now()
+		require.True(t, st.Leading)
+		require.NotNil(t, st.ValidUntil)
+		assert.False(t, st.ValidUntil.After(answered.Add(validFor)), "valid_until %v more than %v after the answer (%v)", st.ValidUntil, validFor, answered)
+		time.Sleep(50 * time.Millisecond)
+	}
+	eventually(t, "a's file says it leads", func() bool { return a.fileState(t).Leading })
+	st := a.fileState(t)
+	assert.False(t, st.ValidUntil.After(time.Now().Add(validFor)), "the file's valid_until %v", st.ValidUntil)
+
+	latest := a.leader(t).ValidUntil
+	a.cancel()
+	eventually(t, "b leads", func() bool { return b.leader(t).Leading })
+	<-a.exited
+	assert.Equal(t, exitOK, a.code)
+	log := a.log.String()
+	i := strings.Index(log, "keeping the lease until the validity handed out has passed")
+	if i >= 0 { // else nothing handed out was valid any more when the term ended
+		_, after, _ := strings.Cut(log[i:], "wait=")
+		wait, err := time.ParseDuration(strings.Fields(after)[0])
+		require.NoError(t, err, log[i:])
+		assert.LessOrEqual(t, wait, validFor, "the stop kept the lease longer than --valid-for")
+	}
+	assert.True(t, latest.Before(time.Now()), "b leads before a validity a handed out has passed")
 }
 
 // The state file is replaced whole: readers see the old JSON or the new,

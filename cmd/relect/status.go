@@ -42,7 +42,11 @@ first record counts as observed when the watch began, so an old record is
 still shown valid for up to leaseDurationSeconds, as a new follower would
 treat it.
 
-Needs RBAC get on leases, and watch for --watch.
+Candidates are listed (a List and a Get) once, or with --watch when it
+starts and again whenever the holder, the term or the line of succession
+changes.
+
+Needs RBAC get on leases, list for the candidates, and watch for --watch.
 `
 
 const statusTail = `Examples:
@@ -242,12 +246,10 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	leases := cs.CoordinationV1().Leases(ref.namespace)
 	p := newStatusPrinter(stdout, output, watchIt)
 	if watchIt {
-		// The candidates, listed once: the registry changes slowly.
-		lctx, cancel := context.WithTimeout(ctx, timeout)
-		cands, cerr := relect.ListCandidates(lctx, cs, ref.namespace, ref.name)
-		cancel()
-		p.withCandidates = func(st leaseStatus) leaseStatus { return withCandidates(st, cands, cerr) }
-		if err := watchStatus(ctx, leases, ref, timeout, p, stderr); err != nil {
+		list := func(ctx context.Context) ([]relect.Candidate, error) {
+			return relect.ListCandidates(ctx, cs, ref.namespace, ref.name)
+		}
+		if err := watchStatus(ctx, leases, list, ref, timeout, p, stderr); err != nil {
 			return report(stderr, "status", err)
 		}
 		return exitOK
@@ -264,7 +266,6 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	cands, cerr := relect.ListCandidates(rctx, cs, ref.namespace, ref.name)
 	p.print(withCandidates(statusOf(ref, lease, time.Now(), time.Time{}), cands, cerr))
-	p.flush()
 	if lease == nil {
 		fmt.Fprintf(stderr, "relect status: Lease %s does not exist\n", ref)
 		return exitNotFound
@@ -276,10 +277,14 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 // record and when its validity passes, until ctx is done. It reads the
 // Lease, then watches that one object from the version read, and reads
 // again when the watch ends. Errors other than a lack of permission are
-// reported on stderr and retried, waiting 1 s doubling to 30 s.
-func watchStatus(ctx context.Context, leases coordinationv1client.LeaseInterface, ref leaseRef,
+// reported on stderr and retried, waiting 1 s doubling to 30 s. It lists
+// the candidates with list (a List and a Get) when it starts and again
+// whenever the holder, the term or the Lease's annotations (the line of
+// succession) change — not at every renewal — so that each row shows who
+// leads now.
+func watchStatus(ctx context.Context, leases coordinationv1client.LeaseInterface, list candidateLister, ref leaseRef,
 	timeout time.Duration, p *statusPrinter, stderr io.Writer) error {
-	w := &statusWatch{leases: leases, ref: ref, p: p, expiry: time.NewTimer(time.Hour)}
+	w := &statusWatch{leases: leases, list: list, timeout: timeout, ref: ref, p: p, expiry: time.NewTimer(time.Hour)}
 	defer w.expiry.Stop()
 	retry := time.Second
 	for ctx.Err() == nil {
@@ -302,15 +307,53 @@ func watchStatus(ctx context.Context, leases coordinationv1client.LeaseInterface
 	return nil
 }
 
+// candidateLister lists the candidates registered for the Lease
+// (relect.ListCandidates).
+type candidateLister func(ctx context.Context) ([]relect.Candidate, error)
+
 // statusWatch is the state of watchStatus: the current record and when it
-// was first observed, as a follower keeps them.
+// was first observed, as a follower keeps them, and the candidates listed
+// for it.
 type statusWatch struct {
 	leases     coordinationv1client.LeaseInterface
+	list       candidateLister
+	timeout    time.Duration // of each request
 	ref        leaseRef
 	p          *statusPrinter
 	current    *coordinationv1.Lease // nil: missing
 	observedAt time.Time
 	expiry     *time.Timer // fires when the current record's validity passes
+
+	// cands and candsErr are what list returned for the record of key
+	// listedFor (candidatesKey); listed is false before the first list.
+	cands     []relect.Candidate
+	candsErr  error
+	listedFor string
+	listed    bool
+}
+
+// candidatesKey is what of l decides who the candidates list as leader
+// and next in line: its holder, its term and its annotations (relect's
+// line of succession), but not its renew time.
+func candidatesKey(l *coordinationv1.Lease) string {
+	if l == nil {
+		return "missing"
+	}
+	key, _ := json.Marshal([]any{ptrValue(l.Spec.HolderIdentity), ptrValue(l.Spec.LeaseTransitions), l.Annotations})
+	return string(key)
+}
+
+// listCandidates lists the candidates again if the record changed in what
+// they show (candidatesKey) since they were last listed.
+func (w *statusWatch) listCandidates(ctx context.Context) {
+	key := candidatesKey(w.current)
+	if w.listed && key == w.listedFor {
+		return
+	}
+	lctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	w.cands, w.candsErr = w.list(lctx)
+	w.listedFor, w.listed = key, true
 }
 
 // start reads the Lease, shows it, and opens a watch from the version read.
@@ -321,11 +364,11 @@ func (w *statusWatch) start(ctx context.Context, timeout time.Duration) (watch.I
 	rv := ""
 	switch {
 	case apierrors.IsNotFound(err):
-		w.show(nil)
+		w.show(ctx, nil)
 	case err != nil:
 		return nil, fmt.Errorf("reading: %w", err)
 	default:
-		w.show(lease)
+		w.show(ctx, lease)
 		rv = lease.ResourceVersion
 	}
 	wi, err := w.leases.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + w.ref.name, ResourceVersion: rv})
@@ -351,21 +394,23 @@ func (w *statusWatch) follow(ctx context.Context, wi watch.Interface) {
 			case !ok || ev.Type == watch.Error || !isLease:
 				return
 			case ev.Type == watch.Deleted:
-				w.show(nil)
+				w.show(ctx, nil)
 			case ev.Type == watch.Added || ev.Type == watch.Modified:
-				w.show(l)
+				w.show(ctx, l)
 			}
 		}
 	}
 }
 
 // show makes l the current record — observed now if its spec changed, as a
-// follower's observation time — prints it, and arms the expiry timer.
-func (w *statusWatch) show(l *coordinationv1.Lease) {
+// follower's observation time — lists the candidates again if need be,
+// prints it, and arms the expiry timer.
+func (w *statusWatch) show(ctx context.Context, l *coordinationv1.Lease) {
 	if l == nil || w.current == nil || !apiequality.Semantic.DeepEqual(l.Spec, w.current.Spec) {
 		w.observedAt = time.Now()
 	}
 	w.current = l
+	w.listCandidates(ctx)
 	st := w.print()
 	w.expiry.Stop()
 	if st.Valid {
@@ -374,9 +419,8 @@ func (w *statusWatch) show(l *coordinationv1.Lease) {
 }
 
 func (w *statusWatch) print() leaseStatus {
-	st := statusOf(w.ref, w.current, time.Now(), w.observedAt)
+	st := withCandidates(statusOf(w.ref, w.current, time.Now(), w.observedAt), w.cands, w.candsErr)
 	w.p.print(st)
-	w.p.flush()
 	return st
 }
 
@@ -389,47 +433,46 @@ func sleep(ctx context.Context, d time.Duration) {
 	}
 }
 
-// statusPrinter prints statuses as a table or as JSON.
+// statusPrinter prints statuses as a table or as JSON. A watch's table
+// (watch) is printed a row at a time, as changes come: a tabwriter, which
+// aligns only what it holds when flushed, would align each row alone, so
+// its columns have widths of their own (watchColumns).
 type statusPrinter struct {
 	w      io.Writer
 	json   bool
 	watch  bool
 	tw     *tabwriter.Writer
 	header bool
-	// withCandidates, if set, adds the candidates to every status printed.
-	withCandidates func(leaseStatus) leaseStatus
+	cols   watchColumns
+	// note is the candidates line a watch's table printed last.
+	note string
 }
 
 func newStatusPrinter(w io.Writer, output string, watching bool) *statusPrinter {
 	return &statusPrinter{w: w, json: output == "json", watch: watching, tw: tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)}
 }
 
+// statusHeader are the table's columns; a watch's has TIME first.
+var statusHeader = []string{"LEASE", "STATE", "HOLDER", "TERM", "RENEWED", "VALID", "EXPIRES"}
+
+// cells are st's cells under statusHeader.
+func cells(st leaseStatus) []string {
+	return []string{st.Lease, st.State, orDash(st.Holder), termCell(st), renewedCell(st), validCell(st), expiresCell(st)}
+}
+
 func (p *statusPrinter) print(st leaseStatus) {
-	if p.withCandidates != nil {
-		st = p.withCandidates(st)
-	}
-	if p.json {
+	switch {
+	case p.json:
 		enc := json.NewEncoder(p.w)
 		if !p.watch {
 			enc.SetIndent("", "  ")
 		}
 		_ = enc.Encode(st)
-		return
-	}
-	if !p.header {
-		p.header = true
-		if p.watch {
-			fmt.Fprintln(p.w, candidatesNote(st))
-			fmt.Fprint(p.tw, "TIME\t")
-		}
-		fmt.Fprintln(p.tw, "LEASE\tSTATE\tHOLDER\tTERM\tRENEWED\tVALID\tEXPIRES")
-	}
-	if p.watch {
-		fmt.Fprintf(p.tw, "%s\t", st.Time.Format("15:04:05.000"))
-	}
-	fmt.Fprintf(p.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", st.Lease, st.State, orDash(st.Holder), termCell(st),
-		renewedCell(st), validCell(st), expiresCell(st))
-	if !p.watch {
+	case p.watch:
+		p.printWatchRow(st)
+	default:
+		fmt.Fprintln(p.tw, strings.Join(statusHeader, "\t"))
+		fmt.Fprintln(p.tw, strings.Join(cells(st), "\t"))
 		p.tw.Flush()
 		fmt.Fprintln(p.w, candidatesNote(st))
 		if st.ValidityBasis == "renew-time" {
@@ -438,8 +481,71 @@ func (p *statusPrinter) print(st leaseStatus) {
 	}
 }
 
-// flush writes out a watch's row at once.
-func (p *statusPrinter) flush() { p.tw.Flush() }
+// printWatchRow prints one row of a watch's table, with the header before
+// the first, and the candidates line before it whenever the candidates
+// listed changed.
+func (p *statusPrinter) printWatchRow(st leaseStatus) {
+	if note := candidatesNote(st); candidatesKnownAs(st) != p.note {
+		p.note = candidatesKnownAs(st)
+		fmt.Fprintln(p.w, note)
+	}
+	row := append([]string{st.Time.Format("15:04:05.000")}, cells(st)...)
+	if !p.header {
+		p.header = true
+		p.cols.fit(row, st)
+		fmt.Fprintln(p.w, p.cols.format(append([]string{"TIME"}, statusHeader...)))
+	}
+	p.cols.fit(row, st)
+	fmt.Fprintln(p.w, p.cols.format(row))
+}
+
+// candidatesKnownAs is what the candidates line of st says but how long
+// ago each registered, which changes at every row.
+func candidatesKnownAs(st leaseStatus) string {
+	cs := make([]candidateStatus, len(st.Candidates))
+	for i, c := range st.Candidates {
+		c.RenewedAt = nil
+		cs[i] = c
+	}
+	key, _ := json.Marshal([]any{st.CandidatesKnown, st.CandidatesError, cs})
+	return string(key)
+}
+
+// watchColumns are the widths of a watch's columns: each as wide as its
+// widest cell so far, starting wide enough for what it usually holds (the
+// longest state, a renew age in milliseconds, every candidate's identity),
+// so that rows stay aligned as they come. A cell wider than its column
+// widens it for the rows after it.
+type watchColumns []int
+
+// fit widens the columns for row, a status of st.
+func (c *watchColumns) fit(row []string, st leaseStatus) {
+	if *c == nil {
+		holder := len("HOLDER")
+		for _, cand := range st.Candidates {
+			holder = max(holder, len(cand.Identity))
+		}
+		// TIME, LEASE, STATE, HOLDER, TERM, RENEWED, VALID, EXPIRES
+		*c = []int{len("15:04:05.000"), len(st.Lease), len(stateNoHolder), holder, len("TERM"),
+			len("59.999s ago"), len("VALID"), len("in 59.999s")}
+	}
+	for i, cell := range row {
+		(*c)[i] = max((*c)[i], len(cell))
+	}
+}
+
+// format lays row out in the columns, two spaces apart.
+func (c watchColumns) format(row []string) string {
+	var b strings.Builder
+	for i, cell := range row {
+		if i == len(row)-1 {
+			b.WriteString(cell)
+			break
+		}
+		fmt.Fprintf(&b, "%-*s  ", c[i], cell)
+	}
+	return b.String()
+}
 
 func candidatesNote(st leaseStatus) string {
 	if !st.CandidatesKnown {

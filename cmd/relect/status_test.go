@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/relect/relect/relecttest"
@@ -80,7 +81,6 @@ func TestStatusTable(t *testing.T) {
 	var out bytes.Buffer
 	p := newStatusPrinter(&out, "table", false)
 	p.print(statusOf(jobLease, lease("pod-a", 15, 4, now.Add(-2*time.Second)), now, time.Time{}))
-	p.flush()
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 4, out.String())
 	assert.Equal(t, []string{"LEASE", "STATE", "HOLDER", "TERM", "RENEWED", "VALID", "EXPIRES"}, strings.Fields(lines[0]))
@@ -148,8 +148,9 @@ func TestWatchStatus(t *testing.T) {
 	var out, errOut lockedBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
+	noCandidates := func(context.Context) ([]relect.Candidate, error) { return nil, nil }
 	go func() {
-		done <- watchStatus(ctx, leases, jobLease, time.Second, newStatusPrinter(&out, "json", true), &errOut)
+		done <- watchStatus(ctx, leases, noCandidates, jobLease, time.Second, newStatusPrinter(&out, "json", true), &errOut)
 	}()
 	defer func() {
 		cancel()
@@ -176,4 +177,103 @@ func TestWatchStatus(t *testing.T) {
 	eventually(t, "held by b", func() bool { return last().State == stateHeld && last().Holder == "b" })
 	require.NoError(t, api.Delete("default", "job"))
 	eventually(t, "missing again", func() bool { return last().State == stateMissing })
+}
+
+// --watch's table keeps its columns aligned from row to row: each row is
+// printed as it comes, and a tabwriter flushed per row aligned each row
+// alone, so that rows after the first were misaligned.
+func TestWatchTableStaysAligned(t *testing.T) {
+	now := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	cands := []relect.Candidate{{Identity: "pod-a", Leader: true}, {Identity: "pod-bb", Successor: 1}}
+	var out bytes.Buffer
+	p := newStatusPrinter(&out, "table", true)
+	for _, st := range []leaseStatus{
+		statusOf(jobLease, lease("pod-a", 15, 4, now.Add(-60*time.Millisecond)), now, now),
+		statusOf(jobLease, lease("pod-bb", 15, 12, now.Add(-12345*time.Millisecond)), now.Add(time.Second), now),
+		statusOf(jobLease, lease("", 1, 12, now), now.Add(2*time.Second), time.Time{}),
+		statusOf(jobLease, nil, now.Add(3*time.Second), time.Time{}),
+		statusOf(jobLease, lease("pod-a", 15, 13, now.Add(-59999*time.Millisecond)), now.Add(4*time.Second), now.Add(-16*time.Second)),
+	} {
+		p.print(withCandidates(st, cands, nil))
+	}
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	require.Len(t, lines, 7, out.String())
+	assert.True(t, strings.HasPrefix(lines[0], "candidates: pod-a (leader"), lines[0])
+	header := lines[1]
+	var starts []int
+	for i := range header {
+		if header[i] != ' ' && (i == 0 || header[i-1] == ' ') {
+			starts = append(starts, i)
+		}
+	}
+	require.Len(t, starts, 8, header)
+	for _, row := range lines[2:] {
+		for _, at := range starts {
+			if assert.Greater(t, len(row), at, "row %q shorter than the header %q", row, header) {
+				assert.True(t, row[at] != ' ' && (at == 0 || row[at-1] == ' '), "a column of %q does not start where the header's does (%d)\n%s\n%s",
+					row, at, header, row)
+			}
+		}
+	}
+}
+
+// -o json --watch shows in each row the candidates as they are then: they
+// are listed again when the holder changes. Every row repeated the list
+// read at the start, so that a released Lease still showed its old leader
+// as leading.
+func TestWatchShowsTheLeaderOfEachRow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased("default", "job")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		a, err := relect.New(relect.Options{Client: api.Client("a").Clientset(), Namespace: "default", Name: "job", Identity: "a",
+			OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }})
+		require.NoError(t, err)
+		aCtx, stopA := context.WithCancel(ctx)
+		aDone := make(chan struct{})
+		go func() { defer close(aDone); _ = a.Run(aCtx) }()
+		time.Sleep(time.Minute) // a leads, and has registered
+		require.True(t, a.IsLeader())
+
+		cs := api.Client("status").Clientset()
+		list := func(ctx context.Context) ([]relect.Candidate, error) {
+			return relect.ListCandidates(ctx, cs, "default", "job")
+		}
+		var out, errOut lockedBuffer
+		done := make(chan error, 1)
+		go func() {
+			done <- watchStatus(ctx, cs.CoordinationV1().Leases("default"), list, jobLease, time.Second, newStatusPrinter(&out, "json", true), &errOut)
+		}()
+		synctest.Wait()
+		last := func() leaseStatus {
+			sts := out.statuses(t)
+			require.NotEmpty(t, sts)
+			return sts[len(sts)-1]
+		}
+		leaders := func(st leaseStatus) []string {
+			var ids []string
+			for _, c := range st.Candidates {
+				if c.Leader {
+					ids = append(ids, c.Identity)
+				}
+			}
+			return ids
+		}
+		st := last()
+		assert.Equal(t, stateHeld, st.State)
+		assert.Equal(t, []string{"a"}, leaders(st))
+
+		stopA() // a releases the lease
+		<-aDone
+		synctest.Wait()
+		st = last()
+		assert.Equal(t, stateReleased, st.State)
+		assert.True(t, st.CandidatesKnown)
+		assert.Empty(t, leaders(st), "a released Lease has no leader among its candidates: %+v", st.Candidates)
+
+		cancel()
+		require.NoError(t, <-done)
+		assert.Empty(t, errOut.b.String())
+	})
 }

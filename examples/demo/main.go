@@ -39,16 +39,21 @@
 //
 // After each change the demo prints what it cost: every candidate's Lease
 // API calls from the change to the new leader's first renewal a
-// RetryPeriod into its term, that renewal included. With more than 10
-// candidates (-candidates 1000, say) the timeline shows only terms and
-// errors, and the status block the candidates that lead, are in line or
-// are down, and sums up the others.
+// RetryPeriod into its term, that renewal included, and which candidates
+// made them. With more than 10 candidates (-candidates 1000, say) the
+// timeline shows only terms and errors, and the status block the
+// candidates that lead, are in line or are down, and sums up the others.
 //
-// Each measured time is printed next to its expected value; the demo exits 1
-// if one falls outside the accepted range, if a handover makes another
-// candidate lead than the one named, if two candidates ever lead at once
-// (IsLeader is sampled every couple of milliseconds), or if a leader's
-// work is ever fenced off by a newer term. It exits 2 on bad flags or setup
+// The demo fails only on what it proves. It exits 1 if two candidates ever
+// lead at once (IsLeader is sampled every couple of milliseconds), if a
+// leader's work is ever fenced off by a newer term, or if a change of
+// leader never completes (no new leader within twice the longest expected
+// failover). Each measured time is printed next to its expected range, and
+// a time outside it is marked, not failed: in real time it depends on the
+// machine (a thousand candidates in one process on two busy cores handle
+// every watch event late). So is a handover that another candidate than
+// the one named completes — the named one did not write within its
+// exclusive window — which is noted. It exits 2 on bad flags or setup
 // errors, 0 otherwise.
 //
 // With -kubeconfig PATH, or -in-cluster inside a pod, the same script runs

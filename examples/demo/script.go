@@ -33,6 +33,7 @@ type demo struct {
 	overlaps []string // "c1 (term 1) and c2 (term 2) at +3.456s"
 	results  []result
 	costs    []changeCost
+	notes    []string // what went other than expected without failing (note)
 }
 
 // detailedUpTo is the largest number of candidates the timeline and the
@@ -76,10 +77,18 @@ type result struct {
 
 func (r result) ok() bool { return r.took >= r.lo && r.took <= r.hi }
 
+// outside is the verdict of a measurement outside its range. It is printed,
+// never a failure: how long a change takes in real time depends on the
+// machine (a thousand candidates in one process on two busy cores handle
+// each watch event late), and the demo fails only on what it proves —
+// never two leaders at once, and every change of leader completing. Its
+// tests, in simulated time, require every measurement in range.
+const outside = "OUTSIDE the expected range (timings depend on this machine's load; not a failure)"
+
 func (r result) String() string {
 	verdict := "OK"
 	if !r.ok() {
-		verdict = "OUT OF RANGE"
+		verdict = outside
 	}
 	return fmt.Sprintf("%-19s %s  expected %s (accepted %s…%s)  %s",
 		r.what+":", seconds(r.took), r.expected, seconds(r.lo), seconds(r.hi), verdict)
@@ -183,7 +192,8 @@ func (d *demo) handEditBound(took time.Duration) result {
 }
 
 // waitLimit bounds every wait of the script, so that a broken run fails
-// instead of hanging: twice the longest accepted failover.
+// instead of hanging — a change of leader that never completes: twice the
+// longest accepted failover.
 func (d *demo) waitLimit() time.Duration {
 	return 2 * (d.s.leaseDuration + d.s.retryPeriod*44/10 + d.b.slack())
 }
@@ -240,6 +250,30 @@ func (d *demo) leader() (*proc, int64) {
 		}
 	}
 	return nil, 0
+}
+
+// currentLeader returns the candidate that leads and its term, waiting
+// for one if none does at the moment (a term lost on a busy machine is
+// followed by another).
+func (d *demo) currentLeader(ctx context.Context, what string) (*proc, int64, error) {
+	var p *proc
+	var term int64
+	_, err := d.waitFor(ctx, what, func() bool {
+		p, term = d.leader()
+		return p != nil
+	})
+	return p, term, err
+}
+
+// note prints something that went otherwise than expected but is no
+// failure (a timing that depends on the machine), and repeats it in the
+// summary.
+func (d *demo) note(at time.Time, format string, args ...any) {
+	msg := fmt.Sprintf(format, args...)
+	d.mu.Lock()
+	d.notes = append(d.notes, msg)
+	d.mu.Unlock()
+	d.tl.printf(at, "demo", "note: %s", msg)
 }
 
 // waitForLeader waits until some candidate leads, and returns it and when
@@ -419,7 +453,7 @@ func (d *demo) sample(ctx context.Context) {
 // (or err, the script's own error, with them).
 func (d *demo) summary(err error) error {
 	d.mu.Lock()
-	results, overlaps, samples, costs := d.results, d.overlaps, d.samples, d.costs
+	results, overlaps, samples, costs, notes := d.results, d.overlaps, d.samples, d.costs, d.notes
 	d.mu.Unlock()
 	d.store.mu.Lock()
 	terms, accepted, problems := d.store.terms, d.store.accepted, d.store.problems
@@ -434,20 +468,27 @@ func (d *demo) summary(err error) error {
 	}
 
 	d.tl.heading("summary")
+	slow := 0
 	for _, r := range results {
 		d.tl.plain("%s", r)
 		if r.note != "" {
 			d.tl.plain("  (%s)", r.note)
 		}
 		if !r.ok() {
-			failed = append(failed, fmt.Sprintf("%s took %s, outside %s…%s", r.what, seconds(r.took), seconds(r.lo), seconds(r.hi)))
+			slow++
 		}
+	}
+	if slow > 0 {
+		d.tl.plain("%d of %d measurements outside their expected range: printed, not checked (they depend on this machine's load)", slow, len(results))
 	}
 	if len(costs) > 0 {
 		d.tl.plain("calls per change, by all %d candidates, from the change to the new leader's first renewal a RetryPeriod into its term (included):", len(d.procs))
 		for _, c := range costs {
 			d.tl.plain("  %-14s %3d  (%s)", c.what+":", c.calls.total(), c.calls.brief())
 		}
+	}
+	for _, n := range notes {
+		d.tl.plain("note: %s", n)
 	}
 	if len(overlaps) == 0 {
 		d.tl.plain("two leaders at once: never, in %d samples of every candidate's IsLeader", samples)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -59,10 +58,18 @@ func (d *demo) stepStart(ctx context.Context) error {
 // stepCrash: the first candidate, which leads, dies without releasing.
 func (d *demo) stepCrash(ctx context.Context) error {
 	first := d.procs[0]
-	leader, term := d.leader()
-	if leader != first || !leader.keepsLease() {
-		return fmt.Errorf("expected %s, started with KeepLeaseOnCancel, to lead; %v leads", first.name, leader)
+	// Only the first candidate's incarnation keeps the lease when
+	// cancelled. It leads since the start, unless its renewals were
+	// starved for RenewDeadline on a busy machine; then it waits to lead
+	// again.
+	if _, err := d.waitFor(ctx, first.name+", started with KeepLeaseOnCancel, to lead", func() bool {
+		leader, _ := d.leader()
+		return leader == first && first.keepsLease()
+	}); err != nil {
+		return fmt.Errorf("%w (it lost the lease it had from the start: a busy machine delayed its renewals past "+
+			"RenewDeadline; longer durations help: -lease-duration 6s -renew-deadline 4s -retry-period 1s)", err)
 	}
+	leader, term := d.leader()
 	d.tl.heading("crash: %s (term %d) dies without releasing the lease", leader.name, term)
 	d.tl.printf(time.Now(), "demo", "cancelling %s's Run with KeepLeaseOnCancel: no release, so the Lease looks as after kill -9 "+
 		"(its Run still deletes its registration, which a killed process would leave to lapse)", leader.name)
@@ -85,9 +92,9 @@ func (d *demo) stepCrash(ctx context.Context) error {
 
 // stepGraceful: the leader stops and releases.
 func (d *demo) stepGraceful(ctx context.Context) error {
-	leader, term := d.leader()
-	if leader == nil {
-		return errors.New("no leader before the graceful stop")
+	leader, term, err := d.currentLeader(ctx, "a leader before the graceful stop")
+	if err != nil {
+		return err
 	}
 	d.tl.heading("graceful stop: %s (term %d) stops and releases the lease", leader.name, term)
 	d.printLine(leader)
@@ -107,9 +114,9 @@ func (d *demo) stepGraceful(ctx context.Context) error {
 
 // stepYield: the leader yields, and stays a candidate.
 func (d *demo) stepYield(ctx context.Context) error {
-	leader, term := d.leader()
-	if leader == nil {
-		return errors.New("no leader before the yield")
+	leader, term, err := d.currentLeader(ctx, "a leader before the yield")
+	if err != nil {
+		return err
 	}
 	d.tl.heading("yield: %s (term %d) steps down with Yield and stays a candidate", leader.name, term)
 	line := d.printLine(leader)
@@ -126,7 +133,7 @@ func (d *demo) stepYield(ctx context.Context) error {
 	}
 	d.record(d.yieldBound(at.Sub(t0)), next)
 	if len(line) > 0 && next.id != line[0] {
-		d.tl.printf(at, "demo", "%s was not first in line (%s was): the first did not take its turn", next.name, d.display(line[0]))
+		d.note(at, "%s took the lease after the yield, but %s was first in line: the first did not take its turn in time", next.name, d.display(line[0]))
 	}
 	return d.cost(ctx, "yield", "the Yield call", before, next, at)
 }
@@ -135,9 +142,9 @@ func (d *demo) stepYield(ctx context.Context) error {
 // the last one that does not lead: with more than two candidates, not the
 // first in line.
 func (d *demo) stepHandOver(ctx context.Context) error {
-	leader, term := d.leader()
-	if leader == nil {
-		return errors.New("no leader before the handover")
+	leader, term, err := d.currentLeader(ctx, "a leader before the handover")
+	if err != nil {
+		return err
 	}
 	var target *proc
 	for _, p := range slices.Backward(d.procs) {
@@ -166,16 +173,20 @@ func (d *demo) stepHandOver(ctx context.Context) error {
 	}
 	d.record(d.handOverBound(at.Sub(t0)), next)
 	if next != target {
-		return fmt.Errorf("the handover named %s, but %s leads", target.name, next.name)
+		// The named candidate alone may take the lease for two RetryPeriods
+		// (rounded up to whole seconds); one that did not get the CPU to
+		// write within them — a busy machine — lets the others take it.
+		d.note(at, "the handover named %s, but %s took the lease: %s did not take it within its %s of exclusive right",
+			target.name, next.name, target.name, seconds(2*d.s.retryPeriod))
 	}
 	return d.cost(ctx, "handover", "the HandOver call", before, next, at)
 }
 
 // stepHandEdit: an operator names a follower as holder by hand.
 func (d *demo) stepHandEdit(ctx context.Context) error {
-	leader, term := d.leader()
-	if leader == nil {
-		return errors.New("no leader before the hand edit")
+	leader, term, err := d.currentLeader(ctx, "a leader before the hand edit")
+	if err != nil {
+		return err
 	}
 	var target *proc
 	for _, p := range d.procs {
@@ -224,13 +235,60 @@ func (d *demo) printLine(leader *proc) []string {
 	return line
 }
 
+// callSnapshot is every candidate's Lease API calls at one moment, by
+// candidate name.
+type callSnapshot map[string]callCounts
+
 // calls returns every candidate's Lease API calls so far.
-func (d *demo) calls() callCounts {
-	var total callCounts
+func (d *demo) calls() callSnapshot {
+	s := callSnapshot{}
 	for _, p := range d.procs {
-		total = total.add(d.b.calls(p.name))
+		s[p.name] = d.b.calls(p.name)
 	}
-	return total
+	return s
+}
+
+// since returns what each candidate called after before, for those that
+// called anything, the most first (then by name).
+func (s callSnapshot) since(before callSnapshot) []candidateCalls {
+	var out []candidateCalls
+	for name, c := range s {
+		if d := c.sub(before[name]); d.total() != 0 {
+			out = append(out, candidateCalls{name, d})
+		}
+	}
+	slices.SortFunc(out, func(a, b candidateCalls) int {
+		if c := b.calls.total() - a.calls.total(); c != 0 {
+			return c
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	return out
+}
+
+// candidateCalls is one candidate's calls in a change.
+type candidateCalls struct {
+	name  string
+	calls callCounts
+}
+
+// byCandidate says who made the calls of a change: the candidates that
+// called the most, and how many others called what.
+func byCandidate(cs []candidateCalls) string {
+	const shown = 4
+	var parts []string
+	var rest callCounts
+	for i, c := range cs {
+		if i < shown {
+			parts = append(parts, c.name+": "+c.calls.brief())
+		} else {
+			rest = rest.add(c.calls)
+		}
+	}
+	if n := len(cs) - shown; n > 0 {
+		parts = append(parts, fmt.Sprintf("%d others: %s", n, rest.brief()))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // changeCost is what one change of leader cost: every candidate's calls
@@ -243,19 +301,29 @@ type changeCost struct {
 
 // cost waits for next's first renewal one RetryPeriod into the term it was
 // first seen leading at at, then prints and records every candidate's
-// calls since before, taken at the change (from, in words).
-func (d *demo) cost(ctx context.Context, what, from string, before callCounts, next *proc, at time.Time) error {
+// calls since before, taken at the change (from, in words), and who made
+// them: a call the change did not need (a follower that tried to acquire
+// after the new leader had — its turn came before it had read the
+// leader's write, on a busy machine) is then seen as its own.
+func (d *demo) cost(ctx context.Context, what, from string, before callSnapshot, next *proc, at time.Time) error {
 	renewed, err := d.waitFor(ctx, next.name+"'s first renewal", func() bool {
 		return !next.lastRenewal().Before(at.Add(d.s.retryPeriod / 2))
 	})
 	if err != nil {
 		return err
 	}
-	c := d.calls().sub(before)
+	by := d.calls().since(before)
+	var c callCounts
+	for _, cc := range by {
+		c = c.add(cc.calls)
+	}
 	d.mu.Lock()
 	d.costs = append(d.costs, changeCost{what, c})
 	d.mu.Unlock()
-	d.tl.printf(renewed, "CALLS", "%s: %d calls by all %d candidates from %s to %s's first renewal a RetryPeriod into its term (included): %s",
-		what, c.total(), len(d.procs), from, next.name, c.brief())
+	d.tl.block(renewed, "CALLS", []string{
+		fmt.Sprintf("%s: %d calls by all %d candidates from %s to %s's first renewal a RetryPeriod into its term (included): %s",
+			what, c.total(), len(d.procs), from, next.name, c.brief()),
+		"by " + byCandidate(by),
+	})
 	return nil
 }
