@@ -48,6 +48,13 @@ const (
 	// the Lease's preferred holder) to Leader, after the term's work
 	// returned (Term: the term that ended).
 	EventHandedOver
+	// EventLeaseMissing: the Lease was found missing. relect creates a
+	// missing Lease only once it has watched it missing, without a gap,
+	// for LeaseDuration, in case it was deleted while someone held it
+	// (docs/design.md): Delay is that wait, from Time. A first deployment
+	// waits so for its first leader. Once per time the Lease is seen to
+	// go missing.
+	EventLeaseMissing
 	// EventWorkStuck: the leading term's work is stuck (Options.Work; Err
 	// wraps ErrWorkStuck and says why). The term ends with it and the
 	// lease goes to the line of succession at once — EventStoppedLeading
@@ -67,6 +74,7 @@ var eventKindNames = [...]string{
 	EventDegraded:       "degraded",
 	EventRecovered:      "recovered",
 	EventHandedOver:     "handed-over",
+	EventLeaseMissing:   "lease-missing",
 	EventWorkStuck:      "work-stuck",
 }
 
@@ -93,7 +101,7 @@ type Event struct {
 	Term int64
 	// Err is the cause of EventStoppedLeading and EventError.
 	Err error
-	// Delay is the wait of EventBackoff.
+	// Delay is the wait of EventBackoff and EventLeaseMissing.
 	Delay time.Duration
 }
 

@@ -118,20 +118,24 @@ func (s *state) emitLocked(ev Event) {
 	switch ev.Kind {
 	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased, EventHandedOver, EventWorkStuck:
 		attrs = append(attrs, "term", ev.Term)
-	case EventBackoff:
+	case EventBackoff, EventLeaseMissing:
 		attrs = append(attrs, "delay", ev.Delay)
 	}
 	if ev.Err != nil {
 		attrs = append(attrs, "err", ev.Err)
 	}
-	level := slog.LevelInfo
+	msg, level := "relect: "+ev.Kind.String(), slog.LevelInfo
 	switch ev.Kind {
+	case EventLeaseMissing:
+		msg = "relect: the Lease does not exist; it is created only once it has been seen missing for " +
+			"LeaseDuration, in case it was deleted while someone held it"
+		attrs = append(attrs, "notBefore", ev.Time.Add(ev.Delay).Format(time.RFC3339))
 	case EventError:
 		level = slog.LevelDebug // API errors can be many; they are Events too (runs of them: called warns)
 	case EventDegraded, EventWorkStuck:
 		level = slog.LevelWarn
 	}
-	s.logs.log(level, "relect: "+ev.Kind.String(), attrs...)
+	s.logs.log(level, msg, attrs...)
 }
 
 // setNotifier makes n receive new leaders (nil: none).
@@ -272,9 +276,7 @@ func (s *state) observedMissing(restart bool) {
 		s.missingSince = time.Now()
 	}
 	if first {
-		s.logs.log(slog.LevelInfo, "relect: the Lease does not exist; it is created only once it has been seen missing for "+
-			"LeaseDuration, in case it was deleted while someone held it", "lease", s.cfg.describe, "leaseDuration", s.cfg.LeaseDuration,
-			"notBefore", s.missingSince.Add(s.cfg.createWait).Format(time.RFC3339))
+		s.emitLocked(Event{Kind: EventLeaseMissing, Delay: s.cfg.createWait})
 	}
 	s.setLeaderLocked("", 0)
 	switch {

@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -123,64 +122,12 @@ func (s *httpServer) stop() {
 	<-s.served
 }
 
-// missingLeaseMessage begins the library's Info record for a Lease it
-// found missing (relect creates one only once it has watched it missing
-// for LeaseDuration); leaseWaitNotice looks for it.
-const missingLeaseMessage = "relect: the Lease does not exist"
-
-// leaseWaitNotice is the library's log handler with one addition: when the
-// library reports that the Lease does not exist, the command says once, at
-// Info, that it waits for the Lease to be created and until when, so that
-// a first deployment's LeaseDuration of silence is explained.
-//
-// The library gives no other sign of that wait than this record, so the
-// record is recognised by its message, which the library does not
-// promise; TestMissingLeaseWaitIsAnnounced fails if it changes. The record
-// is stamped when the Lease was seen missing: the wait ends LeaseDuration
-// later. Handle runs on the library's log goroutine, never under its
-// state lock.
-type leaseWaitNotice struct {
-	slog.Handler
-	lease string
-	wait  time.Duration // LeaseDuration
-	log   *slog.Logger  // the command's
-}
-
-var _ slog.Handler = leaseWaitNotice{}
-
-func (h leaseWaitNotice) Handle(ctx context.Context, r slog.Record) error {
-	err := h.Handler.Handle(ctx, r)
-	if r.Level == slog.LevelInfo && strings.HasPrefix(r.Message, missingLeaseMessage) {
-		h.log.Info("waiting for the missing Lease: a candidate creates it once it has watched it missing for --lease-duration, "+
-			"in case it was deleted while someone held it; the first leader is elected then",
-			"lease", h.lease, "until", r.Time.Add(h.wait).Round(time.Millisecond), "lease_duration", h.wait)
-	}
-	return err
-}
-
-func (h leaseWaitNotice) WithAttrs(attrs []slog.Attr) slog.Handler {
-	h.Handler = h.Handler.WithAttrs(attrs)
-	return h
-}
-
-func (h leaseWaitNotice) WithGroup(name string) slog.Handler {
-	h.Handler = h.Handler.WithGroup(name)
-	return h
-}
-
-// libraryLogger is the Options.Logger of the command's Elector: libLog,
-// announcing the wait for a missing Lease on log (leaseWaitNotice).
-func libraryLogger(libLog, log *slog.Logger, lease leaseRef, s settings) *slog.Logger {
-	return slog.New(leaseWaitNotice{Handler: libLog.Handler(), lease: lease.String(),
-		wait: orDefault(s.opts.LeaseDuration, relect.DefaultLeaseDuration), log: log})
-}
-
 // pump logs the events of one Run (logEvent) and shows them to view until
 // Run closes the channel. With a file it also rewrites the file whenever the state
 // changes: after each event, when a term's work begins or ends (view's
 // signal), and every tick (renewals extend the validity without an
 // event).
-func pump(events <-chan relect.Event, log *slog.Logger, view *leaderView, file *stateFile, tick time.Duration) {
+func pump(events <-chan relect.Event, log *slog.Logger, lease string, view *leaderView, file *stateFile, tick time.Duration) {
 	var ticks <-chan time.Time
 	if file != nil {
 		t := time.NewTicker(tick)
@@ -192,7 +139,7 @@ func pump(events <-chan relect.Event, log *slog.Logger, view *leaderView, file *
 		select {
 		case ev, ok := <-events:
 			if open = ok; ok {
-				logEvent(log, ev)
+				logEvent(log, lease, ev)
 				view.observe(ev)
 			}
 		case <-view.changed:
@@ -211,12 +158,16 @@ func pump(events <-chan relect.Event, log *slog.Logger, view *leaderView, file *
 
 // logEvent logs what the library does not of one relect event. The
 // library logs every event itself, at Info (the command's Logger shows
-// them by default), except EventError, which it logs at Debug: API errors
-// can be many. The command warns of each, so that a failing API is seen
-// without --verbose.
-func logEvent(log *slog.Logger, ev relect.Event) {
-	if ev.Kind != relect.EventError {
+// them by default) — EventError at Debug, as API errors can be many, and
+// warns of what an operator must know (runs of failing calls, the registry
+// off for lack of RBAC, stuck work). The command adds its own words for a
+// first deployment's silence: the wait for a missing Lease, with when it
+// ends.
+func logEvent(log *slog.Logger, lease string, ev relect.Event) {
+	if ev.Kind != relect.EventLeaseMissing {
 		return
 	}
-	log.Warn("relect: "+ev.Kind.String(), "err", ev.Err)
+	log.Info("waiting for the missing Lease: a candidate creates it once it has watched it missing for --lease-duration, "+
+		"in case it was deleted while someone held it; the first leader is elected then",
+		"lease", lease, "until", ev.Time.Add(ev.Delay).Round(time.Millisecond), "lease_duration", ev.Delay)
 }

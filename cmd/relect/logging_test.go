@@ -52,7 +52,7 @@ func TestMissingLeaseWaitIsAnnounced(t *testing.T) {
 	}()
 	eventually(t, "the notice", func() bool { return strings.Contains(stderr.String(), "waiting for the missing Lease") })
 	log := stderr.String()
-	assert.Contains(t, log, missingLeaseMessage, "the library's own record")
+	assert.Contains(t, log, "relect: the Lease does not exist", "the library's own record (EventLeaseMissing)")
 	assert.Equal(t, 1, strings.Count(log, "waiting for the missing Lease"), "said once\n%s", log)
 	line := log[strings.Index(log, "waiting for the missing Lease"):]
 	line = line[:strings.IndexByte(line, '\n')]

@@ -323,7 +323,7 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	opts.Config, opts.Client = conn.Config, conn.Client
 	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
 	opts.OnStartedLeading, opts.OnStoppedLeading = r.lead, r.stopped
-	opts.Logger = libraryLogger(libLog, log, plan.lease, plan.s)
+	opts.Logger = libLog
 	e, err := newElector(opts, plan.s.health)
 	if err != nil {
 		return report(stderr, "run", err)
@@ -341,7 +341,7 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	pumped := make(chan struct{})
 	go func() {
 		defer close(pumped)
-		pump(events, log, r.view, nil, 0)
+		pump(events, log, plan.lease.String(), r.view, nil, 0)
 	}()
 	var timer sync.WaitGroup
 	if plan.timeout > 0 {

@@ -171,7 +171,7 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
 	hurry := hurryOf(ctx)
 	opts.OnStartedLeading = func(ctx context.Context) { holdTerm(ctx, view, log, hurry) }
-	opts.Logger = libraryLogger(libLog, log, plan.lease, plan.s)
+	opts.Logger = libLog
 	e, err := newElector(opts, plan.s.health)
 	if err != nil {
 		return report(stderr, "sidecar", err)
@@ -199,7 +199,7 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 		// validity handed out lasts --valid-for: look four times as often
 		// as the shorter.
 		tick := min(orDefault(plan.s.opts.RetryPeriod, relect.DefaultRetryPeriod), plan.validFor) / 4
-		pump(events, log, view, file, max(tick, 10*time.Millisecond))
+		pump(events, log, plan.lease.String(), view, file, max(tick, 10*time.Millisecond))
 	}()
 	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", plan.httpAddr, "file", plan.file)
 	err = e.Run(ctx)
