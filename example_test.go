@@ -76,6 +76,7 @@ func ExampleElector_Events() {
 	<-done
 	// Output:
 	// campaigning
+	// lease-missing
 	// new-leader pod-a
 	// started-leading pod-a
 	// stopped-leading pod-a
