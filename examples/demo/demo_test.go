@@ -5,12 +5,16 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/relect/relect/internal/sim"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // The changes of leader the script makes, each measured and costed.
@@ -170,4 +174,36 @@ func TestFlags(t *testing.T) {
 			t.Errorf("run(%q) = %d, stderr %q; want 2 and a message containing %q", tc.args, code, stderr.String(), tc.want)
 		}
 	}
+}
+
+// The demo loads a kubeconfig as kubectl does (client-go's loader): the
+// context named, or the current one, and a missing file is named.
+func TestLoadKubeconfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "config")
+	require.NoError(t, os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters:
+- name: one
+  cluster: {server: "https://one.example:6443"}
+- name: two
+  cluster: {server: "https://two.example:6443"}
+users:
+- name: u
+  user: {token: secret}
+contexts:
+- name: first
+  context: {cluster: one, user: u}
+- name: second
+  context: {cluster: two, user: u}
+current-context: first
+`), 0o600))
+	cfg, err := loadKubeconfig(path, "")
+	require.NoError(t, err)
+	assert.Equal(t, "https://one.example:6443", cfg.Host)
+	assert.Equal(t, "secret", cfg.BearerToken)
+	cfg, err = loadKubeconfig(path, "second")
+	require.NoError(t, err)
+	assert.Equal(t, "https://two.example:6443", cfg.Host)
+	_, err = loadKubeconfig(filepath.Join(t.TempDir(), "missing"), "")
+	assert.ErrorContains(t, err, "missing")
 }
