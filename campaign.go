@@ -259,8 +259,9 @@ func (c *campaign) release(t *term, to string) error {
 		ok, transitions, err = c.gw.release(ctx, t.held, to, false)
 	}
 	number := int64(transitions) // without a term: the record released
+	var fence Fence
 	if t != nil {
-		number = t.number
+		number, fence = t.number, t.fence
 	}
 	switch {
 	case err != nil:
@@ -274,10 +275,10 @@ func (c *campaign) release(t *term, to string) error {
 	case !ok:
 		return ErrLeaseLost
 	case to != "":
-		c.st.emit(Event{Kind: EventHandedOver, Leader: to, Term: number})
+		c.st.emit(Event{Kind: EventHandedOver, Leader: to, Term: number, Fence: fence})
 		c.recordEvent("handed the lease over to " + to)
 	default:
-		c.st.emit(Event{Kind: EventReleased, Leader: c.cfg.identity, Term: number})
+		c.st.emit(Event{Kind: EventReleased, Leader: c.cfg.identity, Term: number, Fence: fence})
 		c.recordEvent("released the lease")
 	}
 	return nil

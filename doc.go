@@ -24,8 +24,10 @@
 //   - Events are delivered in order on a channel that never blocks the
 //     election (the oldest are dropped and counted when it is full), and
 //     OnNewLeader calls arrive in order (client-go's may not).
-//   - Each term has a number, the Lease's leaseTransitions at acquisition,
-//     usable as a fencing token.
+//   - Each term has a fencing token that only grows (Fence: the
+//     resourceVersion of the write that began it), for storage that must
+//     refuse a deposed leader's late writes, and a number for people (the
+//     Lease's leaseTransitions).
 //   - A panic in a callback is recovered and ends only that term.
 //
 // # Usage
@@ -36,8 +38,8 @@
 //		Name:      "my-controller",
 //		Identity:  os.Getenv("POD_NAME"),
 //		OnStartedLeading: func(ctx context.Context) {
-//			term, _ := relect.TermFromContext(ctx)
-//			runLeaderWork(ctx, term) // return when ctx is done
+//			fence, _ := relect.FenceFromContext(ctx)
+//			runLeaderWork(ctx, fence) // return when ctx is done
 //		},
 //	})
 //	if err != nil {

@@ -93,18 +93,29 @@ func (e *Elector) IsLeader() bool {
 
 // Term returns the number of the current term and whether this candidate
 // leads now (exactly when IsLeader is true). The number is the Lease's
-// leaseTransitions when this candidate acquired it: every change of holder
-// increments it, so it can serve as a fencing token that storage compares
-// against the highest it has seen. Two consecutive terms of one Elector share
-// a number when nobody else held the lease in between. When the Lease was
-// deleted by hand, a relect candidate that creates it again continues the
-// count from the highest it saw (plain client-go, or relect polling because
-// it may not watch, starts over at 0).
+// leaseTransitions when this candidate acquired it, for people: every change
+// of holder increments it, but two consecutive terms of one Elector share a
+// number when nobody else held the lease in between, and a Lease deleted by
+// hand and created again by plain client-go (or by relect polling because
+// it may not watch) starts over at 0 — a relect candidate that watched it
+// continues the count from the highest it saw. Storage that must refuse a
+// deposed leader's writes compares the term's Fence instead.
 func (e *Elector) Term() (number int64, leading bool) {
 	if e.st == nil {
 		return 0, false
 	}
 	return e.st.leading()
+}
+
+// Fence returns the current term's fencing token and whether this
+// candidate leads now with one (see Fence; with Options.Lock there is
+// none). It never blocks on the API. Inside the term's work, prefer
+// FenceFromContext with the term's context: it cannot mix up terms.
+func (e *Elector) Fence() (Fence, bool) {
+	if e.st == nil {
+		return "", false
+	}
+	return e.st.fence()
 }
 
 // Leader returns the holder identity last observed in the Lease, this

@@ -18,7 +18,7 @@ const (
 	// Term: the lease's leaseTransitions as observed).
 	EventNewLeader
 	// EventStartedLeading: this candidate acquired the lease and its term
-	// began (Term: the fencing token).
+	// began (Term: its number; Fence: its fencing token).
 	EventStartedLeading
 	// EventStoppedLeading: the term ended; IsLeader is false from now on
 	// (Err: why, one of ErrLeaseExpired, ErrLeaseLost, ErrWorkReturned,
@@ -95,10 +95,13 @@ type Event struct {
 	// Leader is the holder identity concerned (EventNewLeader,
 	// EventStartedLeading, EventStoppedLeading, EventReleased).
 	Leader string
-	// Term is the lease's leaseTransitions: the fencing token of the term
-	// that started, stopped or was released, or the value observed with a
-	// new leader.
+	// Term is the lease's leaseTransitions: the number of the term that
+	// started, stopped, was released or handed over, or had stuck work;
+	// or the value observed with a new leader.
 	Term int64
+	// Fence is the fencing token of the term that started, stopped, or had
+	// stuck work (see Fence); "" for other kinds, or a term without one.
+	Fence Fence
 	// Err is the cause of EventStoppedLeading and EventError.
 	Err error
 	// Delay is the wait of EventBackoff and EventLeaseMissing.
@@ -114,6 +117,9 @@ func (e Event) String() string {
 	switch e.Kind {
 	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased, EventHandedOver, EventWorkStuck:
 		s += fmt.Sprintf(" term=%d", e.Term)
+	}
+	if e.Fence != "" {
+		s += " fence=" + string(e.Fence)
 	}
 	if e.Delay != 0 {
 		s += " delay=" + e.Delay.String()

@@ -56,7 +56,7 @@ type gatewayReports interface {
 	called(verb CallVerb, result CallResult, err error, waited time.Duration)
 	observed(rec *record, l *coordinationv1.Lease) (stranger bool)
 	observedMissing(restart bool)
-	wrote(sent time.Time, rec *record)
+	wrote(sent time.Time, rec *record, rv string)
 	sending(rec *record)
 	mine(rec *record) bool
 	createAllowedAt() time.Time
@@ -219,7 +219,11 @@ func (g *gateway) write(ctx context.Context, verb CallVerb, ler record, call fun
 		return call(ctx, ler)
 	})
 	if err == nil {
-		g.up.wrote(sent, &ler)
+		rv := "" // with a Lock, the Lease object is not relect's to see
+		if l := g.lastLease(); l != nil {
+			rv = l.ResourceVersion
+		}
+		g.up.wrote(sent, &ler, rv)
 	}
 	return err
 }
@@ -328,7 +332,7 @@ func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec 
 		return err
 	})
 	if err == nil {
-		g.up.wrote(sent, recordOf(l))
+		g.up.wrote(sent, recordOf(l), l.ResourceVersion)
 		g.acquired.Store(l)
 	}
 	return l, sent, err

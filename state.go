@@ -2,6 +2,7 @@ package relect
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -120,6 +121,9 @@ func (s *state) emitLocked(ev Event) {
 		attrs = append(attrs, "term", ev.Term)
 	case EventBackoff, EventLeaseMissing:
 		attrs = append(attrs, "delay", ev.Delay)
+	}
+	if ev.Fence != "" {
+		attrs = append(attrs, "fence", string(ev.Fence))
 	}
 	if ev.Err != nil {
 		attrs = append(attrs, "err", ev.Err)
@@ -341,10 +345,12 @@ func (s *state) ours(rec *record) bool {
 	return rec.HolderIdentity == s.cfg.identity && sameRecord(rec, s.written)
 }
 
-// wrote records a successful write of ours, sent at sent. The first write
-// naming us in a campaign that client-go runs is the acquisition (client-go's
-// acquire loop stops at its first success and then starts OnStartedLeading):
-// it makes the campaign's term. Later ones are renewals.
+// wrote records a successful write of ours, sent at sent, that left the
+// Lease at resourceVersion rv ("" if unknown: a Lock). The first write
+// naming us in a campaign that client-go runs is the acquisition
+// (client-go's acquire loop stops at its first success and then starts
+// OnStartedLeading): it makes the campaign's term, whose fence is rv. Later
+// ones are renewals.
 //
 // A client-go follower restarts its expiry clock only when the record's
 // client-go view changes, and that view has the renew time in whole
@@ -352,7 +358,7 @@ func (s *state) ours(rec *record) bool {
 // it. So the instant that bounds every follower's takeover is when the
 // first write with the current view was sent (publishedAt), and the term's
 // validity counts from there.
-func (s *state) wrote(sent time.Time, rec *record) {
+func (s *state) wrote(sent time.Time, rec *record, rv string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	w := *rec
@@ -383,7 +389,7 @@ func (s *state) wrote(sent time.Time, rec *record) {
 	valid := s.publishedAt.Add(s.cfg.RenewDeadline)
 	s.stats.LastRenewal = sent
 	if s.term == nil {
-		s.term = newTerm(rec.LeaderTransitions, sent, valid, s.stopCampaign)
+		s.term = newTerm(rec.LeaderTransitions, newFence(rv), sent, valid, s.stopCampaign)
 		return
 	}
 	s.term.renew(rec.LeaderTransitions, valid)
@@ -463,7 +469,7 @@ func (s *state) startServing(t *term, ctx context.Context, cancel context.Cancel
 		t.holdUntil = now.Add(s.cfg.Work.cooldown(t.streak))
 	}
 	s.stats.TermsStarted++
-	s.emitLocked(Event{Kind: EventStartedLeading, Leader: s.cfg.identity, Term: t.number})
+	s.emitLocked(Event{Kind: EventStartedLeading, Leader: s.cfg.identity, Term: t.number, Fence: t.fence})
 	s.changedLocked()
 	return true
 }
@@ -479,7 +485,7 @@ func (s *state) endTerm(t *term, cause error) {
 func (s *state) endTermLocked(t *term, cause error) {
 	s.stats.WorkStuck, s.stats.WorkStuckSince = false, time.Time{} // not leading: no work of a term to be stuck
 	if t.end(cause, time.Now()) {
-		s.emitLocked(Event{Kind: EventStoppedLeading, Leader: s.cfg.identity, Term: t.number, Err: cause})
+		s.emitLocked(Event{Kind: EventStoppedLeading, Leader: s.cfg.identity, Term: t.number, Fence: t.fence, Err: cause})
 		s.changedLocked()
 	}
 }
@@ -516,6 +522,17 @@ func (s *state) leadingLocked(now time.Time) (number int64, leading bool) {
 		return 0, false
 	}
 	return s.term.number, true
+}
+
+// fence returns the current term's fence and whether this candidate leads
+// now with one.
+func (s *state) fence() (Fence, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, leading := s.leadingLocked(time.Now()); !leading || s.term.fence == "" {
+		return "", false
+	}
+	return s.term.fence, true
 }
 
 // leading returns the current term's number and whether this candidate
@@ -631,7 +648,7 @@ func (s *state) snapshot(now time.Time) snapshot {
 	snap.Identity, snap.Leader = s.cfg.identity, s.leader
 	snap.Term, snap.Leading = s.leadingLocked(now)
 	if snap.Leading {
-		snap.ValidUntil = s.term.validUntil
+		snap.ValidUntil, snap.Fence = s.term.validUntil, s.term.fence
 	}
 	snap.DroppedEvents = s.events.droppedCount()
 	if t := s.term; t.leading(now) && t.stuck != nil {
@@ -817,7 +834,7 @@ func (s *state) evaluateWorkLocked(t *term, now time.Time) {
 		t.stuck = nil
 	case why != nil && t.stuck == nil:
 		t.stuck, t.stuckAt = why, now
-		s.emitLocked(Event{Kind: EventWorkStuck, Leader: s.cfg.identity, Term: t.number, Err: why})
+		s.emitLocked(Event{Kind: EventWorkStuck, Leader: s.cfg.identity, Term: t.number, Fence: t.fence, Err: why})
 	}
 	t.value.stuck.Store(t.stuck != nil)
 	s.stats.WorkStuck, s.stats.WorkStuckSince = t.stuck != nil, time.Time{}
@@ -998,6 +1015,7 @@ func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
 	// handover), refused, or stale. The write is conditional on the
 	// version read, so it never removes one it did not see.
 	delete(l.Annotations, annotationRequest)
+	delete(l.Annotations, annotationFence)
 	term := clampTransitions(rec.LeaderTransitions)
 	set := func(k, v string) {
 		if l.Annotations == nil {
@@ -1012,6 +1030,10 @@ func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
 	}
 	if sc := s.succession.next(s.cfg, term, time.Now(), to); sc != nil {
 		set(annotationSuccession, sc.encode())
+	}
+	if t := s.term; t != nil && t.fence != "" && rec.HolderIdentity == s.cfg.identity && int64(term) == t.number {
+		raw, _ := json.Marshal(fenceMark{Holder: s.cfg.identity, Term: term, Fence: t.fence})
+		set(annotationFence, string(raw)) // the term's renewals publish its fence, for tools
 	}
 }
 

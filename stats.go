@@ -10,9 +10,11 @@ type Stats struct {
 	Identity string
 	// Leader is the holder last observed (see Elector.Leader).
 	Leader string
-	// Leading and Term are what Elector.Term returns.
+	// Leading and Term are what Elector.Term returns; Fence is the
+	// current term's fencing token (Elector.Fence), "" when not leading.
 	Leading bool
 	Term    int64
+	Fence   Fence
 	// ValidUntil is when the current term's validity ends unless renewed:
 	// t_pub + RenewDeadline, where t_pub is when the first write whose
 	// client-go view equals the last successful write's was sent — the

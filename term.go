@@ -37,9 +37,11 @@ import (
 // (the state calls them, and reports the transitions as events).
 type term struct {
 	phase phase
-	// number is the fencing token: the Lease's leaseTransitions at
-	// acquisition.
+	// number is the term's number, the Lease's leaseTransitions at
+	// acquisition; fence its fencing token, the resourceVersion of the
+	// write that began it ("" if unknown).
 	number int64
+	fence  Fence
 	// acquired is t_send of the acquiring write; validUntil is t_pub of the
 	// last successful write + RenewDeadline (see state.wrote).
 	acquired, validUntil time.Time
@@ -84,6 +86,7 @@ type term struct {
 // termValue is what a term's context carries (TermFromContext, Beat).
 type termValue struct {
 	number int64
+	fence  Fence
 	beat   atomic.Int64 // UnixNano of the last Beat; 0: none
 	// stuck is set while the term's work is stuck; then a Beat wakes the
 	// watchdog (woken, 1-buffered) to see it recover at once.
@@ -118,19 +121,20 @@ const (
 )
 
 // newTerm is a term acquired by a write of leaseTransitions transitions,
-// sent at sent and valid until validUntil, in the campaign stopCampaign
-// ends.
-func newTerm(transitions int, sent, validUntil time.Time, stopCampaign context.CancelCauseFunc) *term {
+// whose resourceVersion is fence, sent at sent and valid until validUntil,
+// in the campaign stopCampaign ends.
+func newTerm(transitions int, fence Fence, sent, validUntil time.Time, stopCampaign context.CancelCauseFunc) *term {
 	return &term{
 		phase:        termPending,
 		number:       int64(transitions),
+		fence:        fence,
 		acquired:     sent,
 		validUntil:   validUntil,
 		held:         transitions,
 		renewed:      make(chan struct{}, 1),
 		stopCampaign: stopCampaign,
 		served:       make(chan struct{}),
-		value:        &termValue{number: int64(transitions), woken: make(chan struct{}, 1)},
+		value:        &termValue{number: int64(transitions), fence: fence, woken: make(chan struct{}, 1)},
 	}
 }
 

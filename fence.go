@@ -1,0 +1,121 @@
+package relect
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
+)
+
+// Fence is a term's fencing token: the resourceVersion the apiserver gave
+// the write that began the term (the Lease written naming this candidate,
+// the first write of its term). A store that the leader writes to keeps
+// the highest fence it has accepted and refuses a write that carries a
+// lower one: a deposed leader's late write — from a paused process, or a
+// request stuck in a proxy — then never lands after a newer leader's
+// (Kleppmann's fencing argument). See docs/design.md, "Fencing tokens".
+//
+// Every acquisition writes the Lease, and every write gets a larger
+// resourceVersion than any before it (it is etcd's revision, which keeps
+// growing across a deletion and re-creation of the Lease, and across
+// apiserver restarts). So every term's fence is larger than the fence of
+// every term that began before it — also the same candidate's own earlier
+// term, and a term that follows a Yield by the same candidate — which the
+// term number (the Lease's leaseTransitions) does not promise: two terms of
+// one candidate in a row share a number, and a Lease created again by a
+// plain client-go candidate starts over at 0. Kubernetes promises that
+// resourceVersions are comparable integers from 1.35 on (KEP-5504);
+// etcd-backed apiservers produced them before that too. A resourceVersion
+// that is not a decimal integer (another storage) gives no fence.
+//
+// A Fence is the resourceVersion's decimal digits, without leading zeros,
+// compared as integers of any length (Compare); the zero Fence, "", is no
+// fence. Uint64 gives it as a number for storage that wants one.
+type Fence string
+
+// newFence returns the fence of a write that left resourceVersion rv, or ""
+// if rv is not a well-formed one (a decimal integer without leading zeros).
+func newFence(rv string) Fence {
+	if _, err := resourceversion.CompareResourceVersion(rv, rv); err != nil {
+		return ""
+	}
+	return Fence(rv)
+}
+
+// Compare returns −1, 0 or +1 as f is older than, the same as, or newer
+// than g. A zero Fence is older than any other.
+func (f Fence) Compare(g Fence) int {
+	switch {
+	case f == g:
+		return 0
+	case f == "":
+		return -1
+	case g == "":
+		return 1
+	}
+	c, err := resourceversion.CompareResourceVersion(string(f), string(g))
+	if err != nil { // not from newFence: order by the digits' text
+		return cmpString(string(f), string(g))
+	}
+	return c
+}
+
+// Uint64 returns f as a number, for storage that compares integers (a SQL
+// column, an etcd value). It fails for the zero Fence, and for one that does
+// not fit 64 bits (etcd's revisions are 64-bit).
+func (f Fence) Uint64() (uint64, error) { return strconv.ParseUint(string(f), 10, 64) }
+
+// FenceFromContext returns the fence of the term whose context ctx is (or
+// derives from): the context given to OnStartedLeading. ok is false outside
+// a term, and when the term has no fence (with Options.Lock, relect does
+// not see the Lease object's resourceVersion; or the apiserver's is not an
+// integer).
+func FenceFromContext(ctx context.Context) (f Fence, ok bool) {
+	tv, found := ctx.Value(termKey{}).(*termValue)
+	if !found || tv.fence == "" {
+		return "", false
+	}
+	return tv.fence, true
+}
+
+// annotationFence holds the fence of the holder's term, so that tools
+// (relect status) can show it: written with the term's next write after
+// the one that began it, bound to its holder and term.
+const annotationFence = "relect.io/fence"
+
+// fenceMark is the content of annotationFence.
+type fenceMark struct {
+	Holder string `json:"holder"`
+	Term   int32  `json:"term"`
+	Fence  Fence  `json:"fence"`
+}
+
+// LeaseFence returns the fence of the term that holds l, as its relect
+// holder published it (from its first renewal on), or "" if l carries none
+// for its current holder and term (a plain client-go holder, a released
+// Lease, a term only just begun).
+func LeaseFence(l *coordinationv1.Lease) Fence {
+	var m fenceMark
+	raw, ok := l.Annotations[annotationFence]
+	if !ok || json.Unmarshal([]byte(raw), &m) != nil {
+		return ""
+	}
+	rec := recordOf(l)
+	if m.Holder == "" || m.Holder != rec.HolderIdentity || m.Term != clampTransitions(rec.LeaderTransitions) || handOverOf(l) != nil {
+		return ""
+	}
+	return newFence(string(m.Fence))
+}
+
+// cmpString orders strings, for Compare's fallback.
+func cmpString(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,178 @@
+package relect_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/fencing"
+	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// fences returns the fences of c's terms, in order, from its events.
+func fences(c *candidate) []relect.Fence {
+	var out []relect.Fence
+	for _, ev := range c.eventsOf(relect.EventStartedLeading) {
+		out = append(out, ev.Fence)
+	}
+	return out
+}
+
+// Every term's fence is larger than every earlier term's: also the same
+// candidate's next term, which shares its term number, and after a Yield.
+// The work reads it from its context; Stats, Fence, the events and the
+// Lease's annotation (from the term's first renewal) carry it too.
+func TestFenceGrowsWhereTheTermNumberDoesNot(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		got := make(chan relect.Fence, 16)
+		a := newCandidate(t, api, "a", func(o *relect.Options) {
+			o.OnStartedLeading = func(ctx context.Context) {
+				f, ok := relect.FenceFromContext(ctx)
+				require.True(t, ok)
+				got <- f
+				<-ctx.Done()
+			}
+		})
+		a.start()
+		synctest.Wait()
+		first := <-got
+		f, ok := a.e.Fence()
+		require.True(t, ok)
+		assert.Equal(t, first, f)
+		assert.Equal(t, first, a.e.Stats().Fence)
+		time.Sleep(rp + time.Millisecond)
+		assert.Equal(t, first, relect.LeaseFence(api.Lease(ns, lease)), "published with the renewals")
+		n1, _ := a.e.Term()
+
+		// The renewals fail past the renew deadline, nobody takes over, and
+		// the same candidate takes its own record back: the same number.
+		a.client.Fail(relecttest.Error(500))
+		waitFor(t, 2*rd, "the term expired", func() bool { return !a.e.IsLeader() })
+		a.client.Heal()
+		waitFor(t, 2*ld, "a leads again", a.e.IsLeader)
+		second := <-got
+		n2, _ := a.e.Term()
+		assert.Equal(t, n1, n2, "the term number is shared")
+		assert.Equal(t, 1, second.Compare(first), "the fence is not: %s after %s", second, first)
+
+		// A Yield, and the same candidate leads again (nobody else is).
+		require.NoError(t, a.e.Yield(context.Background()))
+		waitFor(t, 2*ld, "a leads again", a.e.IsLeader)
+		third := <-got
+		assert.Equal(t, 1, third.Compare(second), "%s after %s", third, second)
+		a.stop()
+		assert.Equal(t, []relect.Fence{first, second, third}, fences(a))
+		f, ok = a.e.Fence()
+		assert.False(t, ok)
+		assert.Empty(t, f)
+	})
+}
+
+// A Lease deleted by hand and created again by a plain client-go
+// candidate starts its leaseTransitions over at 0; the next relect term's
+// fence is larger all the same.
+func TestFenceGrowsAcrossARecreatedLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		a := newCandidate(t, api, "a", nil)
+		a.start()
+		synctest.Wait()
+		require.True(t, a.e.IsLeader())
+		before := fences(a)[0]
+		a.stop()
+
+		require.NoError(t, api.Delete(ns, lease))
+		ctx, cancel := context.WithCancel(context.Background())
+		le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+			Lock: &resourcelock.LeaseLock{LeaseMeta: metav1.ObjectMeta{Namespace: ns, Name: lease},
+				Client: api.Client("cg").Clientset().CoordinationV1(), LockConfig: resourcelock.ResourceLockConfig{Identity: "cg"}},
+			LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp, ReleaseOnCancel: true,
+			Callbacks: leaderelection.LeaderCallbacks{OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }, OnStoppedLeading: func() {}},
+		})
+		require.NoError(t, err)
+		done := make(chan struct{})
+		go func() { defer close(done); le.Run(ctx) }()
+		waitFor(t, ld, "client-go leads", func() bool { return api.Holder(ns, lease) == "cg" })
+		assert.Zero(t, *api.Lease(ns, lease).Spec.LeaseTransitions, "client-go started the count over")
+		cancel()
+		<-done
+
+		b := newCandidate(t, api, "b", nil)
+		b.start()
+		waitFor(t, 2*ld, "b leads", b.e.IsLeader)
+		n, _ := b.e.Term()
+		after := fences(b)[0]
+		assert.Equal(t, 1, after.Compare(before), "fence %s after %s, though the term number is %d", after, before, n)
+		b.stop()
+	})
+}
+
+// A deposed leader's late write is refused by a store that checks fences:
+// a paused leader wakes after its successor wrote, and writes with the
+// fence of its own, ended term.
+func TestDeposedLeadersLateWriteIsRefused(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		var store fencing.Guard
+		late := make(chan error, 1)
+		wake := make(chan struct{})
+		a := newCandidate(t, api, "a", func(o *relect.Options) {
+			o.OnStartedLeading = func(ctx context.Context) {
+				f, _ := relect.FenceFromContext(ctx)
+				require.NoError(t, store.Admit(f))
+				<-wake // paused (a GC pause, a stalled request) past its term
+				late <- store.Admit(f)
+				<-ctx.Done()
+			}
+		})
+		b := newCandidate(t, api, "b", func(o *relect.Options) {
+			o.OnStartedLeading = func(ctx context.Context) {
+				f, _ := relect.FenceFromContext(ctx)
+				require.NoError(t, store.Admit(f))
+				<-ctx.Done()
+			}
+		})
+		a.start()
+		synctest.Wait()
+		b.start()
+		synctest.Wait()
+		a.client.Partition() // a's renewals hang: its term ends, b takes over
+		waitFor(t, 2*ld, "b leads", b.e.IsLeader)
+		close(wake)
+		err := <-late
+		assert.ErrorIs(t, err, fencing.ErrStale)
+		assert.False(t, errors.Is(store.Admit(fences(b)[0]), fencing.ErrStale), "b writes on")
+		a.client.Heal()
+		stopAll(a, b)
+	})
+}
+
+// With a Lock relect does not see the Lease object: no fence.
+func TestNoFenceWithALock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		lock := newRecordingLock(api, "a")
+		ok := make(chan bool, 1)
+		a := newCandidate(t, api, "a", func(o *relect.Options) {
+			o.Client, o.Namespace, o.Name, o.Identity, o.Lock = nil, "", "", "", lock
+			o.OnStartedLeading = func(ctx context.Context) {
+				_, has := relect.FenceFromContext(ctx)
+				ok <- has
+				<-ctx.Done()
+			}
+		})
+		a.start()
+		waitFor(t, 2*ld, "a leads", a.e.IsLeader)
+		assert.False(t, <-ok)
+		a.stop()
+	})
+}
