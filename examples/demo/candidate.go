@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/fencing"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
@@ -229,13 +230,14 @@ func ordinal(n int) string {
 }
 
 // work is the leader-only work of every candidate: it writes to the fenced
-// store, with the term number as fencing token, until its context ends.
+// store, with its term's fence, until its context ends.
 func (p *proc) work(ctx context.Context) {
 	term, _ := relect.TermFromContext(ctx)
+	fence, _ := relect.FenceFromContext(ctx)
 	tick := time.NewTicker(p.d.workEvery())
 	defer tick.Stop()
 	for {
-		p.d.store.write(p.name, term)
+		p.d.store.write(p.name, term, fence)
 		select {
 		case <-ctx.Done():
 			return
@@ -283,36 +285,64 @@ func cause(err error) string {
 }
 
 // fencedStore stands for the storage the leader's work writes to. It
-// accepts a write only if its fencing token (the term number) is at least
-// the highest it has accepted, so a deposed leader that still writes is
-// refused. In a correct run it never refuses a write, and two candidates
-// never write with the same term.
+// accepts a write only if its fence is at least the highest it has
+// accepted (fencing.Guard), so a deposed leader that still writes is
+// refused. In a correct run it refuses no write of a leader in its term,
+// and two candidates never write with the same fence; lateWrite shows it
+// refusing a deposed leader's late write.
 type fencedStore struct {
-	d  *demo
-	mu sync.Mutex
+	d     *demo
+	guard fencing.Guard
+	mu    sync.Mutex
 
-	highest  int64
-	writer   string // who wrote with highest
+	writer string // who wrote with the highest fence
+	first  struct {
+		who   string
+		term  int64
+		fence relect.Fence
+	} // the first write of all
 	accepted int
-	terms    []string // "term N by cX", in order
+	terms    []string // "term N (fence F) by cX", in order
 	problems []string
 }
 
-func (s *fencedStore) write(who string, term int64) {
+func (s *fencedStore) write(who string, term int64, fence relect.Fence) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	switch {
-	case s.accepted > 0 && term < s.highest:
-		s.problems = append(s.problems, fmt.Sprintf("%s wrote with term %d after %s had written with term %d: refused", who, term, s.writer, s.highest))
-		s.d.tl.printf(time.Now(), "store", "!! REFUSED a write of %s with stale term %d (highest %d)", who, term, s.highest)
+	highest := s.guard.Highest()
+	if err := s.guard.Admit(fence); err != nil {
+		s.problems = append(s.problems, fmt.Sprintf("%s wrote in term %d with fence %s after %s had written with fence %s: refused", who, term, fence, s.writer, highest))
+		s.d.tl.printf(time.Now(), "store", "!! REFUSED a write of %s with stale fence %s (highest %s)", who, fence, highest)
 		return
-	case s.accepted > 0 && term == s.highest && who != s.writer:
-		s.problems = append(s.problems, fmt.Sprintf("%s and %s both wrote with term %d", s.writer, who, term))
-		s.d.tl.printf(time.Now(), "store", "!! %s writes with term %d, which %s already used", who, term, s.writer)
-	case s.accepted == 0 || term > s.highest:
-		s.terms = append(s.terms, fmt.Sprintf("%d by %s", term, who))
-		s.d.tl.printf(time.Now(), "store", "first write with fencing token (term) %d, from %s", term, who)
 	}
-	s.highest, s.writer = term, who
+	switch {
+	case s.accepted > 0 && fence == highest && who != s.writer:
+		s.problems = append(s.problems, fmt.Sprintf("%s and %s both wrote with fence %s", s.writer, who, fence))
+		s.d.tl.printf(time.Now(), "store", "!! %s writes with fence %s, which %s already used", who, fence, s.writer)
+	case s.accepted == 0 || fence != highest:
+		s.terms = append(s.terms, fmt.Sprintf("%d (fence %s) by %s", term, fence, who))
+		s.d.tl.printf(time.Now(), "store", "first write of term %d, fence %s, from %s", term, fence, who)
+	}
+	if s.accepted == 0 {
+		s.first.who, s.first.term, s.first.fence = who, term, fence
+	}
+	s.writer = who
 	s.accepted++
+}
+
+// lateWrite plays a deposed leader's late write — the first leader's, as
+// if it had been paused ever since — and reports whether the store
+// refused it, as it must once a newer term has written.
+func (s *fencedStore) lateWrite() (refused bool, line string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.accepted == 0 {
+		return true, "no write to replay"
+	}
+	err := s.guard.Admit(s.first.fence)
+	line = fmt.Sprintf("a late write of %s's term %d (fence %s), as if paused since: ", s.first.who, s.first.term, s.first.fence)
+	if err != nil {
+		return true, line + "refused, as it must be (a newer term has written, fence " + string(s.guard.Highest()) + ")"
+	}
+	return false, line + "ACCEPTED"
 }

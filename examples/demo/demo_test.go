@@ -58,6 +58,9 @@ func TestScript(t *testing.T) {
 			}
 			checkCosts(t, out)
 			checkQuiet(t, out)
+			if !strings.Contains(out, "as if paused since: refused, as it must be") {
+				t.Errorf("the fenced store does not show a deposed leader's late write refused\n%s", out)
+			}
 		})
 	}
 }
@@ -123,7 +126,7 @@ func TestOnlyWhatItProvesFails(t *testing.T) {
 	}
 
 	d.overlaps = []string{"c1 (term 1) and c2 (term 2) at +3.456s"}
-	d.store.problems = []string{"c1 wrote with term 1 after c2 had written with term 2: refused"}
+	d.store.problems = []string{"c1 wrote in term 1 with fence 5 after c2 had written with fence 9: refused"}
 	err := d.summary(nil)
 	if err == nil || !strings.Contains(err.Error(), "two candidates led at once") || !strings.Contains(err.Error(), "fenced store") {
 		t.Errorf("summary with two leaders and a fenced-off write: %v, want both as failures", err)

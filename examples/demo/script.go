@@ -501,6 +501,13 @@ func (d *demo) summary(err error) error {
 		d.tl.plain("fenced store: %s", p)
 		failed = append(failed, "fenced store: "+p)
 	}
+	if len(terms) > 1 { // a newer term has written
+		refused, line := d.store.lateWrite()
+		d.tl.plain("fenced store: %s", line)
+		if !refused {
+			failed = append(failed, "fenced store: "+line)
+		}
+	}
 	if len(failed) > 0 {
 		d.tl.plain("result: FAIL")
 		return errors.New(strings.Join(failed, "; "))
