@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -93,7 +94,8 @@ type Options struct {
 	// Config is the REST configuration relect builds its own Lease client
 	// from. This is the recommended way: the Lease client then has no
 	// client-side rate limiter of its own (relect's token bucket paces it)
-	// and shares none with the caller's other API traffic, and it
+	// and shares none with the caller's other API traffic, speaks protobuf
+	// (ContentType and AcceptContentTypes of Config are overridden), and
 	// identifies itself with the user agent suffix "relect". Config.Timeout
 	// is ignored for it: it would also cut the followers' long-lived watch;
 	// relect gives every other call its own timeout of half the renew
@@ -710,7 +712,7 @@ func (c *config) lease() (namespace, name string) {
 
 // leaseRESTConfig returns a copy of cfg for the Lease client: no client-side
 // rate limiter (relect's bucket paces the calls), no whole-request timeout,
-// and its own user agent.
+// its own user agent, and protobuf on the wire.
 func leaseRESTConfig(cfg *rest.Config) *rest.Config {
 	c := rest.CopyConfig(cfg)
 	c.RateLimiter = nil
@@ -718,6 +720,14 @@ func leaseRESTConfig(cfg *rest.Config) *rest.Config {
 	// An http.Client timeout covers the whole request, a watch's stream
 	// included; the lock gives every other call a context timeout.
 	c.Timeout = 0
+	// Protobuf, as kube-controller-manager, kube-scheduler and kubelet
+	// speak it: a Lease with relect's annotations is about 40 % smaller
+	// than in JSON, and decodes an order of magnitude faster — on the
+	// apiserver, which sends every renewal to every follower's watch, and
+	// on each follower. JSON remains accepted for an apiserver (or proxy)
+	// that answers in it.
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return rest.AddUserAgent(c, "relect")
 }
 

@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -196,4 +199,31 @@ func TestDefaultIdentityUniquePerProcess(t *testing.T) {
 	b, err := relect.New(validOptions())
 	require.NoError(t, err)
 	assert.NotEqual(t, a.Identity(), b.Identity())
+}
+
+// The Lease client relect builds from a rest.Config speaks protobuf, as the
+// control plane's own components do; a Client given by the caller stays as
+// it is. (The e2e suite runs every scenario against a real apiserver with
+// it.)
+func TestLeaseClientSpeaksProtobuf(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, r.Header.Get("Accept"))
+		http.Error(w, "no", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	o := validOptions()
+	o.Client, o.Config = nil, &rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
+	e, err := relect.New(o)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_ = e.Run(ctx)
+	mu.Lock()
+	defer mu.Unlock()
+	require.NotEmpty(t, got)
+	assert.True(t, strings.HasPrefix(got[0], "application/vnd.kubernetes.protobuf"), "Accept: %q", got[0])
 }
