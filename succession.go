@@ -59,9 +59,10 @@ const (
 type succession struct {
 	// Term is the leaseTransitions of the record it was written with.
 	Term int32 `json:"term"`
-	// Priority is the publishing leader's own Options.Priority, so that
-	// followers know it too.
-	Priority int32 `json:"priority,omitempty"`
+	// From is the identity of the leader that published it, and Priority
+	// its own Options.Priority, so that followers know it too.
+	From     string `json:"from,omitempty"`
+	Priority int32  `json:"priority,omitempty"`
 	// Next are the successors, first in line first; at most
 	// maxSuccessors.
 	Next []successor `json:"next,omitempty"`
@@ -627,7 +628,16 @@ func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string)
 		live := slices.DeleteFunc(g.live(now), func(c Candidate) bool { return passed(c.Identity) })
 		next = chooseSuccessors(live, cfg.identity)
 	} else if g.line != nil {
+		// Before its own list: the line it took over, and behind it the
+		// leader that published it — alive, since it released or handed
+		// over (one whose lease expired is passed over, below). So a chain
+		// of short terms, none of which lives to list the registry, does
+		// not wear the line down to nobody.
 		next = slices.Clone(g.line.Next)
+		if from := g.line.From; from != "" && !slices.ContainsFunc(next, func(c successor) bool { return c.Identity == from }) {
+			next = append(next, successor{Identity: from, Priority: g.line.Priority})
+		}
+		next = next[:min(len(next), maxSuccessors+1)] // cut to maxSuccessors below, once this one is out
 	}
 	maps.DeleteFunc(g.cooling, func(_ string, until time.Time) bool { return !now.Before(until) })
 	streak := g.streak
@@ -642,10 +652,11 @@ func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string)
 		_, cool := g.cooling[c.Identity]
 		return c.Identity == cfg.identity || passed(c.Identity) || cool || slices.Contains(except, c.Identity)
 	})
+	next = next[:min(len(next), maxSuccessors)]
 	if len(next) == 0 && streak == 0 && len(g.cooling) == 0 {
 		return nil
 	}
-	s := &succession{Term: term, Priority: cfg.Priority, Next: next, Streak: int32(streak)}
+	s := &succession{Term: term, From: cfg.identity, Priority: cfg.Priority, Next: next, Streak: int32(streak)}
 	for _, id := range slices.Sorted(maps.Keys(g.passedOver)) {
 		if len(s.Passed) == maxPassed {
 			break

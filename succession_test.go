@@ -799,3 +799,37 @@ func TestStandbyWithoutTheRegistry(t *testing.T) {
 		stopAll(a, s)
 	})
 }
+
+// A chain of leaders each stopped before it lists the registry (100 ms
+// into its term) keeps a line of succession: each passes on the line it
+// took over with the leader it took over from behind it, so followers
+// never race for the lease (no lost race, no conflicting write).
+func TestLineSurvivesAChainOfShortTerms(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 5, nil)
+		stop := monitor(t, 10*time.Millisecond, cs...)
+		conflicts := func() (n uint64) {
+			for _, c := range cs {
+				for k, v := range c.e.Stats().Calls {
+					if k.Result == relect.ResultConflict && (k.Verb == relect.VerbUpdate || k.Verb == relect.VerbCreate) {
+						n += v
+					}
+				}
+			}
+			return n
+		}
+		before := conflicts()
+		for range 8 {
+			l := leaders(cs...)
+			require.Len(t, l, 1)
+			require.NoError(t, named(cs, l[0]).e.Yield(context.Background()))
+			waitFor(t, ld, "a new leader", func() bool { return len(leaders(cs...)) == 1 })
+			assert.Contains(t, api.Lease(ns, lease).Annotations, "relect.io/succession", "a line is published")
+			time.Sleep(100 * time.Millisecond)
+		}
+		assert.Equal(t, before, conflicts(), "no follower raced for the lease")
+		stop()
+		stopAll(cs...)
+	})
+}
