@@ -3,6 +3,7 @@ package relect_test
 import (
 	"context"
 	"math"
+	"runtime"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -448,6 +449,29 @@ func TestLostRaceIsNoError(t *testing.T) {
 			assert.False(t, c.e.Stats().Degraded)
 		}
 		assert.Equal(t, uint64(1), conflicts, "the loser's write was refused")
+		stopAll(a, b)
+	})
+}
+
+// An idle follower costs few goroutines: besides the caller's own Run
+// goroutine and its watch (the fake's pump here; client-go's reader on a
+// real apiserver), only its registration's renewals; the log queue and the
+// OnNewLeader notifier run a goroutine only while they have work.
+func TestIdleFollowerGoroutines(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		a := newCandidate(t, api, "a", nil)
+		a.start()
+		time.Sleep(ld)
+		synctest.Wait()
+		before := runtime.NumGoroutine()
+		b := newCandidate(t, api, "b", nil)
+		b.start() // the harness: Run's goroutine and an Events reader
+		time.Sleep(ld)
+		synctest.Wait()
+		own := runtime.NumGoroutine() - before - 2 - 1 // the harness's two, the fake watch's pump
+		t.Logf("an idle follower's own goroutines: %d", own)
+		assert.LessOrEqual(t, own, 1, "only the registration's renewals")
 		stopAll(a, b)
 	})
 }

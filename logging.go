@@ -12,21 +12,24 @@ import (
 const maxQueuedLogs = 1024
 
 // logQueue hands relect's log records, and those client-go writes through
-// klog, to Options.Logger's handler from one goroutine of its own, in the
+// klog, to Options.Logger's handler from a goroutine of its own, in the
 // order they were queued. Nothing that runs the election ever calls the
 // handler: a handler that blocks (a stalled pipe, a slow network sink)
 // delays only the log, never a renewal. When more than maxQueuedLogs
 // records wait, the oldest is dropped; a warning says how many were lost.
+// The goroutine runs only while records wait (onDemand): an idle follower
+// logs nothing and costs none.
 //
 // Records queued while no Run is active wait for the next one. start and
 // stop bracket a Run: stop returns once every queued record was handled.
 type logQueue struct {
 	handler slog.Handler // Options.Logger's
+	drainer onDemand
 
 	mu      sync.Mutex // guards the fields below
 	queue   []queuedLog
 	dropped int
-	wake    chan struct{} // 1-buffered: records are waiting
+	active  bool // a Run is active: records are handled as they come
 }
 
 // queuedLog is a record and the handler it is for (the user's, or one
@@ -37,7 +40,7 @@ type queuedLog struct {
 }
 
 func newLogQueue(h slog.Handler) *logQueue {
-	return &logQueue{handler: h, wake: make(chan struct{}, 1)}
+	return &logQueue{handler: h}
 }
 
 // log queues one of relect's own records. It never calls the handler, so
@@ -51,56 +54,52 @@ func (q *logQueue) log(level slog.Level, msg string, attrs ...any) {
 
 func (q *logQueue) push(h slog.Handler, r slog.Record) {
 	q.mu.Lock()
+	defer q.mu.Unlock()
 	if len(q.queue) == maxQueuedLogs {
 		q.queue = q.queue[1:]
 		q.dropped++
 	}
 	q.queue = append(q.queue, queuedLog{h, r})
-	q.mu.Unlock()
-	select {
-	case q.wake <- struct{}{}:
-	default:
+	if q.active {
+		q.drainer.kick(q.drain)
 	}
 }
 
-// start starts the goroutine that calls the handler, and returns the
-// function that stops it once the queue is empty.
+// start has records handled as they come, those queued before included,
+// and returns the function that stops it once the queue is empty.
 func (q *logQueue) start() (stop func()) {
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			q.drain()
-			select {
-			case <-q.wake:
-			case <-quit:
-				q.drain()
-				return
-			}
-		}
-	}()
-	return func() { close(quit); <-done }
+	q.mu.Lock()
+	q.active = true
+	q.drainer.kick(q.drain)
+	q.mu.Unlock()
+	return func() {
+		q.mu.Lock()
+		q.active = false
+		q.drainer.kick(q.drain) // whatever came last
+		q.mu.Unlock()
+		q.drainer.wait()
+	}
 }
 
-// drain hands every queued record to its handler.
-func (q *logQueue) drain() {
-	for {
-		q.mu.Lock()
-		batch, dropped := q.queue, q.dropped
-		q.queue, q.dropped = nil, 0
-		q.mu.Unlock()
-		if len(batch) == 0 && dropped == 0 {
-			return
-		}
-		if dropped > 0 {
-			r := slog.NewRecord(time.Now(), slog.LevelWarn, "relect: log records dropped: the Logger's handler was too slow", 0)
-			r.Add("dropped", dropped)
-			handle(q.handler, r)
-		}
-		for _, l := range batch {
-			handle(l.h, l.r)
-		}
+// drain hands every queued record to its handler, and reports whether it
+// found any.
+func (q *logQueue) drain() bool {
+	q.mu.Lock()
+	batch, dropped := q.queue, q.dropped
+	q.queue, q.dropped = nil, 0
+	q.mu.Unlock()
+	if len(batch) == 0 && dropped == 0 {
+		return false
 	}
+	if dropped > 0 {
+		r := slog.NewRecord(time.Now(), slog.LevelWarn, "relect: log records dropped: the Logger's handler was too slow", 0)
+		r.Add("dropped", dropped)
+		handle(q.handler, r)
+	}
+	for _, l := range batch {
+		handle(l.h, l.r)
+	}
+	return true
 }
 
 // handle calls h for r if h is enabled for r's level. A panic in the
