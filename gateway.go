@@ -42,10 +42,10 @@ type gateway struct {
 	own     *leaseLock             // inner, when it is relect's own (Config or Client); nil with a Lock
 	limiter *rate.Limiter
 	up      gatewayReports
-	// acquired is the Lease as the follower's acquiring write left it,
-	// until client-go's first Get of the campaign, which it answers
-	// (see Get).
-	acquired atomic.Pointer[coordinationv1.Lease]
+	// acquired is the follower's acquiring write of this campaign, until
+	// client-go's first Get and the two writes that follow it, which the
+	// gateway answers without a call (see Get and Update).
+	acquired atomic.Pointer[acquisition]
 }
 
 var _ resourcelock.Interface = (*gateway)(nil)
@@ -153,13 +153,13 @@ func (g *gateway) hasTokens(n float64) bool { return g.limiter.Tokens() >= n }
 //
 // The first Get of a campaign that acquired by following is answered,
 // without a call, with the Lease as the acquiring write left it, a moment
-// ago: client-go only reads it to resume it, with a write conditional on
-// that object's resourceVersion, which fails if the Lease changed since.
+// ago: client-go only reads it to resume it (see Update).
 func (g *gateway) Get(ctx context.Context) (*record, []byte, error) {
-	if l := g.acquired.Swap(nil); l != nil && g.own != nil {
-		g.own.lease = l
-		rec := recordOf(l)
-		g.up.observed(rec, l)
+	if a := g.acquired.Load(); a != nil && !a.read && g.own != nil {
+		a.read = true
+		g.own.lease = a.lease
+		rec := recordOf(a.lease)
+		g.up.observed(rec, a.lease)
 		return rec, recordKey(rec), nil
 	}
 	var (
@@ -197,8 +197,45 @@ func (g *gateway) Create(ctx context.Context, ler record) error {
 }
 
 // Update is client-go's acquisition or renewal, and relect's release.
+//
+// After a follower's acquiring write, client-go resumes the record (an
+// Update) and its renew loop renews it at once (another): two writes of the
+// same record within milliseconds, each sent to every follower's watch.
+// The gateway answers both without a call, as if they had been written
+// when the acquiring write was — which is what the term then counts from:
+// its validity begins at the acquiring write's send time, not later, and
+// the next real renewal, a RetryPeriod later, is conditional on the
+// acquiring write's resourceVersion, so it fails if the Lease changed
+// meanwhile (as the leader's watch shows at once). A change of leader then
+// costs one write of the successor's, not three.
 func (g *gateway) Update(ctx context.Context, ler record) error {
+	if a := g.acquired.Load(); a != nil && a.resumes(g, &ler) {
+		a.answered++
+		g.up.wrote(a.sent, recordOf(a.lease), a.lease.ResourceVersion)
+		return nil
+	}
 	return g.write(ctx, VerbUpdate, ler, g.inner.Update)
+}
+
+// acquisition is a follower's acquiring write, for client-go's campaign
+// that resumes it (gateway.Get, gateway.Update). Only client-go's goroutine
+// touches read and answered.
+type acquisition struct {
+	lease    *coordinationv1.Lease // as the write left it
+	sent     time.Time             // when it was sent
+	read     bool                  // client-go's first Get was answered
+	answered int                   // writes of client-go's answered
+}
+
+// resumes reports whether ler, a write of client-go's, only resumes a's
+// record: it names us with a's leaseTransitions, comes after the answered
+// Get, within half a RetryPeriod of a, as one of the first two writes of
+// the campaign, and nothing was written since (the lock still holds a's
+// Lease).
+func (a *acquisition) resumes(g *gateway, ler *record) bool {
+	return a.read && a.answered < 2 && g.own != nil && g.own.lease == a.lease &&
+		ler.HolderIdentity == g.cfg.identity && ler.LeaderTransitions == recordOf(a.lease).LeaderTransitions &&
+		time.Since(a.sent) < g.cfg.RetryPeriod/2
 }
 
 // write sends ler through the inner lock and reports it with its t_send.
@@ -333,14 +370,14 @@ func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec 
 	})
 	if err == nil {
 		g.up.wrote(sent, recordOf(l), l.ResourceVersion)
-		g.acquired.Store(l)
+		g.acquired.Store(&acquisition{lease: l, sent: sent})
 	}
 	return l, sent, err
 }
 
 // forgetAcquired drops what the follower's acquiring write left for
-// client-go's first Get: a campaign that ends before client-go ran, or a
-// new one, must read the Lease.
+// client-go's campaign: a campaign that ends before client-go ran, or a
+// new one, must read the Lease and write its own.
 func (g *gateway) forgetAcquired() { g.acquired.Store(nil) }
 
 // watch opens a watch on the one Lease (field selector metadata.name),

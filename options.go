@@ -57,20 +57,21 @@ const (
 	// DefaultRateBurst is the token bucket's default burst: what a
 	// candidate needs within a second or two without waiting — starting to
 	// follow (a Get and a Watch), losing one race for a released lease (the
-	// conflicting Update), winning the next (its Update, then client-go's
-	// Get — answered without a call after a follower's write — resuming
-	// Update and first renewal) and releasing at once (one Update), as in a
-	// quick rolling restart, with a token or two to spare for the candidate
-	// registry. With a burst of 6 the release of a leader stopped right
+	// conflicting Update), winning the next (its Update; client-go's Get,
+	// resuming Update and first renewal of it are answered without a call
+	// after a follower's write, but cost 3 calls when client-go polls) and
+	// releasing at once (one Update), as in a quick rolling restart, with
+	// tokens to spare for the candidate registry. With a burst of 6 the release of a leader stopped right
 	// after its election waited up to 1/RateLimit for a token
 	// (docs/performance.md).
 	DefaultRateBurst = 10
 
 	// minRateBurst is the smallest burst that lets an acquisition and a
-	// renewal run without waiting on the bucket: a follower's conditional
-	// Update, then client-go's Get (a call when client-go polls), its
-	// resuming Update and its renew loop's immediate first Update, all
-	// within milliseconds. (One renewal try on
+	// renewal run without waiting on the bucket: when client-go polls, its
+	// Get, its acquiring Update and its renew loop's immediate first
+	// Update, all within milliseconds, and one to spare (a follower's
+	// acquisition is its conditional Update alone: the gateway answers the
+	// rest). (One renewal try on
 	// client-go's slow path — Update, Get, Update — needs 3.) A write
 	// delayed by the bucket carries a renew time stamped before the wait,
 	// which followers may not see as new, so a healthy leader must never
