@@ -141,7 +141,11 @@ func (c *campaign) stepDown(t *term) (stable bool) {
 	isPanic := errors.As(t.cause, &panicked)
 	release := isPanic || errors.Is(t.cause, ErrWorkReturned) || t.stepDown != nil ||
 		(c.runCtx.Err() != nil && !c.cfg.KeepLeaseOnCancel && !errors.Is(t.cause, ErrLeaseExpired) && !errors.Is(t.cause, ErrLeaseLost))
-	c.recordEvent("stopped leading")
+	if errors.Is(t.cause, ErrWorkStuck) {
+		c.recordEventOf(corev1.EventTypeWarning, "stopped leading: its work was stuck ("+t.cause.Error()+"); handing the lease to the line of succession")
+	} else {
+		c.recordEvent("stopped leading")
+	}
 	switch {
 	case t.stepDown != nil:
 		t.stepDown.done <- c.release(t, t.stepDown.to)
@@ -288,7 +292,10 @@ func (c *campaign) release(t *term, to string) error {
 // Options.EventRecorder, if set. It does not go through the inner lock's
 // RecordEvent: LeaseLock's reads the Lease object its renew loop writes
 // concurrently.
-func (c *campaign) recordEvent(msg string) {
+func (c *campaign) recordEvent(msg string) { c.recordEventOf(corev1.EventTypeNormal, msg) }
+
+// recordEventOf is recordEvent with the Event's type (Normal, Warning).
+func (c *campaign) recordEventOf(eventType, msg string) {
 	cfg := c.cfg
 	r := cfg.EventRecorder
 	if r == nil {
@@ -299,7 +306,7 @@ func (c *campaign) recordEvent(msg string) {
 	subject.Kind = "Lease"
 	subject.APIVersion = coordinationv1.SchemeGroupVersion.String()
 	if p := callSafely("EventRecorder", func() {
-		r.Eventf(subject, corev1.EventTypeNormal, "LeaderElection", "%s %s", cfg.identity, msg)
+		r.Eventf(subject, eventType, "LeaderElection", "%s %s", cfg.identity, msg)
 	}); p != nil {
 		c.st.emit(Event{Kind: EventError, Err: p})
 	}

@@ -164,8 +164,7 @@ func (h *healthCheck) check(*http.Request) error {
 			ErrWorkOverrun, s.workingTerm, now.Sub(s.workingEnded).Round(time.Millisecond), h.opts.WorkStopTimeout)
 	}
 	if s.stuck != nil && now.Sub(s.stuckAt) > h.opts.WorkStuckTimeout {
-		return fmt.Errorf("%w for %v (WorkStuckTimeout %v): %w", ErrWorkStuck, now.Sub(s.stuckAt).Round(time.Millisecond),
-			h.opts.WorkStuckTimeout, s.stuck)
+		return fmt.Errorf("%w, for %v (WorkStuckTimeout %v)", s.stuck, now.Sub(s.stuckAt).Round(time.Millisecond), h.opts.WorkStuckTimeout)
 	}
 	if s.FailingSince.IsZero() || !running {
 		return nil

@@ -651,8 +651,11 @@ func (s *state) snapshot(now time.Time) snapshot {
 		snap.ValidUntil, snap.Fence = s.term.validUntil, s.term.fence
 	}
 	snap.DroppedEvents = s.events.droppedCount()
-	if t := s.term; t.leading(now) && t.stuck != nil {
+	if t := s.term; t.leading(now) {
 		snap.stuck, snap.stuckAt = t.stuck, t.stuckAt
+		if t.streak > 0 {
+			snap.WorkStreak, snap.WorkHoldUntil = t.streak, t.holdUntil
+		}
 	}
 	if t := s.term; t.working() {
 		snap.LastBeat = t.value.lastBeat()
@@ -794,10 +797,31 @@ func (s *state) workDue(t *term) time.Time {
 	if w := s.cfg.Work.BeatWindow; w > 0 {
 		earliest(s.lastBeatLocked(t).Add(w))
 	}
-	if t.streak > 0 || t.stuck != nil {
+	if t.stuck != nil {
 		earliest(t.holdUntil)
 	}
+	if t.streak > 0 {
+		earliest(s.streakEndsLocked(t))
+	}
 	return next
+}
+
+// streakEndsLocked is when term t, if its work is not stuck then, ends the
+// fleet's streak of stuck handovers: once it has held its hold, and its
+// work had twice the time it takes to be judged stuck — so a term does not
+// end the streak merely because its stuck work was not judged yet (a
+// BeatWindow longer than the hold), nor because it beat once and stalled.
+// Requires mu.
+func (s *state) streakEndsLocked(t *term) time.Time {
+	o := s.cfg.Work
+	judge := o.BeatWindow
+	if o.Check != nil {
+		judge = max(judge, o.CheckInterval*time.Duration(o.CheckFailures)+o.CheckTimeout)
+	}
+	if proved := t.startedAt.Add(2 * judge); proved.After(t.holdUntil) {
+		return proved
+	}
+	return t.holdUntil
 }
 
 // lastBeatLocked is when t's work last beat, or its start. Requires mu.
@@ -841,8 +865,8 @@ func (s *state) evaluateWorkLocked(t *term, now time.Time) {
 	if t.stuck != nil {
 		s.stats.WorkStuckSince = t.stuckAt
 	}
-	if t.streak > 0 && t.stuck == nil && !now.Before(t.holdUntil) {
-		t.streak, s.succession.streak = 0, 0 // held its hold, healthy: the streak ends
+	if t.streak > 0 && t.stuck == nil && !now.Before(s.streakEndsLocked(t)) {
+		t.streak, s.succession.streak = 0, 0 // held its hold, and its work proved healthy: the streak ends
 	}
 	if t.stuck != nil {
 		s.handOverStuckLocked(t, now)

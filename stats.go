@@ -71,6 +71,12 @@ type Stats struct {
 	// WorkStuckHandovers counts the terms this candidate ended because its
 	// work was stuck.
 	WorkStuckHandovers uint64
+	// WorkStreak is, while this candidate leads, the fleet's streak of
+	// stuck handovers in a row that its term took over (zero once its work
+	// proved healthy, or when there was none), and WorkHoldUntil when its
+	// hold ends: a stuck leader hands over no sooner (see WorkOptions).
+	WorkStreak    int
+	WorkHoldUntil time.Time
 	// WorkCheckFailures is how many calls of Work.Check failed in a row
 	// (the check runs while this candidate leads or is named in the line
 	// of succession); zero after one succeeds.

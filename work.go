@@ -69,8 +69,10 @@ type WorkOptions struct {
 	// turn. Both double with each stuck handover in a row (the streak),
 	// from Cooldown up to MaxCooldown: when the work fails everywhere, the
 	// k-th stuck handover of an outage comes no sooner than
-	// Cooldown × (2^(k−1) − 1) after the first (docs/design.md). A term that
-	// holds its hold without stuck work ends the streak. Zero means
+	// Cooldown × (2^(k−1) − 1) after the first (docs/design.md). A term
+	// ends the streak if its work is not stuck once it has held its hold
+	// and had twice the time it takes to be judged stuck (BeatWindow, or
+	// CheckFailures × CheckInterval + CheckTimeout). Zero means
 	// DefaultWorkCooldown (1 minute).
 	Cooldown time.Duration
 	// MaxCooldown caps the doubling. Zero means DefaultWorkMaxCooldown (1

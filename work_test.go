@@ -161,6 +161,14 @@ func TestNoFlappingWhenTheWorkFailsEverywhere(t *testing.T) {
 		for _, c := range cs {
 			handovers += int(c.e.Stats().WorkStuckHandovers)
 		}
+		var streaks []int
+		for _, c := range cs {
+			if s := c.e.Stats(); s.Leading {
+				streaks = append(streaks, s.WorkStreak)
+				assert.True(t, s.WorkHoldUntil.After(start), "a hold, as the streak says")
+			}
+		}
+		assert.Equal(t, []int{handoversSoFar(cs)}, streaks, "the leader holds for the streak of stuck handovers in a row")
 		// Cooldown 1 min: handovers at 0+, 1, 3 and 7 minutes.
 		assert.LessOrEqual(t, handovers, 4, "stuck handovers in 10 minutes")
 		assert.GreaterOrEqual(t, handovers, 2, "the first one is not held, and the streak's holds do end")
@@ -272,4 +280,36 @@ func TestWorkOptionsAreChecked(t *testing.T) {
 	o.Standby, o.Work.BeatWindow = true, time.Second
 	_, err := relect.New(o)
 	assert.ErrorContains(t, err, "Options.Work ")
+}
+
+// The streak of stuck handovers is not ended by a term whose stuck work is
+// not judged yet: with a BeatWindow longer than the cooldown, a fleet whose
+// work fails everywhere still hands over a handful of times an hour, not
+// at every window.
+func TestNoFlappingWithALongBeatWindow(t *testing.T) {
+	for _, window := range []time.Duration{90 * time.Second, 3 * time.Minute} {
+		synctest.Test(t, func(t *testing.T) {
+			cs, ws := workFleet(t, 4, func(o *relect.WorkOptions) { o.BeatWindow = window })
+			for _, w := range ws {
+				w.hung.Store(true)
+			}
+			time.Sleep(time.Hour)
+			handovers := 0
+			for _, c := range cs {
+				handovers += int(c.e.Stats().WorkStuckHandovers)
+			}
+			// Cooldown 1 min: at most floor(log2(60/1 + 1)) + 1 = 6 in an hour.
+			assert.LessOrEqual(t, handovers, 6, "BeatWindow %v: stuck handovers in an hour", window)
+			t.Logf("BeatWindow %v: %d stuck handovers in an hour", window, handovers)
+			stopAll(cs...)
+		})
+	}
+}
+
+func handoversSoFar(cs []*candidate) int {
+	n := 0
+	for _, c := range cs {
+		n += int(c.e.Stats().WorkStuckHandovers)
+	}
+	return n
 }
