@@ -24,8 +24,8 @@ import (
 
 // exportedMetrics returns the names of the metrics a real Collector
 // exports, gathered from an Elector that has led a term on the in-memory
-// Lease API (so that the series that appear only after the first call and
-// renewal are there too).
+// Lease API, its work beating (so that the series that appear only after
+// the first call, renewal and beat are there too).
 func exportedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	api := relecttest.NewLeaseAPI()
@@ -33,7 +33,11 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	e, err := relect.New(relect.Options{
 		Client: api.Client("a").Clientset(), Namespace: "default", Name: "job", Identity: "a",
 		LeaseDuration: 2 * time.Second, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
-		OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
+		Work: relect.WorkOptions{BeatWindow: time.Minute},
+		OnStartedLeading: func(ctx context.Context) {
+			relect.Beat(ctx)
+			<-ctx.Done()
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -45,7 +49,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		cancel()
 		<-done
 	}()
-	for deadline := time.Now().Add(20 * time.Second); !e.IsLeader() || e.Stats().LastRenewal.IsZero(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); !e.IsLeader() || e.Stats().LastRenewal.IsZero() || e.Stats().LastBeat.IsZero(); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the Elector never led")
 		}
@@ -66,7 +70,8 @@ func exportedMetrics(t *testing.T) map[string]bool {
 	for _, f := range families {
 		names[f.GetName()] = true
 	}
-	for _, must := range []string{"relect_is_leader", "relect_api_calls_total", "relect_last_renewal_timestamp_seconds"} {
+	for _, must := range []string{"relect_is_leader", "relect_api_calls_total", "relect_last_renewal_timestamp_seconds",
+		"relect_work_last_beat_timestamp_seconds"} {
 		if !names[must] {
 			t.Fatalf("the Collector exported no %s: %v", must, names)
 		}

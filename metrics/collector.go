@@ -51,7 +51,8 @@ type Collector struct {
 
 	info, isLeader, term, termsStarted, calls, bucketWait,
 	backoffs, backoffSeconds, droppedEvents, lastRenewal, lastContact,
-	termRemaining, consecutiveFailures, degraded *prometheus.Desc
+	termRemaining, consecutiveFailures, degraded,
+	workStuck, workStuckHandovers, workCheckFailures, workLastBeat *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -122,6 +123,14 @@ func NewCollector(e *relect.Elector, opts Options) (*Collector, error) {
 			"Lease API calls that failed in a row; hearing from the API (an answer, a watch event) resets it."),
 		degraded: desc("degraded",
 			"1 from Options.DegradedAfter failed Lease API calls in a row until this candidate next hears from the API, else 0."),
+		workStuck: desc("work_stuck",
+			"1 while this candidate leads and its work is stuck (Options.Work): no beat within BeatWindow, or the check failing CheckFailures times in a row; else 0."),
+		workStuckHandovers: desc("work_stuck_handovers_total",
+			"Terms this candidate ended, handing the lease to the line of succession, because its work was stuck (Options.Work)."),
+		workCheckFailures: desc("work_check_failures",
+			"Calls of Options.Work.Check that failed in a row (it runs while this candidate leads or is in the line of succession); 0 after one succeeds."),
+		workLastBeat: desc("work_last_beat_timestamp_seconds",
+			"Unix time at which the current term's work last called relect.Beat; absent when no term's work runs, and before its first beat."),
 	}, nil
 }
 
@@ -137,12 +146,14 @@ func (c *Collector) descs() []*prometheus.Desc {
 		c.info, c.isLeader, c.term, c.termsStarted, c.calls, c.bucketWait,
 		c.backoffs, c.backoffSeconds, c.droppedEvents, c.lastRenewal, c.lastContact,
 		c.termRemaining, c.consecutiveFailures, c.degraded,
+		c.workStuck, c.workStuckHandovers, c.workCheckFailures, c.workLastBeat,
 	}
 }
 
 // Collect sends the metrics of one Stats snapshot. The timestamps are
-// absent until their first event; api_calls_total has a series for each
-// verb and result seen so far.
+// absent until their first event (the last beat also while no term's work
+// runs); api_calls_total has a series for each verb and result seen so far.
+// The work metrics are 0 when Options.Work is off.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.e.Stats()
 	now := time.Now()
@@ -178,6 +189,12 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.termRemaining, remaining.Seconds())
 	gauge(c.consecutiveFailures, float64(s.ConsecutiveFailures))
 	gauge(c.degraded, boolValue(s.Degraded))
+	gauge(c.workStuck, boolValue(s.WorkStuck))
+	counter(c.workStuckHandovers, float64(s.WorkStuckHandovers))
+	gauge(c.workCheckFailures, float64(s.WorkCheckFailures))
+	if !s.LastBeat.IsZero() {
+		gauge(c.workLastBeat, unixSeconds(s.LastBeat))
+	}
 }
 
 func boolValue(b bool) float64 {

@@ -2,7 +2,9 @@ package metrics_test
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -165,12 +167,16 @@ func (c *candidate) checkStats(g prometheus.Gatherer) relect.Stats {
 		"relect_term_remaining_seconds":          remaining,
 		"relect_consecutive_failures":            float64(s.ConsecutiveFailures),
 		"relect_degraded":                        boolean[s.Degraded],
+		"relect_work_stuck":                      boolean[s.WorkStuck],
+		"relect_work_stuck_handovers_total":      float64(s.WorkStuckHandovers),
+		"relect_work_check_failures":             float64(s.WorkCheckFailures),
 	} {
 		assert.Equalf(t, want, value(t, all, name, id), "%s{identity=%q}", name, id)
 	}
 	for name, at := range map[string]time.Time{
-		"relect_last_renewal_timestamp_seconds": s.LastRenewal,
-		"relect_last_contact_timestamp_seconds": s.LastContact,
+		"relect_last_renewal_timestamp_seconds":   s.LastRenewal,
+		"relect_last_contact_timestamp_seconds":   s.LastContact,
+		"relect_work_last_beat_timestamp_seconds": s.LastBeat,
 	} {
 		if at.IsZero() {
 			assert.Emptyf(t, of(all, name, id), "%s{identity=%q} before the first", name, id)
@@ -254,6 +260,18 @@ relect_terms_started_total{` + labelsB + `} 0
 # TYPE relect_token_bucket_wait_seconds_total counter
 relect_token_bucket_wait_seconds_total{` + labelsA + `} 0
 relect_token_bucket_wait_seconds_total{` + labelsB + `} 0
+# HELP relect_work_check_failures Calls of Options.Work.Check that failed in a row (it runs while this candidate leads or is in the line of succession); 0 after one succeeds.
+# TYPE relect_work_check_failures gauge
+relect_work_check_failures{` + labelsA + `} 0
+relect_work_check_failures{` + labelsB + `} 0
+# HELP relect_work_stuck 1 while this candidate leads and its work is stuck (Options.Work): no beat within BeatWindow, or the check failing CheckFailures times in a row; else 0.
+# TYPE relect_work_stuck gauge
+relect_work_stuck{` + labelsA + `} 0
+relect_work_stuck{` + labelsB + `} 0
+# HELP relect_work_stuck_handovers_total Terms this candidate ended, handing the lease to the line of succession, because its work was stuck (Options.Work).
+# TYPE relect_work_stuck_handovers_total counter
+relect_work_stuck_handovers_total{` + labelsA + `} 0
+relect_work_stuck_handovers_total{` + labelsB + `} 0
 `
 		// Which calls a campaign makes is the core's business; that they
 		// are all counted is checked against Stats below.
@@ -263,6 +281,9 @@ relect_token_bucket_wait_seconds_total{` + labelsB + `} 0
 			"relect_last_renewal_timestamp_seconds", "relect_last_contact_timestamp_seconds",
 			"relect_term", "relect_term_remaining_seconds", "relect_terms_started_total",
 			"relect_token_bucket_wait_seconds_total",
+			// Work liveness is off: 0, and no beat.
+			"relect_work_check_failures", "relect_work_stuck", "relect_work_stuck_handovers_total",
+			"relect_work_last_beat_timestamp_seconds",
 		}
 		require.NoError(t, testutil.GatherAndCompare(reg, strings.NewReader(want), names...))
 		a.checkStats(reg)
@@ -377,6 +398,95 @@ func TestCollectorBucketWaitAndDroppedEvents(t *testing.T) {
 	})
 }
 
+// worker is a term's work that beats every second until hung, with a
+// work check that fails while failing is set.
+type worker struct {
+	hung, failing atomic.Bool
+}
+
+func (w *worker) run(ctx context.Context) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if !w.hung.Load() {
+				relect.Beat(ctx)
+			}
+		}
+	}
+}
+
+func (w *worker) check(context.Context) error {
+	if w.failing.Load() {
+		return errors.New("downstream unreachable")
+	}
+	return nil
+}
+
+// Work liveness: the leader's beats, its check's failures, the stuck
+// handover they lead to, and a successor stuck while it must hold (the
+// streak of stuck handovers), each as the metrics show it.
+func TestCollectorStuckWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased(ns, lease)
+		reg := prometheus.NewPedanticRegistry()
+		const window = 5 * time.Second
+		wa, wb := &worker{}, &worker{}
+		a := newCandidate(t, api, reg, "a", func(o *relect.Options) {
+			o.OnStartedLeading, o.Work = wa.run, relect.WorkOptions{BeatWindow: window, Check: wa.check}
+		})
+		b := newCandidate(t, api, reg, "b", func(o *relect.Options) {
+			o.OnStartedLeading, o.Work = wb.run, relect.WorkOptions{BeatWindow: window, Check: wb.check}
+		})
+		a.start()
+		synctest.Wait()
+		b.start()
+		time.Sleep(3*time.Second + time.Millisecond)
+		synctest.Wait()
+		all := gather(t, reg)
+		assert.InDelta(t, float64(time.Now().Add(-time.Millisecond).UnixNano())/1e9,
+			value(t, all, "relect_work_last_beat_timestamp_seconds", "a"), 1e-6, "the leader's last beat")
+		assert.Empty(t, of(all, "relect_work_last_beat_timestamp_seconds", "b"), "a follower has no term's work")
+		assert.Equal(t, 0.0, value(t, all, "relect_work_stuck", "a"))
+		a.checkStats(reg)
+		b.checkStats(reg)
+
+		// The leader's check fails CheckFailures times in a row: it hands
+		// over to b, and is no longer stuck, nor working.
+		wa.failing.Store(true)
+		failures := float64(relect.DefaultWorkCheckFailures)
+		waitFor(t, relect.DefaultWorkCheckInterval*(relect.DefaultWorkCheckFailures+1), "b leads", b.e.IsLeader)
+		synctest.Wait()
+		all = gather(t, reg)
+		assert.Equal(t, 1.0, value(t, all, "relect_work_stuck_handovers_total", "a"))
+		assert.Equal(t, 0.0, value(t, all, "relect_work_stuck", "a"), "not leading: not stuck")
+		assert.GreaterOrEqual(t, value(t, all, "relect_work_check_failures", "a"), failures)
+		assert.Empty(t, of(all, "relect_work_last_beat_timestamp_seconds", "a"))
+		assert.Equal(t, 0.0, value(t, all, "relect_work_stuck_handovers_total", "b"))
+		assert.Equal(t, 0.0, value(t, all, "relect_work_check_failures", "b"))
+		a.checkStats(reg)
+		b.checkStats(reg)
+
+		// b's work hangs during the hold that follows a stuck handover
+		// (Cooldown, 1 minute): b is stuck, and leads on.
+		wb.hung.Store(true)
+		time.Sleep(window + 2*relect.DefaultRetryPeriod)
+		synctest.Wait()
+		all = gather(t, reg)
+		require.True(t, b.e.IsLeader(), "b holds")
+		assert.Equal(t, 1.0, value(t, all, "relect_work_stuck", "b"))
+		assert.Equal(t, 0.0, value(t, all, "relect_work_stuck_handovers_total", "b"))
+		a.checkStats(reg)
+		b.checkStats(reg)
+		b.stop()
+		a.stop()
+	})
+}
+
 func TestNewCollector(t *testing.T) {
 	api := relecttest.NewLeaseAPI()
 	newElector := func(name string) *relect.Elector {
@@ -479,7 +589,8 @@ relect_is_leader`+labels+` 0
 # TYPE relect_terms_started_total counter
 relect_terms_started_total`+labels+` 0
 `), "relect_is_leader", "relect_terms_started_total", "relect_api_calls_total",
-			"relect_last_renewal_timestamp_seconds", "relect_last_contact_timestamp_seconds")
+			"relect_last_renewal_timestamp_seconds", "relect_last_contact_timestamp_seconds",
+			"relect_work_last_beat_timestamp_seconds")
 		assert.NoError(t, err)
 	})
 
@@ -501,7 +612,7 @@ relect_terms_started_total`+labels+` 0
 		for d := range ch {
 			described[d.String()] = true
 		}
-		assert.Len(t, described, 14)
+		assert.Len(t, described, 18)
 		// The pedantic registry fails Gather for a metric whose Desc was
 		// not described.
 		reg := prometheus.NewPedanticRegistry()

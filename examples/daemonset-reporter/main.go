@@ -13,6 +13,24 @@
 // Manifests: deploy/daemonset-reporter (ServiceAccount, Role for the Lease,
 // ClusterRole to list nodes, bindings, DaemonSet).
 //
+// # Stuck work
+//
+// Holding the lease is not doing the work: a leader whose report loop is
+// stuck (a list that never returns, a bug) keeps the lease while no cluster
+// metrics are reported, the outage of elastic/integrations#15431. So the
+// report loop calls relect.Beat after each report that succeeded, and
+// Options.Work expects a beat every three report intervals (BeatWindow, 90 s
+// with -report-every=30s): a leader that has not reported for that long
+// ends its term and hands the lease to the next agent in line at once. When
+// the reports fail on every agent (their ClusterRole lost "list nodes"), the
+// next leaders hold the lease for a doubling cooldown instead of passing it
+// round the fleet; Cooldown is twice BeatWindow, as a cooldown shorter than
+// the window would end that streak before the next leader's work could be
+// judged stuck (docs/operations.md, "Stuck work"). The example has no
+// downstream to check, since it logs its report; an agent that ships to a
+// sink or reads kube-state-metrics would also set Work.Check
+// (docs/migration.md, "Elastic Agent style").
+//
 // # Choosing RetryPeriod for N candidates
 //
 // The leader renews the Lease (a PUT) every RetryPeriod, and every other
@@ -143,6 +161,7 @@ func run(logger *slog.Logger) error {
 		OnStartedLeading: func(ctx context.Context) {
 			reportCluster(ctx, logger, client, s)
 		},
+		Work:   workOptions(s.reportEvery),
 		Logger: logger,
 	})
 	if err != nil {
@@ -182,6 +201,14 @@ func run(logger *slog.Logger) error {
 	return runErr
 }
 
+// workOptions is the work liveness of a leader that reports every
+// reportEvery (see the package doc): it is stuck once it has missed three
+// reports; the cooldown after a stuck handover is the library's (1
+// minute, doubling with each stuck handover in a row).
+func workOptions(reportEvery time.Duration) relect.WorkOptions {
+	return relect.WorkOptions{BeatWindow: 3 * reportEvery}
+}
+
 // reportNode stands for the per-node work every agent does, leader or not.
 func reportNode(ctx context.Context, logger *slog.Logger, node string, every time.Duration) {
 	tick := time.NewTicker(every)
@@ -197,7 +224,8 @@ func reportNode(ctx context.Context, logger *slog.Logger, node string, every tim
 }
 
 // reportCluster is the leader's work for one term: it reports cluster-wide
-// metrics every reportEvery until ctx is done.
+// metrics every reportEvery until ctx is done, and beats after each report
+// that succeeded (Options.Work).
 func reportCluster(ctx context.Context, logger *slog.Logger, client kubernetes.Interface, s settings) {
 	term, _ := relect.TermFromContext(ctx)
 	logger.Info("started leading: this agent reports cluster metrics", "term", term)
@@ -205,7 +233,14 @@ func reportCluster(ctx context.Context, logger *slog.Logger, client kubernetes.I
 	defer tick.Stop()
 	lastNodes := -1
 	for {
-		lastNodes = report(ctx, logger, client, s, term, lastNodes)
+		n, err := report(ctx, logger, client, s, term, lastNodes)
+		switch {
+		case err == nil:
+			lastNodes = n
+			relect.Beat(ctx) // the work made progress
+		case ctx.Err() == nil:
+			logger.Error("listing nodes", "err", err)
+		}
 		select {
 		case <-ctx.Done():
 			logger.Info("stopped leading", "term", term, "cause", context.Cause(ctx))
@@ -215,18 +250,16 @@ func reportCluster(ctx context.Context, logger *slog.Logger, client kubernetes.I
 	}
 }
 
-// report logs the cluster metrics and returns the node count. When it
-// differs from lastNodes, it also logs the fleet's estimated Lease API load.
-func report(ctx context.Context, logger *slog.Logger, client kubernetes.Interface, s settings, term int64, lastNodes int) int {
+// report logs the cluster metrics and returns the node count, or the
+// error of listing the nodes. When the count differs from lastNodes, it
+// also logs the fleet's estimated Lease API load.
+func report(ctx context.Context, logger *slog.Logger, client kubernetes.Interface, s settings, term int64, lastNodes int) (int, error) {
 	// ResourceVersion "0" lets the apiserver answer from its watch cache
 	// instead of etcd. A real agent would keep an informer instead of
 	// listing.
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 	if err != nil {
-		if ctx.Err() == nil {
-			logger.Error("listing nodes", "err", err)
-		}
-		return lastNodes
+		return 0, err
 	}
 	ready := 0
 	for _, n := range nodes.Items {
@@ -243,7 +276,7 @@ func report(ctx context.Context, logger *slog.Logger, client kubernetes.Interfac
 
 	n := len(nodes.Items)
 	if n == lastNodes {
-		return n
+		return n, nil
 	}
 	// One candidate per node: the leader's PUTs plus the others' GETs.
 	load := float64(max(n-1, 0))/(1.6*s.retryPeriod.Seconds()) + 1/s.retryPeriod.Seconds()
@@ -255,5 +288,5 @@ func report(ctx context.Context, logger *slog.Logger, client kubernetes.Interfac
 	} else {
 		logger.Info("Lease API load of the fleet", attrs...)
 	}
-	return n
+	return n, nil
 }
