@@ -24,9 +24,8 @@
 // ends its term and hands the lease to the next agent in line at once. When
 // the reports fail on every agent (their ClusterRole lost "list nodes"), the
 // next leaders hold the lease for a doubling cooldown instead of passing it
-// round the fleet; Cooldown is twice BeatWindow, as a cooldown shorter than
-// the window would end that streak before the next leader's work could be
-// judged stuck (docs/operations.md, "Stuck work"). The example has no
+// round the fleet (the library's default, from 1 minute; docs/operations.md,
+// "Stuck work"). The example has no
 // downstream to check, since it logs its report; an agent that ships to a
 // sink or reads kube-state-metrics would also set Work.Check
 // (docs/migration.md, "Elastic Agent style").
