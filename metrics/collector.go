@@ -99,7 +99,7 @@ func NewCollector(e *relect.Elector, opts Options) (*Collector, error) {
 		isLeader: desc("is_leader",
 			"1 while this candidate leads (Elector.IsLeader), else 0."),
 		term: desc("term",
-			"Number of the current term, the Lease's leaseTransitions at acquisition (the fencing token); 0 when not leading."),
+			"Number of the current term, the Lease's leaseTransitions at acquisition (for people: storage checks the term's fence); 0 when not leading."),
 		termsStarted: desc("terms_started_total",
 			"Terms this candidate has led (OnStartedLeading calls)."),
 		calls: desc("api_calls_total",

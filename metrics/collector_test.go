@@ -244,7 +244,7 @@ relect_last_renewal_timestamp_seconds{` + labelsA + `} 9.466848e+08
 # TYPE relect_last_contact_timestamp_seconds gauge
 relect_last_contact_timestamp_seconds{` + labelsA + `} 9.466848e+08
 relect_last_contact_timestamp_seconds{` + labelsB + `} 9.466848e+08
-# HELP relect_term Number of the current term, the Lease's leaseTransitions at acquisition (the fencing token); 0 when not leading.
+# HELP relect_term Number of the current term, the Lease's leaseTransitions at acquisition (for people: storage checks the term's fence); 0 when not leading.
 # TYPE relect_term gauge
 relect_term{` + labelsA + `} 1
 relect_term{` + labelsB + `} 0
