@@ -160,6 +160,33 @@ type registration struct {
 	gate                                        *gate
 }
 
+// syncWait is client-go's WaitForCacheSync poll period (syncedPollPeriod).
+const syncWait = 100 * time.Millisecond
+
+// HasSynced reports whether the handler has been given the informer's
+// initial contents, waiting for that up to syncWait if it has not yet.
+// controller-runtime's Kind source waits for its handler with client-go's
+// WaitForCacheSync, which checks at once and then every 100 ms; a warm
+// informer hands its store to a new handler within milliseconds, so the
+// first check comes too early and the term's first reconcile would wait
+// for the second, 100 ms after the promotion. Waiting here on the
+// registration's own signal lets it start as soon as the handler is
+// synced, and never makes the wait longer than polling would.
+func (r *registration) HasSynced() bool {
+	if r.ResourceEventHandlerRegistration.HasSynced() {
+		return true
+	}
+	if c := r.HasSyncedChecker(); c != nil {
+		t := time.NewTimer(syncWait)
+		defer t.Stop()
+		select {
+		case <-c.Done():
+		case <-t.C:
+		}
+	}
+	return r.ResourceEventHandlerRegistration.HasSynced()
+}
+
 // remove closes the gate (waiting for a call in progress), removes the
 // handler from the informer, and waits for the informer's goroutines that
 // served it to end, when the registration says when (client-go's do).
