@@ -10,7 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 )
 
-// indexSet remembers the fields the terms have indexed. An index belongs
+// indexSet remembers the fields the terms have indexed; its zero value is
+// empty and ready. An index belongs
 // to the manager's informer, for good; a second IndexField of the same
 // field fails (client-go: "indexer conflict"), so the Setup of a
 // controller that indexes a field in its SetupWithManager, as kubebuilder's
@@ -28,8 +29,6 @@ type indexKey struct {
 	field string
 }
 
-func (s *indexSet) init() { s.done = map[indexKey]struct{}{} }
-
 // index indexes field of obj's type with indexer, unless a term did
 // already. An object whose kind the scheme does not know is passed on, for
 // the indexer to report.
@@ -45,6 +44,9 @@ func (s *indexSet) index(ctx context.Context, indexer client.FieldIndexer, schem
 	defer s.mu.Unlock()
 	if _, ok := s.done[key]; ok {
 		return nil
+	}
+	if s.done == nil {
+		s.done = map[indexKey]struct{}{}
 	}
 	if err := indexer.IndexField(ctx, obj, field, extract); err != nil {
 		return err

@@ -2,6 +2,7 @@ package ctrlrt
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -72,7 +73,6 @@ func NewManager(config *rest.Config, mo manager.Options, o Options) (*Manager, e
 		informers: o.Informers,
 		log:       mgr.GetLogger().WithName("ctrlrt"),
 	}
-	m.indexes.init()
 	e, err := relect.New(o.electorOptions(config, mgr.GetLogger(), m.lead))
 	if err != nil {
 		return nil, fmt.Errorf("%w: Options.Elector: %w", ErrInvalidOptions, err)
@@ -112,6 +112,9 @@ func (m *Manager) Elector() *relect.Elector { return m.elector }
 // with the builder or controller.New on this Manager): build it in
 // Options.Setup, on the term's manager. Add never blocks.
 func (m *Manager) Add(r manager.Runnable) error {
+	if r == nil {
+		return errors.New("ctrlrt: Manager.Add: nil runnable")
+	}
 	if !needsElection(r) {
 		return m.Manager.Add(r)
 	}
