@@ -346,7 +346,7 @@ func (p *crtPhase) partition(leader *crtReplica) *crtReplica {
 // crtResult is what one phase measured.
 type crtResult struct {
 	promotions []time.Duration            // term start → first reconcile, every term after the first
-	gaps       map[string][]time.Duration // no reconcile anywhere, per kind of change
+	changes    map[string][]time.Duration // the action → the next leader's first reconcile, per kind
 	terms      int
 	mem        map[string][]history.Record // "mem" events of the replicas that lived throughout
 	polls      []*serverPoll
@@ -357,7 +357,7 @@ type crtResult struct {
 // measurements.
 func (p *crtPhase) check(stamps *stampWatch, polls []*serverPoll, durable []*crtReplica, ended time.Time) *crtResult {
 	t := p.t
-	res := &crtResult{gaps: map[string][]time.Duration{}, mem: map[string][]history.Record{}, polls: polls, durable: durable}
+	res := &crtResult{changes: map[string][]time.Duration{}, mem: map[string][]history.Record{}, polls: polls, durable: durable}
 
 	// Reconciles never on two replicas at once, nor relect's leaders.
 	var reconciles, leaders []history.Interval
@@ -382,23 +382,11 @@ func (p *crtPhase) check(stamps *stampWatch, polls []*serverPoll, durable []*crt
 	}
 	t.Logf("%s: %d reconciles, %d terms, %d changes", p.mode, len(reconciles), res.terms, len(p.changes))
 
-	// Every change: how long no replica reconciled.
-	sort.Slice(reconciles, func(i, j int) bool { return reconciles[i].Start.Before(reconciles[j].Start) })
+	// Every change: from the action (the request, the signal, the
+	// partition) to the next leader's first reconcile.
 	for _, ch := range p.changes {
-		var lastEnd, next time.Time
-		for _, iv := range reconciles {
-			if iv.Candidate == ch.to && iv.Start.After(ch.at) {
-				next = iv.Start
-				break
-			}
-		}
-		for _, iv := range reconciles {
-			if iv.Candidate == ch.from && iv.End.Before(next) && iv.End.After(lastEnd) {
-				lastEnd = iv.End
-			}
-		}
-		if !next.IsZero() && !lastEnd.IsZero() {
-			res.gaps[ch.kind] = append(res.gaps[ch.kind], next.Sub(lastEnd))
+		if evs := byID[ch.to].tail.events("first-reconcile", ch.at); len(evs) > 0 {
+			res.changes[ch.kind] = append(res.changes[ch.kind], evs[0].Time().Sub(ch.at))
 		}
 	}
 
@@ -543,8 +531,11 @@ func crtTable(changes int, res map[string]*crtResult) string {
 	row(fmt.Sprintf("promotion → first reconcile, p50 (%d / %d terms)", len(a.promotions), len(b.promotions)), a.promotions, b.promotions, 0.5)
 	row("… p99", a.promotions, b.promotions, 0.99)
 	row("… max", a.promotions, b.promotions, 1)
-	for _, kind := range []string{"yield", "handover", "sigterm", "sigkill", "partition"} {
-		row(fmt.Sprintf("no reconcile anywhere across a %s, p50 (%d / %d)", kind, len(a.gaps[kind]), len(b.gaps[kind])), a.gaps[kind], b.gaps[kind], 0.5)
+	for _, k := range []struct{ kind, what string }{
+		{"yield", "Yield requested"}, {"handover", "HandOver requested"}, {"sigterm", "SIGTERM of the leader"},
+		{"sigkill", "SIGKILL of the leader"}, {"partition", "the leader partitioned"},
+	} {
+		row(fmt.Sprintf("%s → the next leader's first reconcile, p50 (%d / %d)", k.what, len(a.changes[k.kind]), len(b.changes[k.kind])), a.changes[k.kind], b.changes[k.kind], 0.5)
 	}
 	mem := func(r *crtResult) (string, string) {
 		var hs, gs []string
