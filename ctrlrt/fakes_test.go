@@ -30,6 +30,10 @@ type testCache struct {
 	handlers atomic.Int64 // registered and not removed
 	indexed  atomic.Int64 // IndexField calls that reached the informer
 
+	// hold, if not nil, keeps the informer from syncing (as a slow or
+	// forbidden list would) until it is closed.
+	hold chan struct{}
+
 	mu       sync.Mutex
 	informer *countingInformer // created on first use
 	ctx      context.Context   // set by Start
@@ -61,6 +65,13 @@ func (c *testCache) informerFor(ctx context.Context, gvk schema.GroupVersionKind
 		opt(&o)
 	}
 	if o.BlockUntilSynced == nil || *o.BlockUntilSynced {
+		if c.hold != nil {
+			select {
+			case <-c.hold:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
 		if !toolscache.WaitForCacheSync(ctx.Done(), i.HasSynced) {
 			return nil, ctx.Err()
 		}

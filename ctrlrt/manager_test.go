@@ -3,7 +3,11 @@ package ctrlrt_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"net/http"
 	"runtime"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,12 +18,16 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 )
 
 // TestControllersFollowTheTerms is the adapter's promise: two replicas,
@@ -391,5 +399,101 @@ func TestGoroutinesDoNotGrowWithTerms(t *testing.T) {
 	// connection's loops) may still be counted; growth would be steady.
 	if first, last := counts[1], counts[len(counts)-1]; last > first+2 {
 		t.Errorf("goroutines grew from %d (2nd term) to %d (12th term)", first, last)
+	}
+}
+
+// TestReadinessWaitsForWarmInformers: a replica whose informers of
+// Options.Informers have not synced does not campaign, and its readiness
+// check fails with ErrNotWarm while its liveness check passes; once they
+// have synced it is Ready and takes the lease.
+func TestReadinessWaitsForWarmInformers(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased(namespace, leaseName)
+	addr := freeAddr(t)
+	r := newReplica(t, api, "a", replicaOpts{objects: configMaps(1), noStart: true, manager: func(mo *manager.Options) {
+		mo.HealthProbeBindAddress = addr
+	}})
+	r.cache.hold = make(chan struct{})
+	r.start()
+	probe := func(path string) (int, string) {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			return 0, err.Error()
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	eventually(t, "the probes served", func() bool { code, _ := probe("/healthz"); return code == http.StatusOK })
+	code, body := probe("/readyz/" + ctrlrt.ReadyzCheckName)
+	if code != http.StatusInternalServerError || !strings.Contains(body, "not synced") {
+		t.Errorf("readiness with the informers not synced: %d %q, want a failure", code, body)
+	}
+	if code, body := probe("/healthz/" + ctrlrt.HealthzCheckName); code != http.StatusOK {
+		t.Errorf("liveness with the informers not synced: %d %q, want ok", code, body)
+	}
+	time.Sleep(5 * electorTimings.RetryPeriod) // it would have taken the released lease by now
+	if h := api.Holder(namespace, leaseName); h != "" {
+		t.Fatalf("%s took the lease before its informers synced", h)
+	}
+	close(r.cache.hold)
+	r.awaitTerm()
+	if code, body := probe("/readyz"); code != http.StatusOK {
+		t.Errorf("readiness once warm: %d %q", code, body)
+	}
+}
+
+// freeAddr returns a loopback address with a port nobody listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestUnmanagedControllersWork: Setup may build its controller without the
+// builder, with controller.NewTypedUnmanaged on the term's cache (name
+// validation skipped, as a term's controller has the last term's name) and
+// add it to the term's manager.
+func TestUnmanagedControllersWork(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased(namespace, leaseName)
+	var r *replica
+	r = newReplica(t, api, "a", replicaOpts{objects: configMaps(2), noStart: true, options: func(o *ctrlrt.Options) {
+		o.Setup = func(ctx context.Context, mgr manager.Manager) error {
+			r.setups.Add(1)
+			r.inTerm.Store(true)
+			c, err := controller.NewTypedUnmanaged("unmanaged", controller.TypedOptions[reconcile.Request]{
+				Reconciler:         reconcile.Func(r.reconcile),
+				SkipNameValidation: ptr.To(true),
+			})
+			if err != nil {
+				return err
+			}
+			src := source.Kind(mgr.GetCache(), &corev1.ConfigMap{}, &handler.TypedEnqueueRequestForObject[*corev1.ConfigMap]{})
+			if err := c.Watch(src); err != nil {
+				return err
+			}
+			return mgr.Add(c)
+		}
+	}})
+	r.start()
+	for i := range 3 {
+		term, _ := r.awaitTerm()
+		r.awaitReconciled(term, 2)
+		if i < 2 {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			if err := r.m.Elector().Yield(ctx); err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+		}
+	}
+	r.stop()
+	if n := r.cache.handlers.Load(); n != 0 {
+		t.Errorf("%d event handlers left on the informer after the last term", n)
 	}
 }
