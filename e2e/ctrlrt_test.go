@@ -23,7 +23,7 @@ import (
 
 // Environment variables of the controller-runtime scenario.
 const (
-	// envCtrlrt=full runs 100 changes of leader per mode (≈ 12 min);
+	// envCtrlrt=full runs 100 changes of leader per mode (≈ 18 min);
 	// unset, the short mode's 10 (CI, ≈ 2 min).
 	envCtrlrt = "RELECT_CTRLRT"
 	// envCtrlrtOut, if set, is a file the table is written to as well.
@@ -159,6 +159,15 @@ func (p *crtPhase) run(n int, ca *x509.CertPool) *crtResult {
 		}
 	}
 
+	// Every term lasts LeaseDuration and a RetryPeriod at least: long
+	// enough to reconcile in, and a stable term for relect, after which the
+	// replica that stepped down follows the Lease again within a backoff
+	// of about a RetryPeriod. Shorter terms, in a row, make relect's
+	// backoff grow towards LeaseDuration; a replica in its backoff wait
+	// misses its turn in the line of succession, and the next in line takes
+	// over half a RetryPeriod later — relect's pacing, not controller-runtime's,
+	// which would blur the change rows of the table.
+	dwell := func() { time.Sleep(leaseDuration + retryPeriod) }
 	kinds := []string{"yield", "sigterm", "partition", "sigkill"}
 	for i := 0; len(p.changes) < n; i++ {
 		switch kind := kinds[i%len(kinds)]; kind {
@@ -173,10 +182,11 @@ func (p *crtPhase) run(n int, ca *x509.CertPool) *crtResult {
 				if len(p.changes) >= n {
 					break
 				}
+				dwell()
 			}
 			leader = p.stop(e, kind)
 		}
-		time.Sleep(time.Second) // a term long enough to reconcile in
+		dwell()
 	}
 	ended := time.Now()
 	for _, sp := range polls {
@@ -445,7 +455,10 @@ func ledTerm(r *crtReplica, term string) bool {
 }
 
 // checkServers: the long-lived replicas' metrics and webhook servers
-// answered every poll over one connection each, and started once.
+// answered every poll and started once. (The connections each took are
+// logged: a server that restarted would also take a new one, but an HTTP/2
+// connection can be replaced without a restart, and the client retries
+// such a request on the new one unseen.)
 func (p *crtPhase) checkServers(res *crtResult) {
 	t := p.t
 	for i, r := range res.durable {
@@ -453,8 +466,8 @@ func (p *crtPhase) checkServers(res *crtResult) {
 		sp.mu.Lock()
 		for _, name := range []string{"metrics", "webhook"} {
 			t.Logf("%s: %s server: %d polls, %d failed, %d connections", r.id, name, sp.polls[name], sp.failed[name], len(sp.conns[name]))
-			if sp.failed[name] > 0 || len(sp.conns[name]) != 1 {
-				t.Errorf("%s: the %s server failed %d of %d polls and took %d connections: it restarted, or stopped serving", r.id, name, sp.failed[name], sp.polls[name], len(sp.conns[name]))
+			if sp.failed[name] > 0 || sp.polls[name] == 0 {
+				t.Errorf("%s: the %s server failed %d of %d polls: it restarted, or stopped serving", r.id, name, sp.failed[name], sp.polls[name])
 			}
 		}
 		sp.mu.Unlock()
