@@ -463,6 +463,42 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// Every bad command line exits 2, naming the argument or flag; help
+// lists every flag, examples, exit codes and the RBAC needed.
+func TestRequestHelpAndBadLines(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"yield"}, "want one LEASE (NAMESPACE/NAME), got 0 arguments"},
+		{[]string{"yield", "default/a", "b"}, "want one LEASE (NAMESPACE/NAME), got 2 arguments"},
+		{[]string{"yield", "default"}, `LEASE "default": want NAMESPACE/NAME`},
+		{[]string{"yield", "--timeout=0s", "default/job"}, "--timeout 0s: want a positive duration (to not wait, pass --no-wait)"},
+		{[]string{"yield", "--timeout=-1s", "default/job"}, "--timeout -1s"},
+		{[]string{"yield", "--unregistered", "default/job"}, "unknown flag: --unregistered"},
+		{[]string{"handover", "default/job"}, "want LEASE (NAMESPACE/NAME) and IDENTITY, got 1 arguments"},
+		{[]string{"handover", "default/job", " "}, "IDENTITY is empty"},
+		{[]string{"handover", "Default/job", "b"}, `"Default" is not a valid namespace`},
+		{[]string{"handover", "--kubeconfig=/nonexistent/kubeconfig", "default/job", "b"}, "loading the kubeconfig"},
+	} {
+		r := runCLI(t, tc.args...)
+		assert.Equal(t, exitUsage, r.code, "%q: %s", tc.args, r.stderr)
+		assert.Contains(t, r.stderr, tc.want, "%q", tc.args)
+		assert.Contains(t, r.stderr, "--help", "%q", tc.args)
+	}
+	for _, args := range [][]string{{"help", "yield"}, {"handover", "--help"}} {
+		r := runCLI(t, args...)
+		assert.Equal(t, exitOK, r.code, "%q", args)
+		for _, w := range []string{"--by", "--no-wait", "--timeout", "(default 30s)", "Exit codes:", "124", "RBAC", "get and update", "watch", "Examples:"} {
+			assert.Contains(t, r.stdout, w, "%q", args)
+		}
+	}
+	assert.Contains(t, runCLI(t, "handover", "--help").stdout, "--unregistered")
+	assert.Contains(t, runCLI(t, "handover", "--help").stdout, "list (for\nthe check")
+	assert.NotContains(t, runCLI(t, "yield", "--help").stdout, "--unregistered")
+	assert.True(t, strings.Contains(runCLI(t, "help").stdout, "relect handover"))
+}
+
 // A watch that ends (closed by the apiserver, or 410 Gone) does not end
 // the wait: the Lease is read again, judged, and watched from there.
 func TestWaitResyncsWhenTheWatchEnds(t *testing.T) {
