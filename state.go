@@ -224,29 +224,46 @@ func (s *state) strangerLocked(rec *record) {
 }
 
 // requestedLocked honours a Request in l addressed to this leader's term
-// (request.go): a Yield, or a HandOver under HandOver's rule (a candidate
-// known to stand by, or, once the registry is listed, one it does not
-// know, is refused unless the request says Unregistered — and a standby
-// even so). A refusal is reported once (an EventError and a warning); the
-// leader's next write removes the request. Requires mu.
+// (request.go): a Yield, or a HandOver under HandOver's rule — a candidate
+// this leader knows from its registry as live and able to lead, unless the
+// request says Unregistered; a standby never; and before the leader's
+// first list of the registry, nobody but an Unregistered one (a request
+// cannot wait: the next write removes it). A refusal is reported once (an
+// EventError and a warning, saying why); the leader's next write removes
+// the request. Requires mu.
 func (s *state) requestedLocked(l *coordinationv1.Lease) {
 	r, ok := PendingRequest(l)
 	if !ok || r.Holder != s.cfg.identity || !s.term.leading(time.Now()) || s.term.stepDown != nil {
 		return
 	}
 	asked := []any{"lease", s.cfg.describe, "by", r.By, "at", r.At}
+	var why string // a handover's refusal
+	if r.To != "" {
+		ok, listed := s.succession.mayLead(r.To, time.Now())
+		switch {
+		case s.succession.standingBy(r.To):
+			why = "it stands by"
+		case r.Unregistered:
+		case !s.cfg.registry || s.succession.off:
+			why = "this leader's candidate registry is off, so it knows of no candidate (ask with Unregistered, relect handover --unregistered)"
+		case !listed:
+			why = "this leader has not listed the registry yet, half a retry period into its term: ask again"
+		case !ok:
+			why = "it is not a live registered candidate"
+		}
+	}
 	switch {
 	case r.To == "":
 		s.logs.log(slog.LevelInfo, "relect: yielding, as requested", asked...)
-	case !s.succession.standingBy(r.To) && (r.Unregistered || s.mayHandOverLocked(r.To)):
+	case why == "":
 		s.logs.log(slog.LevelInfo, "relect: handing over, as requested", append(asked, "to", r.To)...)
 	default:
 		if s.refused == r {
 			return
 		}
 		s.refused = r
-		err := fmt.Errorf("%w: a request (by %q at %s) to hand over to %q is refused: it stands by, or is not a live registered candidate",
-			ErrUnknownCandidate, r.By, r.At.Format(time.RFC3339), r.To)
+		err := fmt.Errorf("%w: a request (by %q at %s) to hand over to %q is refused: %s",
+			ErrUnknownCandidate, r.By, r.At.Format(time.RFC3339), r.To, why)
 		s.logs.log(slog.LevelWarn, "relect: "+err.Error(), "lease", s.cfg.describe)
 		s.emitLocked(Event{Kind: EventError, Err: err})
 		return

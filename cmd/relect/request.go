@@ -38,10 +38,10 @@ to --timeout, and says what happened:
   refused     the request vanished while the same holder still leads in
               the same term (exit 4): another request replaced it, or the
               leader does not know requests
-  no outcome  --timeout passed with the request still pending (exit 124):
-              a plain client-go leader ignores requests (its renewals keep
-              the annotation); a relect leader acts at once, unless it
-              cannot reach the API
+  no outcome  --timeout passed with the request still pending (exit 124),
+              and relect withdraws it: a plain client-go leader ignores
+              requests (its renewals keep the annotation); a relect leader
+              acts at once, unless it cannot reach the API
 
 A request cannot make two leaders: it can only end a term, and stepping
 down is always safe. One addressed to an earlier holder or term is stale
@@ -91,9 +91,9 @@ happened:
                another request replaced this one
   other leads  the leader stepped down, but another candidate took the
                Lease (exit 5): IDENTITY did not take it in time
-  no outcome   --timeout passed (exit 124): the request is still pending (a
-               plain client-go leader ignores requests), or IDENTITY has
-               not taken the Lease yet
+  no outcome   --timeout passed (exit 124), and relect withdraws the
+               request if it is still pending (a plain client-go leader
+               ignores requests), or IDENTITY has not taken the Lease yet
 
 IDENTITY must be a registered candidate of the Lease that may lead: relect
 lists the candidate registry first (as relect status does) and refuses
@@ -278,7 +278,8 @@ func ask(ctx context.Context, plan *requestPlan, client kubernetes.Interface, st
 		defer w.stop()
 	}
 	sent := time.Now()
-	holder, err := write(ctx, plan, client)
+	r, err := write(ctx, plan, client)
+	holder := r.Holder
 	switch {
 	case errors.Is(err, relect.ErrNoLeader):
 		fmt.Fprintf(stderr, "relect %s: no leader to ask: %s\n", plan.verb, strings.TrimPrefix(err.Error(), relect.ErrNoLeader.Error()+": "))
@@ -291,6 +292,9 @@ func ask(ctx context.Context, plan *requestPlan, client kubernetes.Interface, st
 		return exitOK
 	}
 	o := w.wait(ctx, asked{holder: holder, to: plan.to, unregistered: plan.unregistered, by: plan.by, sent: sent})
+	if o.code == exitTimedOut {
+		o.msg += withdraw(ctx, plan, client, r)
+	}
 	if o.code == exitOK {
 		fmt.Fprintln(stdout, o.msg)
 	} else {
@@ -331,8 +335,8 @@ func (p *requestPlan) action() string {
 	return fmt.Sprintf("hand over to %s", p.to)
 }
 
-// write writes the request and returns the holder it is addressed to.
-func write(ctx context.Context, plan *requestPlan, client kubernetes.Interface) (string, error) {
+// write writes the request and returns it.
+func write(ctx context.Context, plan *requestPlan, client kubernetes.Interface) (relect.Request, error) {
 	ns, name := plan.lease.namespace, plan.lease.name
 	if plan.to == "" {
 		return relect.RequestYield(ctx, client, ns, name, plan.by)
@@ -342,6 +346,22 @@ func write(ctx context.Context, plan *requestPlan, client kubernetes.Interface) 
 		opts = append(opts, relect.AllowUnregistered())
 	}
 	return relect.RequestHandOver(ctx, client, ns, name, plan.to, plan.by, opts...)
+}
+
+// withdraw takes back request r after a wait without an outcome, so that
+// it does not linger in the Lease (relect.WithdrawRequest: only while it
+// is still the same request), and says what became of it.
+func withdraw(ctx context.Context, plan *requestPlan, client kubernetes.Interface, r relect.Request) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	removed, err := relect.WithdrawRequest(ctx, client, plan.lease.namespace, plan.lease.name, r)
+	switch {
+	case err != nil:
+		return fmt.Sprintf("; withdrawing the request failed (%v): it stays until the term ends", err)
+	case removed:
+		return "; the request was withdrawn"
+	}
+	return "; the request is gone already"
 }
 
 // checkCandidate checks handover's IDENTITY against the candidate registry

@@ -205,9 +205,9 @@ func TestForgedHandOverIsRefused(t *testing.T) {
 		fleet := startFleet(t, api, "a", "b")
 		watched := &lockedBuffer{}
 		stopWatch := watchTable(t, api, watched)
-		holder, err := relect.RequestHandOver(context.Background(), api.Client("mallory").Clientset(), "default", "job", "nobody", "mallory")
+		r, err := relect.RequestHandOver(context.Background(), api.Client("mallory").Clientset(), "default", "job", "nobody", "mallory")
 		require.NoError(t, err)
-		require.Equal(t, "a", holder)
+		require.Equal(t, "a", r.Holder)
 		time.Sleep(3 * time.Second) // a renews within a retry period
 		synctest.Wait()
 		assert.True(t, fleet["a"].IsLeader())
@@ -298,7 +298,15 @@ func TestRequestIgnoredByAClientGoLeader(t *testing.T) {
 		assert.Equal(t, exitTimedOut, r.code, r.stderr)
 		assert.Contains(t, r.stderr, "no outcome within --timeout 10s: cg still leads default/job (term 1) and has not acted on the request")
 		assert.Contains(t, r.stderr, "a plain client-go leader ignores requests")
-		time.Sleep(time.Minute) // its renewals keep the request
+		assert.Contains(t, r.stderr, "the request was withdrawn")
+		time.Sleep(time.Minute)
+		assert.Nil(t, pending(api), "withdrawn: it does not linger while cg's term lasts")
+
+		// Left pending with --no-wait, it stays while cg's term lasts: its
+		// renewals keep the annotation.
+		r = askAs(t, context.Background(), api, "yield", "--by=alice", "--no-wait", "default/job")
+		assert.Equal(t, exitOK, r.code, r.stderr)
+		time.Sleep(time.Minute)
 		req := pending(api)
 		require.NotNil(t, req, "pending while cg's term lasts")
 		assert.Equal(t, requestStatus{Action: "yield", Holder: "cg", Term: 1, By: "alice", At: req.At}, *req)
@@ -517,9 +525,9 @@ func TestWaitResyncsWhenTheWatchEnds(t *testing.T) {
 		w := &outcomeWatch{leases: leases, plan: plan, pre: pre, wi: ended}
 		defer w.stop()
 		sent := time.Now()
-		holder, err := relect.RequestYield(ctx, op, "default", "job", "alice")
+		r, err := relect.RequestYield(ctx, op, "default", "job", "alice")
 		require.NoError(t, err)
-		o := w.wait(ctx, asked{holder: holder, by: "alice", sent: sent})
+		o := w.wait(ctx, asked{holder: r.Holder, by: "alice", sent: sent})
 		assert.Equal(t, exitOK, o.code, o.msg)
 		assert.Contains(t, o.msg, "a yielded default/job: b leads now")
 		synctest.Wait()

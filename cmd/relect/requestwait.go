@@ -240,7 +240,7 @@ func (j *judge) gaveUp(ctx context.Context, timeout time.Duration) outcome {
 	}
 	switch {
 	case !j.ended:
-		return outcome{exitTimedOut, fmt.Sprintf("%s: %s still leads %s (term %d) and has not acted on the request, which stays pending until that term ends: "+
+		return outcome{exitTimedOut, fmt.Sprintf("%s: %s still leads %s (term %d) and has not acted on the request: "+
 			"a plain client-go leader ignores requests; a relect leader acts on them at once, unless it cannot reach the API", why, j.base.holder, j.lease, j.base.number)}
 	case j.a.to == "":
 		return outcome{exitOK, fmt.Sprintf("%s yielded %s: nobody leads it yet (%v after the request)", j.base.holder, j.lease, time.Since(j.a.sent).Round(time.Millisecond))}
