@@ -149,6 +149,17 @@ func TestCommandRequestClientGoLeader(t *testing.T) {
 	if !cg.leading() {
 		t.Errorf("cg should lead on")
 	}
+	if !strings.Contains(errOut, "the request was withdrawn") {
+		t.Errorf("relect yield without an outcome: stderr %q; want the request withdrawn", errOut)
+	}
+	if req := pendingRequest(t, kc, ref); req != nil {
+		t.Errorf("withdrawn, yet status shows it pending: %+v", req)
+	}
+	// Left pending with --no-wait, status shows it while cg's term lasts.
+	code, out, errOut = runRelect(t, kc, "yield", "--by=e2e", "--no-wait", ref)
+	if code != 0 {
+		t.Errorf("relect yield --no-wait: exit %d, stderr %q", code, errOut)
+	}
 	req := pendingRequest(t, kc, ref)
 	if req == nil || req.Action != "yield" || req.Holder != "cg" || req.By != "e2e" {
 		t.Errorf("relect status -o json: pending_request %+v; want a yield asked of cg by e2e", req)
