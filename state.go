@@ -773,15 +773,23 @@ func (s *state) checkWanted() bool {
 func (s *state) workChecked(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	t := s.term
+	leading := t.leading(time.Now())
 	if err == nil {
 		s.work.failures, s.work.err = 0, nil
+		if leading {
+			t.checkFailures = 0
+		}
 	} else {
 		s.work.failures++
 		s.work.err = err
+		if leading {
+			t.checkFailures++
+		}
 		s.logs.log(slog.LevelDebug, "relect: the work check failed", "lease", s.cfg.describe, "failuresInARow", s.work.failures, "err", err)
 	}
 	s.stats.WorkCheckFailures = s.work.failures
-	if t := s.term; t.leading(time.Now()) {
+	if leading {
 		s.evaluateWorkLocked(t, time.Now())
 	}
 }
@@ -857,8 +865,11 @@ func (s *state) stuckReasonLocked(t *term, now time.Time) error {
 			return fmt.Errorf("%w: no beat for %v (BeatWindow %v)", ErrWorkStuck, since.Round(time.Millisecond), o.BeatWindow)
 		}
 	}
-	if o.Check != nil && s.work.failures >= o.CheckFailures {
-		return fmt.Errorf("%w: the work check failed %d times in a row: %w", ErrWorkStuck, s.work.failures, s.work.err)
+	// A term is judged by the checks of its own: a successor whose check
+	// failed while it stood back (and which leads all the same, nobody
+	// else taking the lease) gets its CheckFailures chances.
+	if o.Check != nil && t.checkFailures >= o.CheckFailures {
+		return fmt.Errorf("%w: the work check failed %d times in a row: %w", ErrWorkStuck, t.checkFailures, s.work.err)
 	}
 	return nil
 }

@@ -313,3 +313,31 @@ func handoversSoFar(cs []*candidate) int {
 	}
 	return n
 }
+
+// A term is judged by the checks of its own: a successor whose check
+// failed while it stood back, and which leads all the same (nobody else
+// took the lease), is not stuck the moment it leads.
+func TestStoodBackSuccessorGetsItsChances(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ws []*worker
+		cs := fleet(t, newAPI(), 2, func(i int, o *relect.Options) {
+			w := &worker{}
+			ws = append(ws, w)
+			o.OnStartedLeading = w.run
+			o.Work.Check = w.check
+		})
+		a, b := cs[0], cs[1]
+		ws[1].failing.Store(true)
+		time.Sleep(relect.DefaultWorkCheckInterval * (relect.DefaultWorkCheckFailures + 1))
+		require.GreaterOrEqual(t, b.e.Stats().WorkCheckFailures, relect.DefaultWorkCheckFailures, "b stands back")
+		a.stop()
+		waitFor(t, 2*ld, "b leads", b.e.IsLeader)
+		synctest.Wait()
+		assert.False(t, b.e.Stats().WorkStuck, "not stuck for the failures of before its term")
+		ws[1].failing.Store(false)
+		time.Sleep(3 * relect.DefaultWorkCheckInterval)
+		assert.True(t, b.e.IsLeader())
+		assert.Empty(t, stuckEvents(b))
+		b.stop()
+	})
+}
