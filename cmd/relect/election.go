@@ -24,7 +24,7 @@ import (
 func newElector(opts relect.Options, health relect.HealthOptions) (*relect.Elector, error) {
 	e, err := relect.New(opts)
 	if errors.Is(err, relect.ErrInvalidOptions) {
-		return nil, optionsError(err, electionFlags, standbyFlags)
+		return nil, optionsError(err, electionFlags, standbyFlags, workFlags)
 	}
 	if err != nil {
 		return nil, err

@@ -35,6 +35,18 @@ type leaderState struct {
 	// only before it: the sidecar keeps the lease until the latest
 	// ValidUntil it handed out has passed.
 	ValidUntil *time.Time `json:"valid_until,omitempty"`
+	// WorkStuck is true while this candidate leads and its work is stuck
+	// (relect's Stats.WorkStuck: the work check failed --check-failures
+	// times in a row), since
+	// WorkStuckSince. A stuck leader hands over at once unless it must
+	// hold (stuck handovers came in a row) or nobody else can take over;
+	// it still leads meanwhile. Absent when false.
+	WorkStuck      bool       `json:"work_stuck,omitempty"`
+	WorkStuckSince *time.Time `json:"work_stuck_since,omitempty"`
+	// WorkCheckFailures is how many work checks failed in a row, as a
+	// leader or in the line of succession (a successor whose check fails
+	// stands back); absent when none.
+	WorkCheckFailures int `json:"work_check_failures,omitempty"`
 }
 
 // leaderView computes leaderState from an Elector. It is safe for
@@ -135,7 +147,12 @@ func (v *leaderView) state() leaderState {
 		if valid.After(v.handedOut) {
 			v.handedOut = valid
 		}
+		if s.WorkStuck {
+			since := s.WorkStuckSince.Round(0).UTC().Truncate(time.Millisecond)
+			st.WorkStuck, st.WorkStuckSince = true, &since
+		}
 	}
+	st.WorkCheckFailures = s.WorkCheckFailures
 	return st
 }
 

@@ -43,6 +43,19 @@ second SIGTERM or SIGINT does not shorten the wait. A program that only
 polls "leading" must poll at least every (--lease-duration −
 --renew-deadline) minus its longest action.
 
+Work liveness. With --check or --check-url relect checks whether this
+replica can do the work: every --check-interval while it leads, and also
+while it is named in the line of succession, so that a successor whose
+check fails stands back and the Lease goes to one that can do the work. A
+leader whose work is stuck (--check-failures failed checks in a row) ends
+its term: /leader says leading false, the Lease is released to
+the next in line at once (after the validity handed out has passed, as on
+SIGTERM), and this replica stays a candidate, passed over for
+--work-cooldown. While a stuck leader still leads — it must hold, as stuck
+handovers came in a row (the work fails everywhere), or nobody else can
+take over — /leader and the file say "work_stuck":true and since when;
+"work_check_failures" counts the failed checks in a row.
+
 Do not point a readiness probe at leadership: a Deployment would see its
 standbys as unavailable and a rolling update would stall. To reach the
 leader, ask any pod's /leader for its identity (the pod name with
@@ -59,6 +72,9 @@ const sidecarTail = `Examples:
 
   # In the program's container, a shell check:
   curl -fsS localhost:4040/leader | jq -e '.leading' >/dev/null && echo "I lead"
+
+  # A leader that cannot reach the API it works on hands over:
+  relect sidecar --check-url=https://api.internal/healthz default/my-app
 
 Exit codes:
   0  stopped by SIGTERM or SIGINT (the lease released)
@@ -104,7 +120,7 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	fs.StringVar(&p.httpAddr, "http-addr", ":4040", "address to serve GET /leader, /healthz and /metrics on")
 	fs.StringVar(&p.file, "file", "", "also keep the /leader JSON in this file, replaced atomically on every change (default: none)")
 	fs.DurationVar(&p.validFor, "valid-for", 0, "longest validity handed out: each valid_until is at most this long after the answer, and a graceful stop keeps the lease until the latest one has passed, so a handover leaves no leader for up to this long; programs must ask again within it to go on acting; at most --renew-deadline (default: --renew-deadline)")
-	defineOptions(fs, &p.s, healthFlags)
+	defineOptions(fs, &p.s, workFlags, healthFlags)
 	p.logs.define(fs)
 	helped, err := parseFlags(fs, args, sidecarHead, sidecarTail, stdout)
 	if helped || err != nil {
@@ -129,6 +145,9 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	if p.httpAddr == "" {
 		errs = append(errs, "--http-addr is empty: the sidecar serves /leader, /healthz and /metrics")
 	} else if err := checkHTTPAddr(p.httpAddr); err != nil {
+		errs = append(errs, err.Error())
+	}
+	for _, err := range p.s.resolveWork(fs) {
 		errs = append(errs, err.Error())
 	}
 	if _, _, err := p.logs.loggers(io.Discard); err != nil {
@@ -172,10 +191,15 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	hurry := hurryOf(ctx)
 	opts.OnStartedLeading = func(ctx context.Context) { holdTerm(ctx, view, log, hurry) }
 	opts.Logger = libLog
+	check := newChecker(plan.s.check)
+	if check != nil {
+		opts.Work.Check = check.run
+	}
 	e, err := newElector(opts, plan.s.health)
 	if err != nil {
 		return report(stderr, "sidecar", err)
 	}
+	check.setEnv(e.Identity(), plan.lease) // before Run, which alone calls it
 	view = newLeaderView(e, plan.lease, plan.validFor)
 
 	var file *stateFile
