@@ -215,7 +215,7 @@ func TestBadCommandLines(t *testing.T) {
 		{"run: --work-cooldown without a check", []string{"run", "--work-cooldown=5s", "default/job", "--", "true"}, exitUsage,
 			[]string{"--work-cooldown is set, but work liveness is off: give --check or --check-url\n"}},
 		{"sidecar: --work-stuck-timeout without work liveness", []string{"sidecar", "--work-stuck-timeout=5m", "default/job"}, exitUsage,
-			[]string{"--work-stuck-timeout is set, but work liveness is off: give --check or --check-url"}},
+			[]string{"--work-stuck-timeout is set, but work liveness is off: give --check, --check-url or --beat-window"}},
 		{"run: --check-timeout beyond the interval", []string{"run", "--check=true", "--check-interval=5s", "--check-timeout=10s", "default/job", "--", "true"}, exitUsage,
 			[]string{"--check-timeout 10s is longer than --check-interval 5s"}},
 		{"run: negative --check-failures", []string{"run", "--check=true", "--check-failures=-1", "default/job", "--", "true"}, exitUsage,
@@ -226,8 +226,12 @@ func TestBadCommandLines(t *testing.T) {
 			[]string{"--work-max-cooldown 1m0s is less than --work-cooldown 1h0m0s"}},
 		{"run: negative --work-stuck-timeout", []string{"run", "--check=true", "--work-stuck-timeout=-1s", "default/job", "--", "true"}, exitUsage,
 			[]string{"--work-stuck-timeout is negative (-1s)"}},
-		{"sidecar: --standby with --check", []string{"sidecar", "--standby", "--check=true", "default/job"}, exitUsage,
-			[]string{"work liveness (--check or --check-url) is set, but --standby is too"}},
+		{"run: no --beat-window", []string{"run", "--beat-window=5s", "default/job", "--", "true"}, exitUsage,
+			[]string{"unknown flag: --beat-window"}},
+		{"sidecar: negative --beat-window", []string{"sidecar", "--beat-window=-1s", "default/job"}, exitUsage,
+			[]string{"--beat-window is negative (-1s)"}},
+		{"sidecar: --standby with --beat-window", []string{"sidecar", "--standby", "--beat-window=10s", "default/job"}, exitUsage,
+			[]string{"work liveness (--check, --check-url or --beat-window) is set, but --standby is too"}},
 
 		{"version: arguments", []string{"version", "x"}, exitUsage, []string{"takes no arguments"}},
 	} {
@@ -258,7 +262,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"run", "-h"}, []string{"Usage: relect run"}},
 		{[]string{"status", "--help"}, []string{"--watch", "-o, --output", "estimate", "Exit codes:", "does not exist"}},
 		{[]string{"sidecar", "--help"}, []string{"/leader", "/healthz", "/metrics", "--file", "valid_until", "Exit codes:",
-			"--check", "--check-url", "named in the line of succession", "work_stuck", "--work-stuck-timeout"}},
+			"POST /beat", "--beat-window", "--check", "--check-url", "named in the line of succession", "work_stuck", "--work-stuck-timeout"}},
 		{[]string{"run", "--help"}, []string{"--check string", "--check-url", "--check-interval", "--check-timeout", "--check-failures",
 			"--work-cooldown", "--work-max-cooldown", "--work-stuck-timeout", "named in the line of succession", "not CMD itself",
 			"floor(log2(T / --work-cooldown + 1)) + 1"}},
@@ -392,8 +396,9 @@ func TestWorkFlagsSetTheOptions(t *testing.T) {
 	assert.Equal(t, 20*time.Minute, plan.s.health.WorkStuckTimeout)
 	assert.Equal(t, workCheck{command: "pg_isready -h db"}, plan.s.check)
 
-	sc, _, err := parseSidecar([]string{"--check-url=https://api.internal/healthz", "default/job"}, &bytes.Buffer{})
+	sc, _, err := parseSidecar([]string{"--beat-window=30s", "--check-url=https://api.internal/healthz", "default/job"}, &bytes.Buffer{})
 	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, sc.s.opts.Work.BeatWindow)
 	assert.NotNil(t, sc.s.opts.Work.Check)
 	assert.Equal(t, workCheck{url: "https://api.internal/healthz"}, sc.s.check)
 

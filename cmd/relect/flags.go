@@ -95,8 +95,9 @@ var standbyFlags = []optionFlag{
 		"never campaign: only follow the Lease and report its leader (listed as standing by)"),
 }
 
-// workFlags are the library's WorkOptions as flags but BeatWindow: the
-// work check and the cooldowns of stuck handovers (see check.go). --check and --check-url set no field themselves: they make
+// workFlags are the library's WorkOptions as flags but BeatWindow (see
+// beatFlags): the work check and the cooldowns of stuck handovers (see
+// check.go). --check and --check-url set no field themselves: they make
 // the check.
 var workFlags = []optionFlag{
 	{name: "check", field: "Options.Work.Check", define: func(fs *pflag.FlagSet, s *settings) {
@@ -115,6 +116,13 @@ var workFlags = []optionFlag{
 		"after a stuck handover, how long the stuck replica is passed over in the line of succession, and how long the next leader must lead before it may hand over for stuck work in turn; doubles with each stuck handover in a row across the fleet, up to --work-max-cooldown"),
 	option("work-max-cooldown", "Options.Work.MaxCooldown", func(s *settings) *time.Duration { return &s.opts.Work.MaxCooldown }, 0,
 		"the longest cooldown the doubling reaches; at least --work-cooldown (default: 1h, or --work-cooldown if longer)"),
+}
+
+// beatFlags are for the commands whose leader's work can beat (sidecar:
+// POST /beat).
+var beatFlags = []optionFlag{
+	option("beat-window", "Options.Work.BeatWindow", func(s *settings) *time.Duration { return &s.opts.Work.BeatWindow }, 0,
+		"expect the program to POST /beat at least this often while this replica leads, counted from the term's start, then from each beat: a term that goes this long without one has stuck work (default: no beats expected)"),
 }
 
 // healthFlags are the library's HealthOptions as flags, for the commands
@@ -165,7 +173,7 @@ func optionsError(err error, tables ...[]optionFlag) error {
 	flagOf := map[string]string{
 		"Options.Namespace": "LEASE's namespace",
 		"Options.Name":      "LEASE's name",
-		"Options.Work":      "work liveness (--check or --check-url)",
+		"Options.Work":      "work liveness (--check, --check-url or --beat-window)",
 	}
 	for _, t := range tables {
 		for _, f := range t {

@@ -361,7 +361,7 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	check.setEnv(e.Identity(), plan.lease) // before Run, which alone calls it
 	r.identity, r.view = e.Identity(), newLeaderView(e, plan.lease, 0)
 	if plan.httpAddr != "" {
-		srv, err := startHTTP(plan.httpAddr, e, r.view, plan.s.health, func(err error) { stop(err) })
+		srv, err := startHTTP(plan.httpAddr, e, r.view, plan.s.health, false, func(err error) { stop(err) })
 		if err != nil {
 			return report(stderr, "run", err)
 		}

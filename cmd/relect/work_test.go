@@ -3,11 +3,14 @@
 package main
 
 import (
+	"encoding/json"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
@@ -58,6 +61,90 @@ func TestRunStuckCheckHandsOver(t *testing.T) {
 	eventually(t, "a follows b", func() bool { return strings.Contains(a.log.String(), "leader=b") })
 	b.cancel()
 	assert.Equal(t, 0, b.exitCode(t))
+}
+
+// post sends POST url and returns the status and the state answered.
+func post(t *testing.T, url string) (int, leaderState) {
+	t.Helper()
+	resp, err := http.Post(url, "", nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var st leaderState
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusConflict {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	}
+	return resp.StatusCode, st
+}
+
+// POST /beat keeps a sidecar's term alive under --beat-window; a leader
+// whose program stops beating is stuck: alone, it leads on and says so in
+// /leader and the file, /healthz fails after --work-stuck-timeout, and a
+// beat ends it; with another candidate it hands over, and its /beat
+// answers 409. A follower never counts a beat.
+func TestSidecarBeats(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	a := startSidecar(t, api, "a", "--beat-window=400ms", "--work-stuck-timeout=300ms")
+	eventually(t, "a leads", func() bool { return a.leader(t).Leading })
+	for range 8 {
+		code, st := post(t, "http://"+a.addr+"/beat")
+		require.Equal(t, http.StatusOK, code)
+		require.True(t, st.Leading, "the answer is the state after the beat")
+		require.False(t, st.WorkStuck)
+		time.Sleep(100 * time.Millisecond)
+	}
+	code, _ := get(t, "http://"+a.addr+"/beat")
+	assert.Equal(t, http.StatusMethodNotAllowed, code, "a beat is a POST")
+
+	// Alone, a leader that stops beating leads on, stuck.
+	eventually(t, "a stuck", func() bool { return a.leader(t).WorkStuck })
+	st := a.leader(t)
+	assert.True(t, st.Leading, "nobody to hand over to: a leads on")
+	require.NotNil(t, st.WorkStuckSince)
+	assert.WithinDuration(t, time.Now(), *st.WorkStuckSince, 5*time.Second)
+	eventually(t, "the file says stuck", func() bool { return a.fileState(t).WorkStuck })
+	eventually(t, "/healthz fails after --work-stuck-timeout", func() bool {
+		code, body := get(t, "http://"+a.addr+"/healthz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "stuck")
+	})
+	code, st = post(t, "http://"+a.addr+"/beat")
+	require.Equal(t, http.StatusOK, code)
+	eventually(t, "a beat ends it", func() bool { return !a.leader(t).WorkStuck && !a.fileState(t).WorkStuck })
+	code, body := get(t, "http://"+a.addr+"/healthz")
+	assert.Equal(t, http.StatusOK, code, body)
+
+	// With another candidate: a follower's beat counts for nothing, and a
+	// leader that stops beating hands over.
+	stopBeating, beating := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(beating)
+		for {
+			select {
+			case <-stopBeating:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if resp, err := http.Post("http://"+a.addr+"/beat", "", nil); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	b := startSidecar(t, api, "b", "--beat-window=400ms")
+	eventually(t, "b follows a", func() bool { return b.leader(t).Leader == "a" })
+	code, st = post(t, "http://"+b.addr+"/beat")
+	assert.Equal(t, http.StatusConflict, code, "a follower's beat")
+	assert.False(t, st.Leading)
+	close(stopBeating)
+	<-beating
+	eventually(t, "b leads", func() bool { return b.leader(t).Leading })
+	code, st = post(t, "http://"+a.addr+"/beat")
+	assert.Equal(t, http.StatusConflict, code, "a beat after the stuck handover")
+	assert.False(t, st.Leading)
+	eventually(t, "a follows b", func() bool { return a.leader(t).Leader == "b" })
+	assert.Contains(t, a.log.String(), "no beat for")
+	// b does not beat either, but it must hold for --work-cooldown (1
+	// minute by default) after a stuck handover: it leads on, stuck.
+	eventually(t, "b stuck, holding", func() bool { st := b.leader(t); return st.Leading && st.WorkStuck })
 }
 
 // The sidecar's work check runs on a follower named in the line of
