@@ -77,7 +77,7 @@ this replica leads, and also while it is named in the line of succession,
 where CMD does not run: a successor whose check fails stands back, so that
 the Lease goes to one that can do the work. So check what CMD needs (the
 database, the API it calls), not CMD itself: a check of CMD would fail on
-every successor, which would then hand the Lease on as soon as it led.
+every successor, which would then stand back for nothing.
 When the check fails --check-failures times in a row on the leader, its
 work is stuck: the term ends, CMD is stopped as at any term's end
 (--signal, --grace, SIGKILL), the Lease is released to the next in line at
