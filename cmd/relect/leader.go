@@ -28,6 +28,12 @@ type leaderState struct {
 	// Lease's leaseTransitions observed with the current leader; absent
 	// when there is none, or for a moment after a new leader was observed.
 	Term *int64 `json:"term,omitempty"`
+	// Fence, while leading, is the term's fencing token (relect's
+	// Stats.Fence, a decimal integer as a string): larger than every
+	// earlier term's, so storage that keeps the highest fence it accepted
+	// can refuse a deposed leader's late writes (docs/fencing.md). Absent
+	// when not leading, or when the apiserver gave none.
+	Fence string `json:"fence,omitempty"`
 	// ValidUntil, while leading, is when the term ends unless renewed
 	// (relect's Stats.ValidUntil, on this machine's clock), or sooner:
 	// at most --valid-for after the state was computed. It is truncated to
@@ -137,7 +143,7 @@ func (v *leaderView) state() leaderState {
 		st.Term = &term
 	}
 	if s.Leading && v.termCtx != nil && v.termCtx.Err() == nil {
-		st.Leading, st.Term = true, &s.Term
+		st.Leading, st.Term, st.Fence = true, &s.Term, string(s.Fence)
 		valid := s.ValidUntil
 		if capped := time.Now().Add(v.validFor); v.validFor > 0 && capped.Before(valid) {
 			valid = capped

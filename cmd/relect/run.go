@@ -24,8 +24,15 @@ const runHead = `Usage: relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]
 Campaigns for the Lease NAMESPACE/NAME and runs CMD while this process
 leads, with these variables added to its environment:
 
-  RELECT_TERM      the term number, a fencing token: it grows with every
-                   change of holder (the Lease's leaseTransitions)
+  RELECT_FENCE     the term's fencing token: a decimal integer, larger
+                   than every earlier term's (this candidate's own
+                   included); storage that must refuse a deposed leader's
+                   late writes keeps the highest it accepted and refuses a
+                   lower one (docs/fencing.md). Unset if the apiserver
+                   gives none.
+  RELECT_TERM      the term number, for people and logs (the Lease's
+                   leaseTransitions: two terms of one candidate in a row
+                   can share it, so it is no fencing token)
   RELECT_IDENTITY  this candidate's holder identity (--identity)
   RELECT_LEASE     NAMESPACE/NAME
 
@@ -473,6 +480,9 @@ func (r *runner) lead(ctx context.Context) {
 		"RELECT_TERM="+strconv.FormatInt(term, 10),
 		"RELECT_IDENTITY="+r.identity,
 		"RELECT_LEASE="+r.plan.lease.String())
+	if fence, ok := relect.FenceFromContext(ctx); ok {
+		env = append(env, "RELECT_FENCE="+string(fence))
+	}
 	for {
 		st, stopped := r.runOnce(ctx, env, term)
 		if stopped {

@@ -18,7 +18,7 @@ whether it leads than be started by relect run, and serves on --http-addr:
 
   GET /leader   {"lease":"default/my-app","identity":"my-app-7d9f-x2x",
                  "leader":"my-app-7d9f-x2x","leading":true,"term":4,
-                 "valid_until":"2026-01-02T15:04:05.123Z"}
+                 "fence":"84213","valid_until":"2026-01-02T15:04:05.123Z"}
   GET /healthz  relect's health check (liveness): 200 "ok", or 503 and why
   GET /metrics  relect's Prometheus metrics
   POST /beat    the program's work made progress (--beat-window): 200 and
@@ -28,8 +28,12 @@ whether it leads than be started by relect run, and serves on --http-addr:
 With --file PATH it also keeps that JSON in a file, replaced atomically
 (written beside it, then renamed) on every change, including every renewal.
 
-leading is true while this candidate leads; term is its term number then (a
-fencing token), otherwise the term observed with the current leader;
+leading is true while this candidate leads; term is its term number then,
+otherwise the term observed with the current leader (for people and logs:
+two terms of one candidate in a row can share it); fence, present while
+leading, is the term's fencing token, a decimal integer larger than every
+earlier term's: storage that keeps the highest fence it accepted refuses a
+deposed leader's late writes (docs/fencing.md);
 valid_until, present while leading, is when the term ends unless renewed,
 or sooner: at most --valid-for after the answer. A program that acts as
 leader must stop by the time the endpoint says otherwise: act only while

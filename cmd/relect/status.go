@@ -22,9 +22,10 @@ import (
 const statusHead = `Usage: relect status [flags] NAMESPACE/NAME
 
 Shows the Lease NAMESPACE/NAME as an election: its state, holder, term
-(leaseTransitions, the fencing token of the holder's term), how long ago it
-was renewed, whether it is still valid, when it expires, and the candidates
-where the library knows them (this relect publishes none).
+(leaseTransitions, for people and logs), the fencing token of the holder's
+term where its relect holder published one, how long ago it was renewed,
+whether it is still valid, when it expires, and the candidates where the
+library knows them (this relect publishes none).
 
 States: held (a holder, still valid), expired (a holder that stopped
 renewing), released (no holder, leaseDurationSeconds 1: a release by
@@ -77,8 +78,12 @@ type leaseStatus struct {
 	// State is held, expired, released, no-holder or missing.
 	State  string `json:"state"`
 	Holder string `json:"holder"`
-	// Term is the Lease's leaseTransitions.
-	Term                 int32      `json:"term"`
+	// Term is the Lease's leaseTransitions, for people and logs.
+	Term int32 `json:"term"`
+	// Fence is the holder's term's fencing token as its relect holder
+	// published it (relect.LeaseFence); absent for a client-go holder, a
+	// released Lease, or a term only just begun.
+	Fence                string     `json:"fence,omitempty"`
 	AcquireTime          *time.Time `json:"acquire_time,omitempty"`
 	RenewTime            *time.Time `json:"renew_time,omitempty"`
 	RenewAgeSeconds      *float64   `json:"renew_age_seconds,omitempty"`
@@ -190,6 +195,7 @@ func statusOf(ref leaseRef, lease *coordinationv1.Lease, now, observedAt time.Ti
 	st.Exists = true
 	st.Holder = ptrValue(spec.HolderIdentity)
 	st.Term = ptrValue(spec.LeaseTransitions)
+	st.Fence = string(relect.LeaseFence(lease))
 	st.LeaseDurationSeconds = ptrValue(spec.LeaseDurationSeconds)
 	st.PendingRequest = requestOf(lease)
 	if spec.AcquireTime != nil {
@@ -517,6 +523,9 @@ func (p *statusPrinter) print(st leaseStatus) {
 		fmt.Fprintln(p.tw, strings.Join(cells(st), "\t"))
 		p.tw.Flush()
 		fmt.Fprintln(p.w, candidatesNote(st))
+		if st.Fence != "" {
+			fmt.Fprintf(p.w, "fence: %s (the holder's fencing token for term %d)\n", st.Fence, st.Term)
+		}
 		if note := requestNote(st); note != "" {
 			fmt.Fprintln(p.w, note)
 		}

@@ -314,3 +314,33 @@ func TestStatusShowsThePendingRequest(t *testing.T) {
 	newStatusPrinter(&out, "json", false).print(statusOf(jobLease, withRequest(`{"holder":"pod-a","term":4,"at":"2026-01-02T15:04:00Z"}`), now, time.Time{}))
 	assert.Contains(t, out.String(), `"action": "yield"`)
 }
+
+// A relect holder's fence, published in the Lease for its holder and term,
+// is shown; one left from an earlier holder or term is not.
+func TestStatusShowsTheFence(t *testing.T) {
+	now := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	withFence := func(mark string) *coordinationv1.Lease {
+		l := lease("pod-a", 15, 4, now.Add(-2*time.Second))
+		l.Annotations = map[string]string{"relect.io/fence": mark}
+		return l
+	}
+	var out bytes.Buffer
+	current := withFence(`{"holder":"pod-a","term":4,"fence":"8231"}`)
+	newStatusPrinter(&out, "table", false).print(statusOf(jobLease, current, now, time.Time{}))
+	assert.Contains(t, out.String(), "\nfence: 8231 (the holder's fencing token for term 4)\n")
+	out.Reset()
+	newStatusPrinter(&out, "json", false).print(statusOf(jobLease, current, now, time.Time{}))
+	assert.Contains(t, out.String(), `"fence": "8231"`)
+
+	for name, mark := range map[string]string{
+		"an earlier holder's": `{"holder":"pod-z","term":4,"fence":"8231"}`,
+		"an earlier term's":   `{"holder":"pod-a","term":3,"fence":"8231"}`,
+		"malformed":           `{"holder":`,
+	} {
+		for _, output := range []string{"table", "json"} {
+			out.Reset()
+			newStatusPrinter(&out, output, false).print(statusOf(jobLease, withFence(mark), now, time.Time{}))
+			assert.NotContains(t, out.String(), "fence", "%s fence, -o %s", name, output)
+		}
+	}
+}
