@@ -124,6 +124,7 @@ func TestCommandYieldHandOver(t *testing.T) {
 	r2.terminate()
 	ivs := checkSafety(t, r1, r2)
 	checkTerms(t, ivs, time.Time{}, time.Time{})
+	checkFences(t, ivs)
 }
 
 // TestCommandRequestClientGoLeader: a plain client-go leader ignores a
@@ -183,6 +184,7 @@ func TestCommandRequestClientGoLeader(t *testing.T) {
 	r1.terminate()
 	ivs := checkSafety(t, cg, r1)
 	checkTerms(t, ivs, time.Time{}, time.Time{})
+	checkFences(t, ivs)
 }
 
 func ptrTo[T any](v T) *T { return &v }

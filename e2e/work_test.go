@@ -105,6 +105,7 @@ func TestWorkStuckHandsOver(t *testing.T) {
 	}
 	ivs := checkSafety(t, all...)
 	checkTerms(t, ivs, time.Time{}, time.Time{})
+	checkFences(t, ivs)
 }
 
 // TestCommandRunWorkCheck: two `relect run` replicas with a work check

@@ -159,14 +159,14 @@ type sampler struct {
 // interval covers every instant the candidate may have believed it led;
 // the "on" also records t1, and the "off" the last true sample's t0, which
 // bound what the samples prove (history.Interval.DoneBy, OnlyAfter).
-func (s *sampler) sample(t0, t1 time.Time, leading bool, term int64) {
+func (s *sampler) sample(t0, t1 time.Time, leading bool, term int64, fence func() string) {
 	a, b := t0.UnixNano(), t1.UnixNano()
 	if s.lastT != 0 && time.Duration(a-s.lastT) > history.MaxSampleGap {
 		must(s.w.Write(history.Record{T: a, Kind: history.KindGap, View: s.view, From: s.lastT, Before: s.last, After: leading}))
 	}
 	switch {
 	case leading && !s.last:
-		must(s.w.Write(history.Record{T: a, Kind: history.KindOn, View: s.view, Term: term, Until: b}))
+		must(s.w.Write(history.Record{T: a, Kind: history.KindOn, View: s.view, Term: term, Fence: fence(), Until: b}))
 	case !leading && s.last:
 		must(s.w.Write(history.Record{T: a, Kind: history.KindOff, View: s.view, Term: s.term,
 			LastTrue: s.lastTrue, LastTrueFrom: s.lastTrueFrom}))
@@ -207,7 +207,7 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 		defer close(eventsDone)
 		for ev := range events {
 			r := history.Record{T: ev.Time.UnixNano(), Kind: history.KindEvent, Event: ev.Kind.String(),
-				Term: ev.Term, Leader: ev.Leader, Delay: int64(ev.Delay)}
+				Term: ev.Term, Fence: string(ev.Fence), Leader: ev.Leader, Delay: int64(ev.Delay)}
 			if ev.Err != nil {
 				r.Err = ev.Err.Error()
 			}
@@ -231,7 +231,15 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 	observe := func() {
 		t0 := time.Now()
 		term, leading := e.Term()
-		s.sample(t0, time.Now(), leading, term)
+		s.sample(t0, time.Now(), leading, term, func() string {
+			// Read only when the view turns true, from one snapshot:
+			// the fence of the term Term just reported, or "" if
+			// another has begun since (the check skips it).
+			if st := e.Stats(); st.Leading && st.Term == term {
+				return string(st.Fence)
+			}
+			return ""
+		})
 	}
 	tick := time.NewTicker(f.sample)
 	defer tick.Stop()
@@ -372,7 +380,7 @@ func runClientGo(ctx context.Context, f flags, cfg *rest.Config, w *history.Writ
 	for {
 		t0 := time.Now()
 		leading := loop.IsLeader()
-		s.sample(t0, time.Now(), leading, 0)
+		s.sample(t0, time.Now(), leading, 0, func() string { return "" })
 		select {
 		case <-loopDone:
 			return context.Cause(ctx)
