@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,13 +39,16 @@ const (
 // TestSimulation plays thousands of generated fault schedules against
 // relect and, side by side, against a plain client-go LeaderElector run in a
 // loop by hand (the fix of elastic-agent PR #4542), checks every history
-// for safety, liveness, API budget and event order (internal/sim), prints
-// the comparison and the fault coverage (with -v), and fails if relect has
-// any violation at all (sim.Explain names a known finding it repeats: a
-// regression) or if some fault was never applied. The client-go loop's
-// violations are counted, not asserted: they are expected.
+// for safety, liveness, API budget, event order and stuck work
+// (internal/sim), prints the comparison and the fault coverage (with -v),
+// and fails if relect has any violation (sim.Explain names a fixed finding
+// it repeats: a regression) but those an open finding explains, which
+// RELECT_SIM_STRICT=1 fails on too, or if some fault was never applied. The
+// client-go loop's violations are counted, not asserted: they are
+// expected.
 //
 // Environment: RELECT_SIM_SCHEDULES (count), RELECT_SIM_BASE (first seed),
+// RELECT_SIM_STRICT=1 (fail on open findings' violations too),
 // RELECT_SIM_SEED (replay one seed; with RELECT_SIM_REPEAT replays and
 // RELECT_SIM_MINIMIZE=1, and RELECT_SIM_IMPL=relect or "client-go loop" to
 // replay one implementation only), RELECT_SIM_REPORT (file to write the
@@ -72,10 +76,12 @@ func TestSimulation(t *testing.T) {
 	for _, impl := range sim.Impls {
 		totals[impl] = &sim.Totals{}
 	}
+	strict := os.Getenv("RELECT_SIM_STRICT") == "1"
 	var (
-		mu       sync.Mutex
-		failures []string // one line per failing seed
-		timeline string   // of the first failing run
+		mu        sync.Mutex
+		failures  []string // one line per failing seed
+		timeline  string   // of the first failing run
+		openSeeds []uint64 // the first seeds with violations an open finding explains
 	)
 	start := time.Now()
 	t.Run("schedules", func(t *testing.T) {
@@ -89,12 +95,21 @@ func TestSimulation(t *testing.T) {
 						synctest.Test(t, func(t *testing.T) {
 							h := sim.Play(s, impl)
 							res := totals[impl].Add(seed, h)
-							bad := res.Violations
-							if impl != sim.Relect || len(bad) == 0 {
+							if impl != sim.Relect || len(res.Violations) == 0 {
 								return
+							}
+							bad := res.Violations
+							if !strict {
+								bad = slices.DeleteFunc(slices.Clone(bad), func(v sim.Violation) bool { return sim.Explain(h, v).Open() })
 							}
 							mu.Lock()
 							defer mu.Unlock()
+							if len(bad) < len(res.Violations) && len(openSeeds) < 10 {
+								openSeeds = append(openSeeds, seed)
+							}
+							if len(bad) == 0 {
+								return
+							}
 							failures = append(failures, fmt.Sprintf("seed %d: %v\n    replay: %s", seed, bad, replayCommand(seed)))
 							if timeline == "" {
 								timeline = fmt.Sprintf("schedule:\n%s\nhistory:\n%s", s, h.Timeline(false))
@@ -109,6 +124,9 @@ func TestSimulation(t *testing.T) {
 
 	report := simReport(n, base, workers, wall, totals)
 	t.Log("\n" + report)
+	if len(openSeeds) > 0 {
+		t.Logf("relect's violations that open findings explain (excused unless RELECT_SIM_STRICT=1) are in seeds %v, …", openSeeds)
+	}
 	if path := os.Getenv("RELECT_SIM_REPORT"); path != "" {
 		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
 			t.Error(err)
@@ -146,10 +164,12 @@ func simReport(n int, base uint64, workers int, wall time.Duration, totals map[s
 	fmt.Fprintf(&b, "%d schedules (seeds %d…%d), %d workers, %v wall: `%s`\n\n", n, base, base+uint64(n)-1,
 		workers, wall.Round(100*time.Millisecond), cmd)
 	b.WriteString(sim.Table(sim.Impls, totals))
-	b.WriteString("\nSafety violations by known finding (the checkers count every violation; both findings are fixed in relect, so any of relect's is a regression; see docs/reliability.md):\n\n")
+	b.WriteString("\nViolations by known finding (the checkers count every violation; a fixed finding's in relect is a regression, an open one's is excused unless RELECT_SIM_STRICT=1; see docs/reliability.md):\n\n")
 	b.WriteString(sim.FindingTable(sim.Impls, totals))
 	b.WriteString("\nViolations by rule:\n\n")
 	b.WriteString(sim.RuleTable(sim.Impls, totals))
+	b.WriteString("\nStuck work (Options.Work; see docs/reliability.md):\n\n")
+	b.WriteString(sim.StuckTable(sim.Impls, totals))
 	b.WriteString("\nCalls per leadership change (see docs/reliability.md for the definition):\n\n")
 	b.WriteString(sim.ChangeTable(sim.Impls, totals))
 	if ch, seed := totals[sim.Relect].Costliest(); ch.Calls > 0 {
@@ -194,7 +214,7 @@ func simReplay(t *testing.T, seed uint64) {
 		}
 		var shown *sim.History
 		var vs []sim.Violation
-		failed := 0
+		failed, excused := 0, true // excused: every violation shown is an open finding's
 		for range repeat {
 			synctest.Test(t, func(t *testing.T) {
 				h := sim.Play(s, impl)
@@ -211,16 +231,20 @@ func simReplay(t *testing.T, seed uint64) {
 		var lines []string
 		for _, v := range vs {
 			f := sim.Explain(shown, v)
-			if f == "" {
+			excused = excused && f.Open()
+			switch {
+			case f == "":
 				f = "unexplained"
-			} else {
+			case f.Open():
+				f += " (open)"
+			default:
 				f += " (fixed: regression)"
 			}
 			lines = append(lines, fmt.Sprintf("  %v  [%s]", v, f))
 		}
 		t.Logf("%s: %d of %d replays had violations; the first:\n%s\ntimeline:\n%s",
 			impl, failed, repeat, strings.Join(lines, "\n"), shown.Timeline(true))
-		if impl == sim.Relect && len(vs) > 0 {
+		if impl == sim.Relect && len(vs) > 0 && (!excused || os.Getenv("RELECT_SIM_STRICT") == "1") {
 			t.Errorf("relect violated the checkers in seed %d", seed)
 		}
 		if len(vs) > 0 && (*simMinimize || os.Getenv("RELECT_SIM_MINIMIZE") == "1") {

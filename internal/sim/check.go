@@ -24,8 +24,8 @@ const (
 	Calls    Class = "calls"
 )
 
-// Classes lists every class, in report order.
-var Classes = []Class{Safety, Liveness, Budget, Events, Calls}
+// Classes lists every class, in report order (StuckWork: checkwork.go).
+var Classes = []Class{Safety, Liveness, Budget, Events, Calls, StuckWork}
 
 // Violation is one breach of a rule in a history.
 type Violation struct {
@@ -53,6 +53,7 @@ func Check(h *History) []Violation {
 	out = append(out, CheckBudget(h)...)
 	out = append(out, CheckEvents(h)...)
 	out = append(out, CheckCalls(h)...)
+	out = append(out, CheckWork(h)...)
 	return out
 }
 
@@ -208,6 +209,7 @@ func CheckLiveness(h *History) []Violation {
 	out := checkLeader(h)
 	out = append(out, checkCampaigning(h)...)
 	out = append(out, checkHandOverTaken(h)...)
+	out = append(out, checkStepDownGaps(h)...)
 	return append(out, checkRegistrations(h)...)
 }
 
@@ -290,7 +292,7 @@ func checkRegistrations(h *History) []Violation {
 				Detail: fmt.Sprintf("registration %s deleted at %s, not created again by %s", a.Registration, fmtDur(a.At), fmtDur(due))})
 		}
 	}
-	lives := rr / time.Second * 3 * time.Second // relect's registration lease duration: whole seconds of the period, times 3
+	lives := registrationLives(h)
 	for _, c := range h.Calls {
 		if !c.Registry || c.Verb != "delete" || c.Err != "" || c.Name == "" {
 			continue
