@@ -737,35 +737,48 @@ func registrationLives(h *History) time.Duration {
 }
 
 // checkFounded (stuck-unfounded): a term ends for stuck work only if its
-// work was stuck, by a means relect watches, at some instant of the
-// detection time before (foundedWithin): relect sees stuck work from what
-// happened in that time — the beats that did not come, the checks that
-// failed — so work that was healthy throughout it is not stuck.
+// work was stuck, by the means relect names (no beat, or the check), at
+// some instant of that means' detection time before (foundedWithin):
+// relect sees stuck work from what happened in that time — the beats that
+// did not come, the checks that failed — so work that was healthy
+// throughout it is not stuck.
 func checkFounded(h *History) []Violation {
 	var out []Violation
 	ws := stuckWindows(h)
-	within := foundedWithin(h)
+	beat, check := foundedWithin(h)
 	for _, e := range h.Events {
-		if e.Kind != Stopped || e.Cause != CauseWorkStuck || stuckAt(ws, e.Candidate, e.At-within, e.At) {
+		if e.Kind != Stopped || e.Cause != CauseWorkStuck {
+			continue
+		}
+		m, within := byBeat, beat
+		switch {
+		case strings.Contains(e.Detail, "work check"):
+			m, within = byCheck, check
+		case !strings.Contains(e.Detail, "no beat"):
+			if stuckAt(ws, e.Candidate, e.At-max(beat, check), e.At) {
+				continue // which means, relect's message does not say
+			}
+		}
+		if overlapsAny(ws[m][e.Candidate], e.At-within, e.At) {
 			continue
 		}
 		out = append(out, Violation{Class: StuckWork, Rule: "stuck-unfounded", At: e.At, Candidates: []int{e.Candidate},
-			Detail: fmt.Sprintf("run %d: term %d ended for stuck work (%s), though its work was healthy for the %v before", e.Run, e.Term, e.Detail, within)})
+			Detail: fmt.Sprintf("run %d: term %d ended for stuck work (%s), though its work was healthy by that means for the %v before", e.Run, e.Term, e.Detail, within)})
 	}
 	return out
 }
 
-// foundedWithin is how far back what shows stuck work goes: the beat
-// window and a beat interval (recovered work beats within one), or the
-// check's failures in a row and an interval (the next call counts its
-// recovery).
-func foundedWithin(h *History) time.Duration {
-	beat, check := h.Work.detection()
+// foundedWithin is how far back what shows stuck work goes, by beats and
+// by the check (zero for a means not in use): the beat window and a beat
+// interval (recovered work beats within one); the check's failures in a
+// row and an interval (the next call counts its recovery).
+func foundedWithin(h *History) (beat, check time.Duration) {
+	beat, check = h.Work.detection()
 	if beat > 0 {
-		beat += h.Work.BeatEvery
+		beat += h.Work.BeatEvery + RoundTrip
 	}
 	if check > 0 {
-		check += h.Work.CheckInterval
+		check += h.Work.CheckInterval + RoundTrip
 	}
-	return max(beat, check) + RoundTrip
+	return beat, check
 }
