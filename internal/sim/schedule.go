@@ -292,6 +292,8 @@ func AllCoverageKeys() []string {
 		keys = append(keys, "handover-to-"+to)
 	}
 	keys = append(keys, "yield-write-fails", "handover-write-fails", DeleteRegistration.String(), StaleRegistration.String())
+	keys = append(keys, HangWork.String(), FailCheck.String(), FailCheck.String()+"-hangs",
+		FailDownstream.String(), FailDownstream.String()+"-hangs")
 	return keys
 }
 
@@ -508,6 +510,9 @@ func Generate(seed uint64) *Schedule {
 	// (issue 18) draw from a third stream, so that the actions above stay
 	// those of the schedules before them.
 	acts = addRegistryFaults(rand.New(rand.NewPCG(seed, 0x7265676973747279)), s, acts, faultEnd) // "registry"
+	// Work liveness and its faults (issue 20) draw from a fourth stream:
+	// the schedules without it are those of before.
+	acts = addWork(rand.New(rand.NewPCG(seed, 0x776f726b)), s, acts, faultEnd) // "work"
 	slices.SortStableFunc(acts, func(a, b Action) int { return cmpDur(a.At, b.At) })
 
 	// Each start knows how its incarnation ends.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -144,6 +145,82 @@ func (w Work) detection() (beat, check time.Duration) {
 		check = time.Duration(w.CheckFailures)*w.CheckInterval + w.CheckTimeout
 	}
 	return beat, check
+}
+
+// addWork draws, from its own stream, work liveness for one schedule in
+// three: beats, a check, or both (a BeatWindow of ½–3 LD, healthy work
+// beating twice a window; a check every ½–2½ RP, its timeout relect's
+// default or drawn, 1–4 failures in a row or relect's default), a Cooldown
+// of ½–2½ LD, capped in half of them at 1–8 cooldowns. Then its faults:
+// each candidate that may lead has its work hang (with beats), and its
+// check fail (with a check; one failing check in three hangs until its
+// timeout), up to two times each, each time for ½–3 times what relect needs
+// to see it and hand over (the detection, 2 RP and two token waits); and in
+// one of those schedules in three the downstream fails for everyone, for
+// the detection time plus 1–4 cooldowns. The faults fall in the fault
+// phase where they fit; a candidate's ends at most a handover's time (and
+// 2 LD) beyond it. Quiet is when the last is undone.
+func addWork(r *rand.Rand, s *Schedule, acts []Action, faultEnd time.Duration) []Action {
+	if r.IntN(3) != 0 {
+		return acts
+	}
+	t := s.Timing.withDefaults()
+	ld, rp := t.LeaseDuration, t.RetryPeriod
+	w := &s.Work
+	mode := r.IntN(3) // beats, check, both
+	if mode != 1 {
+		w.BeatWindow = roundMs(scale(ld, 0.5+2.5*r.Float64()))
+		w.BeatEvery = roundMs(w.BeatWindow / 2)
+	}
+	if mode != 0 {
+		w.Check = true
+		w.CheckInterval = roundMs(scale(rp, 0.5+2*r.Float64()))
+		if r.IntN(2) == 0 {
+			w.CheckTimeout = roundMs(scale(w.CheckInterval, 0.1+0.9*r.Float64()))
+		}
+		w.CheckFailures = r.IntN(5) // 0: relect's default
+	}
+	w.Cooldown = roundMs(scale(ld, 0.5+2*r.Float64()))
+	if r.IntN(2) == 0 {
+		w.MaxCooldown = roundMs(scale(w.Cooldown, 1+7*r.Float64()))
+	}
+	beat, check := w.withDefaults().detection()
+	detect := max(beat, check)
+	// What relect needs to see stuck work and hand over, holds aside.
+	handOver := detect + 2*rp + 2*time.Duration(float64(time.Second)/t.RateLimit)
+	// at draws when a fault of length d begins, after from: within the
+	// fault phase, ending in it if there is room.
+	at := func(from, d time.Duration) time.Duration {
+		return from + roundMs(scale(max(0, faultEnd-from-d), r.Float64()))
+	}
+	episode := func(fault, undo Kind, c int, hang bool) {
+		if r.IntN(2) == 0 {
+			return
+		}
+		// Beyond the fault phase by at most a handover's time, and 2 LD.
+		d := min(roundMs(scale(handOver, 1.5+2.5*r.Float64())), faultEnd+min(handOver, 2*ld))
+		a := at(0, d)
+		acts = append(acts, Action{At: a, Kind: fault, Target: c, Hang: hang}, Action{At: a + d, Kind: undo, Target: c})
+	}
+	for c := range s.Candidates {
+		if s.Standby[c] {
+			continue // never leads: relect refuses it Work
+		}
+		if w.BeatWindow > 0 {
+			episode(HangWork, UnhangWork, c, false)
+		}
+		if w.Check {
+			episode(FailCheck, HealCheck, c, r.IntN(3) == 0)
+		}
+	}
+	if r.IntN(3) == 0 {
+		d := detect + roundMs(scale(w.withDefaults().Cooldown, 1+3*r.Float64()))
+		a := at(0, d)
+		hang := w.Check && r.IntN(3) == 0
+		acts = append(acts, Action{At: a, Kind: FailDownstream, Target: -1, Hang: hang},
+			Action{At: a + d, Kind: HealDownstream, Target: -1})
+	}
+	return acts
 }
 
 // workUndo maps each work fault to what undoes it.
