@@ -159,7 +159,7 @@ func (w Work) detection() (beat, check time.Duration) {
 // one of those schedules in three the downstream fails for everyone, for
 // the detection time plus 1–4 cooldowns. The faults fall in the fault
 // phase where they fit; a candidate's ends at most a handover's time (and
-// 2 LD) beyond it. Quiet is when the last is undone.
+// LD) beyond it. Quiet is when the last is undone.
 func addWork(r *rand.Rand, s *Schedule, acts []Action, faultEnd time.Duration) []Action {
 	if r.IntN(3) != 0 {
 		return acts
@@ -197,8 +197,8 @@ func addWork(r *rand.Rand, s *Schedule, acts []Action, faultEnd time.Duration) [
 		if r.IntN(2) == 0 {
 			return
 		}
-		// Beyond the fault phase by at most a handover's time, and 2 LD.
-		d := min(roundMs(scale(handOver, 1.5+2.5*r.Float64())), faultEnd+min(handOver, 2*ld))
+		// Beyond the fault phase by at most a handover's time, and LD.
+		d := min(roundMs(scale(handOver, 1.5+2.5*r.Float64())), faultEnd+min(handOver, ld))
 		a := at(0, d)
 		acts = append(acts, Action{At: a, Kind: fault, Target: c, Hang: hang}, Action{At: a + d, Kind: undo, Target: c})
 	}
