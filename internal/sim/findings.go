@@ -48,9 +48,10 @@ const (
 	// StreakWithoutRegistry (open): the streak of stuck handovers, and the
 	// cooldowns, travel in the line of succession, which a candidate whose
 	// registry is off (Options.DisableRegistry, or a 403 to a registry
-	// call) does not publish: its stuck release carries no streak, the
+	// call) does not publish: its records — its stuck release, or those of
+	// a term it leads in the middle of an outage — carry no streak, the
 	// next leader hands over at once, and the count starts over.
-	StreakWithoutRegistry Finding = "F6 a stuck release without the registry publishes no streak"
+	StreakWithoutRegistry Finding = "F6 a candidate without the registry publishes no streak"
 	// PollerRetakes (open): a candidate that may not watch the Lease (a
 	// 403 to its watch: it polls, through client-go's acquire loop) takes
 	// a released lease as soon as it reads it, its own release for stuck
@@ -194,16 +195,18 @@ func firstLeader(h *History, v Violation) int {
 }
 
 // explainStreak returns the open finding that accounts for stuck-handovers
-// violation v of h (one chain of stuck handovers in a row longer than its
-// bound), or "": of the chain's stuck releases, one that
+// violation v of h (a stuck handover in a row sooner than the cooldowns
+// allow), or "":
 //
-//   - published no line of succession (relect publishes none only with
-//     its registry off): StreakWithoutRegistry;
-//   - published a streak no longer than the one its term inherited, k ≥
-//     1, while that term's hold, cooldown(k), was shorter than the time
-//     its work takes to be seen stuck (BeatWindow; CheckFailures ×
-//     CheckInterval + CheckTimeout): the streak ended at the hold,
-//     unseen: StreakEndsUnseen.
+//   - PollerRetakes (pollerRetook);
+//   - StreakWithoutRegistry: a record of the chain's, up to v, written by a
+//     candidate whose registry was off carried no line of succession (a
+//     term's records, or its stuck release: relect publishes none then);
+//   - StreakEndsUnseen: a stuck release of the chain's published a streak
+//     no longer than the one its term inherited, k ≥ 1, while that term's
+//     hold, cooldown(k), was shorter than the time its work takes to be
+//     seen stuck (BeatWindow; CheckFailures × CheckInterval +
+//     CheckTimeout): the streak ended at the hold, unseen.
 func explainStreak(h *History, v Violation) Finding {
 	beat, check := h.Work.detection()
 	detect := max(beat, check)
@@ -215,6 +218,9 @@ func explainStreak(h *History, v Violation) Finding {
 			if pollerRetook(h, c.From, c.To) {
 				return PollerRetakes
 			}
+			if lineLostWithoutRegistry(h, c.From, v.At) {
+				return StreakWithoutRegistry
+			}
 			for _, e := range h.Events {
 				if e.Kind != Stopped || e.Cause != CauseWorkStuck || e.At < c.From || e.At > c.To {
 					continue
@@ -223,9 +229,6 @@ func explainStreak(h *History, v Violation) Finding {
 				rel := releaseWritten(h, e)
 				if rel < 0 {
 					continue
-				}
-				if h.Changes[rel].Line == nil && h.Changes[rel].Streak == 0 {
-					return StreakWithoutRegistry
 				}
 				start := termStartOf(h, e)
 				k := 0
@@ -290,5 +293,38 @@ func polling(h *History, run int, t time.Duration) bool {
 	el := h.Runs[i].Elector
 	return slices.ContainsFunc(h.Calls, func(k Call) bool {
 		return k.Elector == el && !k.Registry && k.Verb == "watch" && strings.Contains(k.Err, "forbidden") && k.End <= t
+	})
+}
+
+// lineLostWithoutRegistry reports whether, in [from, to], a candidate whose
+// registry was off wrote a record without a line of succession (a release
+// is written by the holder of the record before it).
+func lineLostWithoutRegistry(h *History, from, to time.Duration) bool {
+	for i, x := range h.Changes {
+		if x.At < from || x.At > to || x.ByHand || x.Deleted || x.Line != nil || x.Streak != 0 || i == 0 {
+			continue
+		}
+		id := x.Holder
+		if id == "" {
+			id = h.Changes[i-1].Holder
+		}
+		if c := candidateWith(h, id, x.At); c >= 0 && registryOff(h, c, x.At) {
+			return true
+		}
+	}
+	return false
+}
+
+// registryOff reports whether candidate c's registry was off at t: a
+// registry call of the elector of its run then was refused (403).
+func registryOff(h *History, c int, t time.Duration) bool {
+	el := -1
+	for _, r := range h.Runs {
+		if r.Candidate == c && r.Start <= t {
+			el = r.Elector
+		}
+	}
+	return el >= 0 && slices.ContainsFunc(h.Calls, func(k Call) bool {
+		return k.Elector == el && k.Registry && strings.Contains(k.Err, "forbidden") && k.End <= t
 	})
 }
