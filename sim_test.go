@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,13 +39,16 @@ const (
 // TestSimulation plays thousands of generated fault schedules against
 // relect and, side by side, against a plain client-go LeaderElector run in a
 // loop by hand (the fix of elastic-agent PR #4542), checks every history
-// for safety, liveness, API budget and event order (internal/sim), prints
-// the comparison and the fault coverage (with -v), and fails if relect has
-// any violation at all (sim.Explain names a known finding it repeats: a
-// regression) or if some fault was never applied. The client-go loop's
-// violations are counted, not asserted: they are expected.
+// for safety, liveness, API budget, event order and stuck work
+// (internal/sim), prints the comparison and the fault coverage (with -v),
+// and fails if relect has any violation (sim.Explain names a fixed finding
+// it repeats: a regression) but those an open finding explains, which
+// RELECT_SIM_STRICT=1 fails on too, or if some fault was never applied. The
+// client-go loop's violations are counted, not asserted: they are
+// expected.
 //
 // Environment: RELECT_SIM_SCHEDULES (count), RELECT_SIM_BASE (first seed),
+// RELECT_SIM_STRICT=1 (fail on open findings' violations too),
 // RELECT_SIM_SEED (replay one seed; with RELECT_SIM_REPEAT replays and
 // RELECT_SIM_MINIMIZE=1, and RELECT_SIM_IMPL=relect or "client-go loop" to
 // replay one implementation only), RELECT_SIM_REPORT (file to write the
@@ -72,10 +76,12 @@ func TestSimulation(t *testing.T) {
 	for _, impl := range sim.Impls {
 		totals[impl] = &sim.Totals{}
 	}
+	strict := os.Getenv("RELECT_SIM_STRICT") == "1"
 	var (
-		mu       sync.Mutex
-		failures []string // one line per failing seed
-		timeline string   // of the first failing run
+		mu        sync.Mutex
+		failures  []string // one line per failing seed
+		timeline  string   // of the first failing run
+		openSeeds []uint64 // the first seeds with violations an open finding explains
 	)
 	start := time.Now()
 	t.Run("schedules", func(t *testing.T) {
@@ -89,12 +95,21 @@ func TestSimulation(t *testing.T) {
 						synctest.Test(t, func(t *testing.T) {
 							h := sim.Play(s, impl)
 							res := totals[impl].Add(seed, h)
-							bad := res.Violations
-							if impl != sim.Relect || len(bad) == 0 {
+							if impl != sim.Relect || len(res.Violations) == 0 {
 								return
+							}
+							bad := res.Violations
+							if !strict {
+								bad = slices.DeleteFunc(slices.Clone(bad), func(v sim.Violation) bool { return sim.Explain(h, v).Open() })
 							}
 							mu.Lock()
 							defer mu.Unlock()
+							if len(bad) < len(res.Violations) && len(openSeeds) < 10 {
+								openSeeds = append(openSeeds, seed)
+							}
+							if len(bad) == 0 {
+								return
+							}
 							failures = append(failures, fmt.Sprintf("seed %d: %v\n    replay: %s", seed, bad, replayCommand(seed)))
 							if timeline == "" {
 								timeline = fmt.Sprintf("schedule:\n%s\nhistory:\n%s", s, h.Timeline(false))
@@ -109,6 +124,9 @@ func TestSimulation(t *testing.T) {
 
 	report := simReport(n, base, workers, wall, totals)
 	t.Log("\n" + report)
+	if len(openSeeds) > 0 {
+		t.Logf("relect's violations that open findings explain (excused unless RELECT_SIM_STRICT=1) are in seeds %v, …", openSeeds)
+	}
 	if path := os.Getenv("RELECT_SIM_REPORT"); path != "" {
 		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
 			t.Error(err)
@@ -146,10 +164,12 @@ func simReport(n int, base uint64, workers int, wall time.Duration, totals map[s
 	fmt.Fprintf(&b, "%d schedules (seeds %d…%d), %d workers, %v wall: `%s`\n\n", n, base, base+uint64(n)-1,
 		workers, wall.Round(100*time.Millisecond), cmd)
 	b.WriteString(sim.Table(sim.Impls, totals))
-	b.WriteString("\nSafety violations by known finding (the checkers count every violation; both findings are fixed in relect, so any of relect's is a regression; see docs/reliability.md):\n\n")
+	b.WriteString("\nViolations by known finding (the checkers count every violation; a fixed finding's in relect is a regression, an open one's is excused unless RELECT_SIM_STRICT=1; see docs/reliability.md):\n\n")
 	b.WriteString(sim.FindingTable(sim.Impls, totals))
 	b.WriteString("\nViolations by rule:\n\n")
 	b.WriteString(sim.RuleTable(sim.Impls, totals))
+	b.WriteString("\nStuck work (Options.Work; see docs/reliability.md):\n\n")
+	b.WriteString(sim.StuckTable(sim.Impls, totals))
 	b.WriteString("\nCalls per leadership change (see docs/reliability.md for the definition):\n\n")
 	b.WriteString(sim.ChangeTable(sim.Impls, totals))
 	if ch, seed := totals[sim.Relect].Costliest(); ch.Calls > 0 {
@@ -194,7 +214,7 @@ func simReplay(t *testing.T, seed uint64) {
 		}
 		var shown *sim.History
 		var vs []sim.Violation
-		failed := 0
+		failed, excused := 0, true // excused: every violation shown is an open finding's
 		for range repeat {
 			synctest.Test(t, func(t *testing.T) {
 				h := sim.Play(s, impl)
@@ -211,16 +231,20 @@ func simReplay(t *testing.T, seed uint64) {
 		var lines []string
 		for _, v := range vs {
 			f := sim.Explain(shown, v)
-			if f == "" {
+			excused = excused && f.Open()
+			switch {
+			case f == "":
 				f = "unexplained"
-			} else {
+			case f.Open():
+				f += " (open)"
+			default:
 				f += " (fixed: regression)"
 			}
 			lines = append(lines, fmt.Sprintf("  %v  [%s]", v, f))
 		}
 		t.Logf("%s: %d of %d replays had violations; the first:\n%s\ntimeline:\n%s",
 			impl, failed, repeat, strings.Join(lines, "\n"), shown.Timeline(true))
-		if impl == sim.Relect && len(vs) > 0 {
+		if impl == sim.Relect && len(vs) > 0 && (!excused || os.Getenv("RELECT_SIM_STRICT") == "1") {
 			t.Errorf("relect violated the checkers in seed %d", seed)
 		}
 		if len(vs) > 0 && (*simMinimize || os.Getenv("RELECT_SIM_MINIMIZE") == "1") {
@@ -275,6 +299,113 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: want a non-negative integer", name, v)
 	}
 	return n
+}
+
+// TestSimulationOutage plays the target of issue 20 against both
+// implementations: four candidates with the default durations, whose work's
+// downstream fails for everyone for 10 minutes. relect (Options.Work with a
+// BeatWindow of 30 s, or a Check, and the default Cooldown of 1 minute)
+// hands over at most Work.StuckHandoverBound times — ⌊log2(10 + 1)⌋ + 1 = 4
+// — never with two leaders, and with nobody leading only between a stuck
+// handover and the next leader (at most sim.GapBound each: with a Check,
+// every follower's check fails too, and they all stand back); the client-go
+// loop's stuck leader keeps the lease throughout. A BeatWindow longer than
+// the Cooldown (90 s) shows the open finding F5: its handovers are
+// reported, and asserted only with RELECT_SIM_STRICT=1.
+func TestSimulationOutage(t *testing.T) {
+	const (
+		outageFrom = time.Minute
+		outage     = 10 * time.Minute
+	)
+	beats := func(window time.Duration) sim.Work { return sim.Work{BeatWindow: window, BeatEvery: 10 * time.Second} }
+	cases := []struct {
+		name string
+		impl sim.Impl
+		work sim.Work
+		open bool // an open finding's case: asserted only when strict
+	}{
+		{"relect, BeatWindow 30 s", sim.Relect, beats(30 * time.Second), false},
+		{"relect, Check (defaults: every 10 s, 3 failures)", sim.Relect, sim.Work{Check: true}, false},
+		{"relect, BeatWindow 90 s (F5)", sim.Relect, beats(90 * time.Second), true},
+		{"client-go loop (the same work)", sim.ClientGoLoop, beats(30 * time.Second), false},
+	}
+	strict := os.Getenv("RELECT_SIM_STRICT") == "1"
+	var b strings.Builder
+	b.WriteString("| 10-minute fleet-wide outage, 4 candidates, 15 s / 10 s / 2 s | stuck handovers (bound) | nobody leads, in all | longest one leader keeps the lease | relect's violations |\n|---|---:|---:|---:|---|\n")
+	for _, tc := range cases {
+		var (
+			o               sim.Outage
+			leaderless, gap time.Duration
+			kept            time.Duration
+			vs              []sim.Violation
+		)
+		synctest.Test(t, func(t *testing.T) {
+			h := sim.Play(outageSchedule(tc.work, outageFrom, outage), tc.impl)
+			o, vs = sim.Outages(h)[0], sim.Check(h)
+			leaderless, gap = h.Leaderless(outageFrom, outageFrom+outage), sim.GapBound(h)
+			kept = longestHeld(h, outageFrom, outageFrom+outage)
+		})
+		broken := "none"
+		if tc.impl != sim.Relect {
+			broken = "—"
+		} else if len(vs) > 0 {
+			var rules []string
+			for _, v := range vs {
+				rules = append(rules, string(v.Class)+"/"+v.Rule)
+			}
+			broken = strings.Join(rules, ", ")
+		}
+		fmt.Fprintf(&b, "| %s | %d (%d) | %v | %v | %s |\n", tc.name, o.Handovers, o.Bound(), leaderless.Round(time.Millisecond),
+			kept.Round(time.Second), broken)
+		if tc.impl != sim.Relect || tc.open && !strict {
+			continue
+		}
+		if o.Handovers > o.Bound() || o.Handovers < 2 || len(vs) > 0 {
+			t.Errorf("%s: %d stuck handovers (bound %d; the first is not held, and the holds end), violations %v",
+				tc.name, o.Handovers, o.Bound(), vs)
+		}
+		if limit := time.Duration(o.Handovers) * gap; leaderless > limit {
+			t.Errorf("%s: nobody led for %v of the outage, more than %v for %d handovers", tc.name, leaderless, limit, o.Handovers)
+		}
+	}
+	t.Log("\n" + b.String())
+}
+
+// longestHeld returns the longest that one holder kept the Lease within
+// [from, to] (its records in a row, until another holder's or a release).
+func longestHeld(h *sim.History, from, to time.Duration) time.Duration {
+	var longest time.Duration
+	since, holder := time.Duration(-1), ""
+	for _, c := range append(slices.Clone(h.Changes), sim.Change{At: to, Deleted: true}) {
+		at := min(max(c.At, from), to)
+		if c.Deleted || c.Holder != holder {
+			if holder != "" && since >= 0 {
+				longest = max(longest, at-since)
+			}
+			since, holder = at, c.Holder
+			if c.Deleted {
+				holder = ""
+			}
+		}
+	}
+	return longest
+}
+
+// outageSchedule is the schedule of TestSimulationOutage: four candidates
+// with the default durations and work w, started a second apart; the
+// downstream fails for everyone from `from` for d.
+func outageSchedule(w sim.Work, from, d time.Duration) *sim.Schedule {
+	const n = 4
+	s := &sim.Schedule{Candidates: n, Priority: make([]int32, n), Standby: make([]bool, n), Work: w,
+		Timing: sim.Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}}
+	for i := range n {
+		s.Actions = append(s.Actions, sim.Action{At: time.Duration(i) * time.Second, Kind: sim.Start, Target: i, Initial: true})
+	}
+	s.Actions = append(s.Actions, sim.Action{At: from, Kind: sim.FailDownstream, Target: -1},
+		sim.Action{At: from + d, Kind: sim.HealDownstream, Target: -1})
+	s.Quiet = from + d
+	s.Span = s.Quiet + 5*time.Minute // the last hold ends, and the streak with it
+	return s
 }
 
 // The known findings' minimal reproducers, with relect and relecttest only,
