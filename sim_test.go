@@ -41,14 +41,12 @@ const (
 // loop by hand (the fix of elastic-agent PR #4542), checks every history
 // for safety, liveness, API budget, event order and stuck work
 // (internal/sim), prints the comparison and the fault coverage (with -v),
-// and fails if relect has any violation (sim.Explain names a fixed finding
-// it repeats: a regression) but those an open finding explains, which
-// RELECT_SIM_STRICT=1 fails on too, or if some fault was never applied. The
-// client-go loop's violations are counted, not asserted: they are
-// expected.
+// and fails if relect has any violation at all (sim.Explain names a known
+// finding it repeats: every one is fixed, so that is a regression), or if
+// some fault was never applied. The client-go loop's violations are
+// counted, not asserted: they are expected.
 //
 // Environment: RELECT_SIM_SCHEDULES (count), RELECT_SIM_BASE (first seed),
-// RELECT_SIM_STRICT=1 (fail on open findings' violations too),
 // RELECT_SIM_SEED (replay one seed; with RELECT_SIM_REPEAT replays and
 // RELECT_SIM_MINIMIZE=1, and RELECT_SIM_IMPL=relect or "client-go loop" to
 // replay one implementation only), RELECT_SIM_REPORT (file to write the
@@ -76,12 +74,10 @@ func TestSimulation(t *testing.T) {
 	for _, impl := range sim.Impls {
 		totals[impl] = &sim.Totals{}
 	}
-	strict := os.Getenv("RELECT_SIM_STRICT") == "1"
 	var (
-		mu        sync.Mutex
-		failures  []string // one line per failing seed
-		timeline  string   // of the first failing run
-		openSeeds []uint64 // the first seeds with violations an open finding explains
+		mu       sync.Mutex
+		failures []string // one line per failing seed
+		timeline string   // of the first failing run
 	)
 	start := time.Now()
 	t.Run("schedules", func(t *testing.T) {
@@ -99,17 +95,8 @@ func TestSimulation(t *testing.T) {
 								return
 							}
 							bad := res.Violations
-							if !strict {
-								bad = slices.DeleteFunc(slices.Clone(bad), func(v sim.Violation) bool { return sim.Explain(h, v).Open() })
-							}
 							mu.Lock()
 							defer mu.Unlock()
-							if len(bad) < len(res.Violations) && len(openSeeds) < 10 {
-								openSeeds = append(openSeeds, seed)
-							}
-							if len(bad) == 0 {
-								return
-							}
 							failures = append(failures, fmt.Sprintf("seed %d: %v\n    replay: %s", seed, bad, replayCommand(seed)))
 							if timeline == "" {
 								timeline = fmt.Sprintf("schedule:\n%s\nhistory:\n%s", s, h.Timeline(false))
@@ -124,9 +111,6 @@ func TestSimulation(t *testing.T) {
 
 	report := simReport(n, base, workers, wall, totals)
 	t.Log("\n" + report)
-	if len(openSeeds) > 0 {
-		t.Logf("relect's violations that open findings explain (excused unless RELECT_SIM_STRICT=1) are in seeds %v, …", openSeeds)
-	}
 	if path := os.Getenv("RELECT_SIM_REPORT"); path != "" {
 		if err := os.WriteFile(path, []byte(report), 0o644); err != nil {
 			t.Error(err)
@@ -164,7 +148,7 @@ func simReport(n int, base uint64, workers int, wall time.Duration, totals map[s
 	fmt.Fprintf(&b, "%d schedules (seeds %d…%d), %d workers, %v wall: `%s`\n\n", n, base, base+uint64(n)-1,
 		workers, wall.Round(100*time.Millisecond), cmd)
 	b.WriteString(sim.Table(sim.Impls, totals))
-	b.WriteString("\nViolations by known finding (the checkers count every violation; a fixed finding's in relect is a regression, an open one's is excused unless RELECT_SIM_STRICT=1; see docs/reliability.md):\n\n")
+	b.WriteString("\nViolations by known finding (the checkers count every violation; every finding is fixed in relect, so any of relect's is a regression; see docs/reliability.md):\n\n")
 	b.WriteString(sim.FindingTable(sim.Impls, totals))
 	b.WriteString("\nViolations by rule:\n\n")
 	b.WriteString(sim.RuleTable(sim.Impls, totals))
@@ -214,7 +198,7 @@ func simReplay(t *testing.T, seed uint64) {
 		}
 		var shown *sim.History
 		var vs []sim.Violation
-		failed, excused := 0, true // excused: every violation shown is an open finding's
+		failed := 0
 		for range repeat {
 			synctest.Test(t, func(t *testing.T) {
 				h := sim.Play(s, impl)
@@ -231,20 +215,16 @@ func simReplay(t *testing.T, seed uint64) {
 		var lines []string
 		for _, v := range vs {
 			f := sim.Explain(shown, v)
-			excused = excused && f.Open()
-			switch {
-			case f == "":
+			if f == "" {
 				f = "unexplained"
-			case f.Open():
-				f += " (open)"
-			default:
+			} else {
 				f += " (fixed: regression)"
 			}
 			lines = append(lines, fmt.Sprintf("  %v  [%s]", v, f))
 		}
 		t.Logf("%s: %d of %d replays had violations; the first:\n%s\ntimeline:\n%s",
 			impl, failed, repeat, strings.Join(lines, "\n"), shown.Timeline(true))
-		if impl == sim.Relect && len(vs) > 0 && (!excused || os.Getenv("RELECT_SIM_STRICT") == "1") {
+		if impl == sim.Relect && len(vs) > 0 {
 			t.Errorf("relect violated the checkers in seed %d", seed)
 		}
 		if len(vs) > 0 && (*simMinimize || os.Getenv("RELECT_SIM_MINIMIZE") == "1") {
@@ -309,9 +289,8 @@ func envInt(t *testing.T, name string, def int) int {
 // — never with two leaders, and with nobody leading only between a stuck
 // handover and the next leader (at most sim.GapBound each: with a Check,
 // every follower's check fails too, and they all stand back); the client-go
-// loop's stuck leader keeps the lease throughout. A BeatWindow longer than
-// the Cooldown (90 s) shows the open finding F5: its handovers are
-// reported, and asserted only with RELECT_SIM_STRICT=1.
+// loop's stuck leader keeps the lease throughout. So does a BeatWindow
+// longer than the Cooldown (90 s), which once showed F5.
 func TestSimulationOutage(t *testing.T) {
 	const (
 		outageFrom = time.Minute
@@ -322,14 +301,12 @@ func TestSimulationOutage(t *testing.T) {
 		name string
 		impl sim.Impl
 		work sim.Work
-		open bool // an open finding's case: asserted only when strict
 	}{
-		{"relect, BeatWindow 30 s", sim.Relect, beats(30 * time.Second), false},
-		{"relect, Check (defaults: every 10 s, 3 failures)", sim.Relect, sim.Work{Check: true}, false},
-		{"relect, BeatWindow 90 s (F5)", sim.Relect, beats(90 * time.Second), true},
-		{"client-go loop (the same work)", sim.ClientGoLoop, beats(30 * time.Second), false},
+		{"relect, BeatWindow 30 s", sim.Relect, beats(30 * time.Second)},
+		{"relect, Check (defaults: every 10 s, 3 failures)", sim.Relect, sim.Work{Check: true}},
+		{"relect, BeatWindow 90 s (once F5)", sim.Relect, beats(90 * time.Second)},
+		{"client-go loop (the same work)", sim.ClientGoLoop, beats(30 * time.Second)},
 	}
-	strict := os.Getenv("RELECT_SIM_STRICT") == "1"
 	var b strings.Builder
 	b.WriteString("| 10-minute fleet-wide outage, 4 candidates, 15 s / 10 s / 2 s | stuck handovers (bound) | nobody leads, in all | longest one leader keeps the lease | relect's violations |\n|---|---:|---:|---:|---|\n")
 	for _, tc := range cases {
@@ -357,7 +334,7 @@ func TestSimulationOutage(t *testing.T) {
 		}
 		fmt.Fprintf(&b, "| %s | %d (%d) | %v | %v | %s |\n", tc.name, o.Handovers, o.Bound(), leaderless.Round(time.Millisecond),
 			kept.Round(time.Second), broken)
-		if tc.impl != sim.Relect || tc.open && !strict {
+		if tc.impl != sim.Relect {
 			continue
 		}
 		if o.Handovers > o.Bound() || o.Handovers < 2 || len(vs) > 0 {

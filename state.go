@@ -57,6 +57,11 @@ type state struct {
 	// pollOnly: the Lease may not be watched (403), so campaigns poll
 	// through client-go's acquire loop, as with a Lock, from then on.
 	pollOnly bool
+	// seenRV and seenAt are the resourceVersion of the Lease last
+	// observed and the local time it was first observed at it: when a
+	// polling campaign saw the current record appear (acquireAllowedAt).
+	seenRV string
+	seenAt time.Time
 
 	// succession is what this candidate knows of the line of succession
 	// and, as leader, of the registry (succession.go).
@@ -180,6 +185,9 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 	defer s.mu.Unlock()
 	if l != nil {
 		s.succession.line = successionOf(l)
+		if l.ResourceVersion != s.seenRV {
+			s.seenRV, s.seenAt = l.ResourceVersion, time.Now()
+		}
 	}
 	if p := rec.PreferredHolder; p != "" && p != s.cfg.identity && rec.HolderIdentity == s.cfg.identity &&
 		s.term.leading(time.Now()) && s.term.stepDown == nil && s.mayHandOverLocked(p) {
@@ -308,6 +316,37 @@ func (s *state) observedMissing(restart bool) {
 	}
 }
 
+// acquireAllowedAt is when a campaign that polls (pollOnly: client-go's
+// acquire loop, with no follower to wait its turn) may acquire l, the
+// Lease it last read: at once, unless this candidate stands back — its
+// work check fails, or l's line of succession has it cooling after a stuck
+// handover (work.go) — and then when a follower that stands back would
+// try: after everyone else's turn (turn), from when l's record became free
+// as this Elector observed it. Zero: at once; also for a record of ours (a
+// renewal or a resumption), and with a term or a followed acquisition.
+func (s *state) acquireAllowedAt(l *coordinationv1.Lease) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pollOnly || s.term != nil || s.followed || l == nil || l.ResourceVersion != s.seenRV {
+		return time.Time{}
+	}
+	rec := recordOf(l)
+	if rec.HolderIdentity == s.cfg.identity {
+		return time.Time{}
+	}
+	failing := s.cfg.Work.Check != nil && s.work.failures >= s.cfg.Work.CheckFailures
+	cool := successionOf(l).cooldownOf(s.cfg.identity)
+	if !failing && (cool <= 0 || !time.Now().Before(s.seenAt.Add(cool))) {
+		return time.Time{}
+	}
+	free := s.seenAt
+	if !released(rec) {
+		own := time.Duration(s.cfg.leaseSeconds) * time.Second
+		free = free.Add(max(time.Duration(rec.LeaseDurationSeconds)*time.Second, own))
+	}
+	return free.Add(turn(l, s.cfg.identity, s.cfg.successionStep, true))
+}
+
 // createAllowedAt is when this Elector may create the Lease it sees
 // missing: createWait after missingSince (zero if it is not seen missing).
 // Whoever held a Lease deleted by hand may lead on, unaware, until its next
@@ -385,10 +424,11 @@ func (s *state) wrote(sent time.Time, rec *record, rv string) {
 	if view := clientGoView(rec); string(view) != string(s.published) {
 		s.published, s.publishedAt = view, sent
 	}
-	if rec.HolderIdentity == s.cfg.identity && s.stopCampaign == nil {
-		// An acquisition by following. The holder observed until now is
-		// someone else's only if its lease expired: a release and a
-		// handover are observed as no leader.
+	if rec.HolderIdentity == s.cfg.identity && (s.stopCampaign == nil || s.term == nil && !s.followed) {
+		// An acquisition: by following, or client-go's own (a campaign
+		// that polls), not its resumption of the follower's. The holder
+		// observed until now is someone else's only if its lease
+		// expired: a release and a handover are observed as no leader.
 		expired := s.leader
 		if expired == s.cfg.identity {
 			expired = ""

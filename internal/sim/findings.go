@@ -36,7 +36,7 @@ const (
 	// held lease, and creates a missing Lease only once it has watched it
 	// missing for its LeaseDuration.
 	RevokingEdit Finding = "F2 hand-deleted or emptied Lease"
-	// StreakEndsUnseen (open): with Options.Work, a term that inherits a
+	// StreakEndsUnseen: with Options.Work, a term that inherits a
 	// streak of stuck handovers ends the streak once it has held its hold
 	// (Cooldown × 2^(k−1)) without stuck work — but a term's work cannot
 	// be seen stuck before BeatWindow has passed since the term began (or
@@ -44,15 +44,24 @@ const (
 	// before). With a hold shorter than that, every term of a fleet-wide
 	// outage "holds healthy", the streak never passes 1, and the lease
 	// changes hands once per BeatWindow for as long as the outage lasts.
+	//
+	// Fixed: a term ends the streak only once it has held its hold and
+	// had twice the time its work takes to be judged stuck.
 	StreakEndsUnseen Finding = "F5 a work streak ends before the work can be seen stuck"
-	// StreakWithoutRegistry (open): the streak of stuck handovers, and the
+	// StreakWithoutRegistry: the streak of stuck handovers, and the
 	// cooldowns, travel in the line of succession, which a candidate whose
 	// registry is off (Options.DisableRegistry, or a 403 to a registry
 	// call) does not publish: its records — its stuck release, or those of
 	// a term it leads in the middle of an outage — carry no streak, the
-	// next leader hands over at once, and the count starts over.
+	// next leader hands over at once, and the count starts over. So does a
+	// leader whose term ends before its first renewal: its acquiring write
+	// carried the line's streak only from the next write on.
+	//
+	// Fixed: without the registry, the line names nobody but carries the
+	// streak and the cooldowns; the acquiring write carries those of the
+	// line it takes over.
 	StreakWithoutRegistry Finding = "F6 a candidate without the registry publishes no streak"
-	// PollerRetakes (open): a candidate that may not watch the Lease (a
+	// PollerRetakes: a candidate that may not watch the Lease (a
 	// 403 to its watch: it polls, through client-go's acquire loop) takes
 	// a released lease as soon as it reads it, its own release for stuck
 	// work too: it neither stands back for its cooldown nor takes the
@@ -60,8 +69,12 @@ const (
 	// term does not hold and hands over again at once. While its work
 	// stays stuck the lease goes round it with nobody leading, once per
 	// backoff wait, and the streak never grows.
+	//
+	// Fixed: client-go's acquisition takes the line's streak and
+	// cooldowns as a follower's does, and a polling candidate that stands
+	// back has its acquisition refused until a follower's turn would come.
 	PollerRetakes Finding = "F7 a polling candidate retakes the lease it released for stuck work"
-	// StaleCheckFailures (open): relect counts the work check's failures
+	// StaleCheckFailures: relect counts the work check's failures
 	// in a row until the next call, and calls the check only while this
 	// candidate leads or is named in the line of succession. A candidate
 	// out of line keeps the count of an outage that is over; a term it
@@ -69,17 +82,14 @@ const (
 	// call — it hands over needlessly, or, if every candidate left has
 	// such a count (and its registry is off, so it hands over anyway),
 	// nobody leads though the work is healthy again.
+	//
+	// Fixed: a leader's term is judged by the checks of its own (a
+	// successor that stood back has CheckFailures chances).
 	StaleCheckFailures Finding = "F8 a term is judged stuck on check failures from before it"
 )
 
 // Findings lists the known findings in report order.
 var Findings = []Finding{InvisibleRenewal, RevokingEdit, StreakEndsUnseen, StreakWithoutRegistry, PollerRetakes, StaleCheckFailures}
-
-// Open reports whether f is not fixed in relect: a violation it explains
-// is counted, and excused unless the run is strict (RELECT_SIM_STRICT=1).
-func (f Finding) Open() bool {
-	return f == StreakEndsUnseen || f == StreakWithoutRegistry || f == PollerRetakes || f == StaleCheckFailures
-}
 
 // F1 and F2 are fixed in relect, so any violation they explain is a
 // regression:
@@ -90,10 +100,12 @@ func (f Finding) Open() bool {
 //     renewals that followers can see come often enough;
 //   - RevokingEdit after it: see its comment.
 //
-// No schedule has reproduced either since. F5 and F6 are open (found by
-// the simulation of stuck work; docs/reliability.md): Explain attributes a
-// stuck-handovers violation to one by the release that lost the streak.
-// The liveness finding F4 of docs/reliability.md has no rule here.
+// No schedule has reproduced either since. F5–F8 were found by the
+// simulation of stuck work and are fixed too (docs/reliability.md):
+// Explain attributes a stuck-handovers violation to F5 or F6 by the release
+// that lost the streak, a step-down gap to F7, a term ended for stale
+// check failures to F8 — each a regression now. The liveness finding F4 of
+// docs/reliability.md has no rule here.
 
 // Explain returns the known finding that accounts for safety violation v
 // of h, or "" if none does (and for any other class). Of v's two
