@@ -157,7 +157,7 @@ func TestCommandRequestClientGoLeader(t *testing.T) {
 		t.Errorf("withdrawn, yet status shows it pending: %+v", req)
 	}
 	// Left pending with --no-wait, status shows it while cg's term lasts.
-	code, out, errOut = runRelect(t, kc, "yield", "--by=e2e", "--no-wait", ref)
+	code, _, errOut = runRelect(t, kc, "yield", "--by=e2e", "--no-wait", ref)
 	if code != 0 {
 		t.Errorf("relect yield --no-wait: exit %d, stderr %q", code, errOut)
 	}
