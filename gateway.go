@@ -60,6 +60,7 @@ type gatewayReports interface {
 	sending(rec *record)
 	mine(rec *record) bool
 	createAllowedAt() time.Time
+	acquireAllowedAt(l *coordinationv1.Lease) time.Time
 	annotate(l *coordinationv1.Lease, rec *record)
 	heard()
 }
@@ -87,6 +88,9 @@ var errBudget = errors.New("relect: Lease API budget exhausted")
 
 // errCreateTooSoon is client-go's Create refused by gateway.Create.
 var errCreateTooSoon = errors.New("relect: the Lease was found missing less than LeaseDuration ago; not creating it yet")
+
+// errStandingBack is client-go's acquisition refused by gateway.Update.
+var errStandingBack = errors.New("relect: standing back (the work check fails, or cooling after a stuck handover); not acquiring the Lease yet")
 
 // do makes one Lease API call fn: it waits on the bucket, gives fn a
 // context with the per-call timeout if bounded (not a watch, which lives
@@ -208,11 +212,20 @@ func (g *gateway) Create(ctx context.Context, ler record) error {
 // acquiring write's resourceVersion, so it fails if the Lease changed
 // meanwhile (as the leader's watch shows at once). A change of leader then
 // costs one write of the successor's, not three.
+//
+// A campaign that polls stands back as a follower would (acquireAllowedAt):
+// client-go's acquisition is refused, without a call, until then, and
+// client-go tries again after RetryPeriod.
 func (g *gateway) Update(ctx context.Context, ler record) error {
 	if a := g.acquired.Load(); a != nil && a.resumes(g, &ler) {
 		a.answered++
 		g.up.wrote(a.sent, recordOf(a.lease), a.lease.ResourceVersion)
 		return nil
+	}
+	if ler.HolderIdentity == g.cfg.identity {
+		if at := g.up.acquireAllowedAt(g.lastLease()); time.Now().Before(at) {
+			return fmt.Errorf("%w: not before %s", errStandingBack, at.Format(time.RFC3339Nano))
+		}
 	}
 	return g.write(ctx, VerbUpdate, ler, g.inner.Update)
 }

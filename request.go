@@ -57,12 +57,13 @@ var ErrNoLeader = errors.New("relect: the Lease has no leader")
 // Yield: it writes a Request addressed to the holder and its term, with
 // client, conditionally on the Lease as read (it reads again and retries
 // on a conflict with the leader's renewal, a few times). It returns the
-// holder asked once the request is written — not once it is honoured:
-// watch the Lease for a new holder, or for the request to vanish unheeded
-// (PendingRequest). by says who asks, for people (the user name, say).
-// Errors: ErrNoLeader, or the client's (a 403 names the RBAC it lacks:
-// leases get and update). It blocks on the API calls.
-func RequestYield(ctx context.Context, client kubernetes.Interface, namespace, name, by string) (holder string, err error) {
+// Request written (its Holder is the leader asked) once it is written —
+// not once it is honoured: watch the Lease for a new holder, or for the
+// request to vanish unheeded (PendingRequest); WithdrawRequest takes it
+// back. by says who asks, for people (the user name, say). Errors:
+// ErrNoLeader, or the client's (a 403 names the RBAC it lacks: leases get
+// and update). It blocks on the API calls.
+func RequestYield(ctx context.Context, client kubernetes.Interface, namespace, name, by string) (Request, error) {
 	return request(ctx, client, namespace, name, Request{By: by})
 }
 
@@ -71,11 +72,13 @@ func RequestYield(ctx context.Context, client kubernetes.Interface, namespace, n
 // refuses an identity it does not know as a live registered candidate that
 // may lead (see HandOver) unless opts has AllowUnregistered, and removes
 // the request with its next renewal: check the identity first
-// (ListCandidates). Errors: an empty identity or the holder's own,
-// ErrNoLeader, or the client's.
-func RequestHandOver(ctx context.Context, client kubernetes.Interface, namespace, name, identity, by string, opts ...HandOverOption) (holder string, err error) {
+// (ListCandidates); before its first list of the registry (half a
+// RetryPeriod into its term), and with its registry off, it refuses every
+// name but an AllowUnregistered one. Errors: an empty identity or the
+// holder's own, ErrNoLeader, or the client's.
+func RequestHandOver(ctx context.Context, client kubernetes.Interface, namespace, name, identity, by string, opts ...HandOverOption) (Request, error) {
 	if identity == "" {
-		return "", errors.New("relect: RequestHandOver: empty identity")
+		return Request{}, errors.New("relect: RequestHandOver: empty identity")
 	}
 	var o handOverOptions
 	for _, opt := range opts {
@@ -85,22 +88,22 @@ func RequestHandOver(ctx context.Context, client kubernetes.Interface, namespace
 }
 
 // request writes r, addressed to the Lease's current holder and term.
-func request(ctx context.Context, client kubernetes.Interface, namespace, name string, r Request) (string, error) {
+func request(ctx context.Context, client kubernetes.Interface, namespace, name string, r Request) (Request, error) {
 	leases := client.CoordinationV1().Leases(namespace)
 	for try := 0; ; try++ {
 		l, err := leases.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
-			return "", fmt.Errorf("%w: Lease %s/%s not found", ErrNoLeader, namespace, name)
+			return Request{}, fmt.Errorf("%w: Lease %s/%s not found", ErrNoLeader, namespace, name)
 		}
 		if err != nil {
-			return "", err
+			return Request{}, err
 		}
 		rec := recordOf(l)
 		if rec.HolderIdentity == "" || handOverOf(l) != nil {
-			return "", fmt.Errorf("%w: Lease %s/%s is not held", ErrNoLeader, namespace, name)
+			return Request{}, fmt.Errorf("%w: Lease %s/%s is not held", ErrNoLeader, namespace, name)
 		}
 		if r.To == rec.HolderIdentity {
-			return "", fmt.Errorf("relect: RequestHandOver: %q already holds Lease %s/%s", r.To, namespace, name)
+			return Request{}, fmt.Errorf("relect: RequestHandOver: %q already holds Lease %s/%s", r.To, namespace, name)
 		}
 		r.Holder, r.Term, r.At = rec.HolderIdentity, clampTransitions(rec.LeaderTransitions), time.Now()
 		if l.Annotations == nil {
@@ -113,10 +116,48 @@ func request(ctx context.Context, client kubernetes.Interface, namespace, name s
 			continue // the leader renewed in between: ask again
 		}
 		if err != nil {
-			return "", err
+			return Request{}, err
 		}
-		return r.Holder, nil
+		return r, nil
 	}
+}
+
+// WithdrawRequest takes back Request r, written by RequestYield or
+// RequestHandOver, if the Lease namespace/name still carries it (the same
+// request: holder, term, target and time): a withdrawal never removes
+// another's. It reports whether it removed it; a request the leader
+// already honoured, refused or outlived is gone anyway (false, nil).
+// Errors: the client's. It blocks on the API calls, and retries a
+// conflict with the leader's renewal a few times.
+func WithdrawRequest(ctx context.Context, client kubernetes.Interface, namespace, name string, r Request) (bool, error) {
+	leases := client.CoordinationV1().Leases(namespace)
+	for try := 0; ; try++ {
+		l, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		var there Request
+		raw, ok := l.Annotations[annotationRequest]
+		if !ok || json.Unmarshal([]byte(raw), &there) != nil || !sameRequest(there, r) {
+			return false, nil
+		}
+		delete(l.Annotations, annotationRequest)
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) && try < 5 {
+			continue
+		}
+		return err == nil, err
+	}
+}
+
+// sameRequest reports whether a and b are one request (their times to the
+// second, as JSON keeps them).
+func sameRequest(a, b Request) bool {
+	return a.Holder == b.Holder && a.Term == b.Term && a.To == b.To && a.Unregistered == b.Unregistered && a.By == b.By &&
+		a.At.Truncate(time.Second).Equal(b.At.Truncate(time.Second))
 }
 
 // PendingRequest returns the Request written into l that l's current

@@ -29,9 +29,9 @@ func TestRequests(t *testing.T) {
 		a := cs[0]
 		next := named(cs, a.e.Candidates()[1].Identity)
 
-		holder, err := relect.RequestYield(ctx, op, ns, lease, "alice")
+		r, err := relect.RequestYield(ctx, op, ns, lease, "alice")
 		require.NoError(t, err)
-		assert.Equal(t, a.name, holder)
+		assert.Equal(t, a.name, r.Holder)
 		synctest.Wait()
 		assert.True(t, next.e.IsLeader(), "yielded to the first in line")
 		assert.ErrorIs(t, a.eventsOf(relect.EventStoppedLeading)[0].Err, relect.ErrYielded)
@@ -39,9 +39,9 @@ func TestRequests(t *testing.T) {
 		assert.False(t, pending, "the release removed it")
 
 		time.Sleep(ld)
-		holder, err = relect.RequestHandOver(ctx, op, ns, lease, a.name, "alice")
+		r, err = relect.RequestHandOver(ctx, op, ns, lease, a.name, "alice")
 		require.NoError(t, err)
-		assert.Equal(t, next.name, holder)
+		assert.Equal(t, next.name, r.Holder)
 		synctest.Wait()
 		waitFor(t, 2*rp, "a leads", a.e.IsLeader) // after its backoff wait
 		assert.Equal(t, a.name, next.eventsOf(relect.EventHandedOver)[0].Leader)
@@ -52,9 +52,9 @@ func TestRequests(t *testing.T) {
 		_, err = relect.RequestHandOver(ctx, op, ns, lease, "nobody", "mallory")
 		require.NoError(t, err)
 		synctest.Wait()
-		r, pending := relect.PendingRequest(api.Lease(ns, lease))
+		pr, pending := relect.PendingRequest(api.Lease(ns, lease))
 		require.True(t, pending)
-		assert.Equal(t, "nobody", r.To)
+		assert.Equal(t, "nobody", pr.To)
 		time.Sleep(rp + 10*time.Millisecond)
 		assert.True(t, a.e.IsLeader(), "the leader leads on")
 		_, pending = relect.PendingRequest(api.Lease(ns, lease))
@@ -142,5 +142,58 @@ func TestRegistryForbiddenSaysWhatToDo(t *testing.T) {
 		assert.ErrorContains(t, off[0], "DisableRegistry")
 		assert.Len(t, api.Leases(ns), 1, "its registration was deleted: only the election's Lease is left")
 		stopAll(a)
+	})
+}
+
+// A request to hand over is held to HandOver's rule where the leader
+// cannot check the name: with its registry off, only an Unregistered one is
+// honoured.
+func TestRequestedHandOverWithTheRegistryOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 2, func(_ int, o *relect.Options) { o.DisableRegistry, o.Priority = true, 0 })
+		a, b := cs[0], cs[1]
+		op := api.Client("operator").Clientset()
+		_, err := relect.RequestHandOver(context.Background(), op, ns, lease, "nobody", "mallory")
+		require.NoError(t, err)
+		synctest.Wait()
+		assert.True(t, a.e.IsLeader(), "a forged name is refused")
+		_, err = relect.RequestHandOver(context.Background(), op, ns, lease, b.name, "alice", relect.AllowUnregistered())
+		require.NoError(t, err)
+		synctest.Wait()
+		waitFor(t, 2*rp, "b leads", b.e.IsLeader)
+		stopAll(cs...)
+	})
+}
+
+// A request is withdrawn only while it is still the same request: one
+// already gone, or another written since, is left alone.
+func TestWithdrawRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		putLease(api, "x", 15, 3) // held by a leader that reads no request
+		op := api.Client("operator").Clientset()
+		ctx := context.Background()
+		r, err := relect.RequestYield(ctx, op, ns, lease, "alice")
+		require.NoError(t, err)
+		assert.Equal(t, relect.Request{Holder: "x", Term: 3, By: "alice", At: r.At}, r)
+		removed, err := relect.WithdrawRequest(ctx, op, ns, lease, r)
+		require.NoError(t, err)
+		assert.True(t, removed)
+		_, pending := relect.PendingRequest(api.Lease(ns, lease))
+		assert.False(t, pending)
+		removed, err = relect.WithdrawRequest(ctx, op, ns, lease, r)
+		require.NoError(t, err)
+		assert.False(t, removed, "gone already")
+
+		time.Sleep(time.Second)
+		other, err := relect.RequestHandOver(ctx, op, ns, lease, "y", "bob")
+		require.NoError(t, err)
+		removed, err = relect.WithdrawRequest(ctx, op, ns, lease, r)
+		require.NoError(t, err)
+		assert.False(t, removed, "another's request stays")
+		got, pending := relect.PendingRequest(api.Lease(ns, lease))
+		assert.True(t, pending)
+		assert.Equal(t, other.To, got.To)
 	})
 }

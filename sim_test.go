@@ -7,6 +7,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,11 +39,12 @@ const (
 // TestSimulation plays thousands of generated fault schedules against
 // relect and, side by side, against a plain client-go LeaderElector run in a
 // loop by hand (the fix of elastic-agent PR #4542), checks every history
-// for safety, liveness, API budget and event order (internal/sim), prints
-// the comparison and the fault coverage (with -v), and fails if relect has
-// any violation at all (sim.Explain names a known finding it repeats: a
-// regression) or if some fault was never applied. The client-go loop's
-// violations are counted, not asserted: they are expected.
+// for safety, liveness, API budget, event order and stuck work
+// (internal/sim), prints the comparison and the fault coverage (with -v),
+// and fails if relect has any violation at all (sim.Explain names a known
+// finding it repeats: every one is fixed, so that is a regression), or if
+// some fault was never applied. The client-go loop's violations are
+// counted, not asserted: they are expected.
 //
 // Environment: RELECT_SIM_SCHEDULES (count), RELECT_SIM_BASE (first seed),
 // RELECT_SIM_SEED (replay one seed; with RELECT_SIM_REPEAT replays and
@@ -89,10 +91,10 @@ func TestSimulation(t *testing.T) {
 						synctest.Test(t, func(t *testing.T) {
 							h := sim.Play(s, impl)
 							res := totals[impl].Add(seed, h)
-							bad := res.Violations
-							if impl != sim.Relect || len(bad) == 0 {
+							if impl != sim.Relect || len(res.Violations) == 0 {
 								return
 							}
+							bad := res.Violations
 							mu.Lock()
 							defer mu.Unlock()
 							failures = append(failures, fmt.Sprintf("seed %d: %v\n    replay: %s", seed, bad, replayCommand(seed)))
@@ -146,10 +148,12 @@ func simReport(n int, base uint64, workers int, wall time.Duration, totals map[s
 	fmt.Fprintf(&b, "%d schedules (seeds %d…%d), %d workers, %v wall: `%s`\n\n", n, base, base+uint64(n)-1,
 		workers, wall.Round(100*time.Millisecond), cmd)
 	b.WriteString(sim.Table(sim.Impls, totals))
-	b.WriteString("\nSafety violations by known finding (the checkers count every violation; both findings are fixed in relect, so any of relect's is a regression; see docs/reliability.md):\n\n")
+	b.WriteString("\nViolations by known finding (the checkers count every violation; every finding is fixed in relect, so any of relect's is a regression; see docs/reliability.md):\n\n")
 	b.WriteString(sim.FindingTable(sim.Impls, totals))
 	b.WriteString("\nViolations by rule:\n\n")
 	b.WriteString(sim.RuleTable(sim.Impls, totals))
+	b.WriteString("\nStuck work (Options.Work; see docs/reliability.md):\n\n")
+	b.WriteString(sim.StuckTable(sim.Impls, totals))
 	b.WriteString("\nCalls per leadership change (see docs/reliability.md for the definition):\n\n")
 	b.WriteString(sim.ChangeTable(sim.Impls, totals))
 	if ch, seed := totals[sim.Relect].Costliest(); ch.Calls > 0 {
@@ -275,6 +279,110 @@ func envInt(t *testing.T, name string, def int) int {
 		t.Fatalf("%s=%q: want a non-negative integer", name, v)
 	}
 	return n
+}
+
+// TestSimulationOutage plays the target of issue 20 against both
+// implementations: four candidates with the default durations, whose work's
+// downstream fails for everyone for 10 minutes. relect (Options.Work with a
+// BeatWindow of 30 s, or a Check, and the default Cooldown of 1 minute)
+// hands over at most Work.StuckHandoverBound times — ⌊log2(10 + 1)⌋ + 1 = 4
+// — never with two leaders, and with nobody leading only between a stuck
+// handover and the next leader (at most sim.GapBound each: with a Check,
+// every follower's check fails too, and they all stand back); the client-go
+// loop's stuck leader keeps the lease throughout. So does a BeatWindow
+// longer than the Cooldown (90 s), which once showed F5.
+func TestSimulationOutage(t *testing.T) {
+	const (
+		outageFrom = time.Minute
+		outage     = 10 * time.Minute
+	)
+	beats := func(window time.Duration) sim.Work { return sim.Work{BeatWindow: window, BeatEvery: 10 * time.Second} }
+	cases := []struct {
+		name string
+		impl sim.Impl
+		work sim.Work
+	}{
+		{"relect, BeatWindow 30 s", sim.Relect, beats(30 * time.Second)},
+		{"relect, Check (defaults: every 10 s, 3 failures)", sim.Relect, sim.Work{Check: true}},
+		{"relect, BeatWindow 90 s (once F5)", sim.Relect, beats(90 * time.Second)},
+		{"client-go loop (the same work)", sim.ClientGoLoop, beats(30 * time.Second)},
+	}
+	var b strings.Builder
+	b.WriteString("| 10-minute fleet-wide outage, 4 candidates, 15 s / 10 s / 2 s | stuck handovers (bound) | nobody leads, in all | longest one leader keeps the lease | relect's violations |\n|---|---:|---:|---:|---|\n")
+	for _, tc := range cases {
+		var (
+			o               sim.Outage
+			leaderless, gap time.Duration
+			kept            time.Duration
+			vs              []sim.Violation
+		)
+		synctest.Test(t, func(t *testing.T) {
+			h := sim.Play(outageSchedule(tc.work, outageFrom, outage), tc.impl)
+			o, vs = sim.Outages(h)[0], sim.Check(h)
+			leaderless, gap = h.Leaderless(outageFrom, outageFrom+outage), sim.GapBound(h)
+			kept = longestHeld(h, outageFrom, outageFrom+outage)
+		})
+		broken := "none"
+		if tc.impl != sim.Relect {
+			broken = "—"
+		} else if len(vs) > 0 {
+			var rules []string
+			for _, v := range vs {
+				rules = append(rules, string(v.Class)+"/"+v.Rule)
+			}
+			broken = strings.Join(rules, ", ")
+		}
+		fmt.Fprintf(&b, "| %s | %d (%d) | %v | %v | %s |\n", tc.name, o.Handovers, o.Bound(), leaderless.Round(time.Millisecond),
+			kept.Round(time.Second), broken)
+		if tc.impl != sim.Relect {
+			continue
+		}
+		if o.Handovers > o.Bound() || o.Handovers < 2 || len(vs) > 0 {
+			t.Errorf("%s: %d stuck handovers (bound %d; the first is not held, and the holds end), violations %v",
+				tc.name, o.Handovers, o.Bound(), vs)
+		}
+		if limit := time.Duration(o.Handovers) * gap; leaderless > limit {
+			t.Errorf("%s: nobody led for %v of the outage, more than %v for %d handovers", tc.name, leaderless, limit, o.Handovers)
+		}
+	}
+	t.Log("\n" + b.String())
+}
+
+// longestHeld returns the longest that one holder kept the Lease within
+// [from, to] (its records in a row, until another holder's or a release).
+func longestHeld(h *sim.History, from, to time.Duration) time.Duration {
+	var longest time.Duration
+	since, holder := time.Duration(-1), ""
+	for _, c := range append(slices.Clone(h.Changes), sim.Change{At: to, Deleted: true}) {
+		at := min(max(c.At, from), to)
+		if c.Deleted || c.Holder != holder {
+			if holder != "" && since >= 0 {
+				longest = max(longest, at-since)
+			}
+			since, holder = at, c.Holder
+			if c.Deleted {
+				holder = ""
+			}
+		}
+	}
+	return longest
+}
+
+// outageSchedule is the schedule of TestSimulationOutage: four candidates
+// with the default durations and work w, started a second apart; the
+// downstream fails for everyone from `from` for d.
+func outageSchedule(w sim.Work, from, d time.Duration) *sim.Schedule {
+	const n = 4
+	s := &sim.Schedule{Candidates: n, Priority: make([]int32, n), Standby: make([]bool, n), Work: w,
+		Timing: sim.Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}}
+	for i := range n {
+		s.Actions = append(s.Actions, sim.Action{At: time.Duration(i) * time.Second, Kind: sim.Start, Target: i, Initial: true})
+	}
+	s.Actions = append(s.Actions, sim.Action{At: from, Kind: sim.FailDownstream, Target: -1},
+		sim.Action{At: from + d, Kind: sim.HealDownstream, Target: -1})
+	s.Quiet = from + d
+	s.Span = s.Quiet + 5*time.Minute // the last hold ends, and the streak with it
+	return s
 }
 
 // The known findings' minimal reproducers, with relect and relecttest only,

@@ -57,6 +57,11 @@ type state struct {
 	// pollOnly: the Lease may not be watched (403), so campaigns poll
 	// through client-go's acquire loop, as with a Lock, from then on.
 	pollOnly bool
+	// seenRV and seenAt are the resourceVersion of the Lease last
+	// observed and the local time it was first observed at it: when a
+	// polling campaign saw the current record appear (acquireAllowedAt).
+	seenRV string
+	seenAt time.Time
 
 	// succession is what this candidate knows of the line of succession
 	// and, as leader, of the registry (succession.go).
@@ -180,6 +185,9 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 	defer s.mu.Unlock()
 	if l != nil {
 		s.succession.line = successionOf(l)
+		if l.ResourceVersion != s.seenRV {
+			s.seenRV, s.seenAt = l.ResourceVersion, time.Now()
+		}
 	}
 	if p := rec.PreferredHolder; p != "" && p != s.cfg.identity && rec.HolderIdentity == s.cfg.identity &&
 		s.term.leading(time.Now()) && s.term.stepDown == nil && s.mayHandOverLocked(p) {
@@ -224,29 +232,46 @@ func (s *state) strangerLocked(rec *record) {
 }
 
 // requestedLocked honours a Request in l addressed to this leader's term
-// (request.go): a Yield, or a HandOver under HandOver's rule (a candidate
-// known to stand by, or, once the registry is listed, one it does not
-// know, is refused unless the request says Unregistered — and a standby
-// even so). A refusal is reported once (an EventError and a warning); the
-// leader's next write removes the request. Requires mu.
+// (request.go): a Yield, or a HandOver under HandOver's rule — a candidate
+// this leader knows from its registry as live and able to lead, unless the
+// request says Unregistered; a standby never; and before the leader's
+// first list of the registry, nobody but an Unregistered one (a request
+// cannot wait: the next write removes it). A refusal is reported once (an
+// EventError and a warning, saying why); the leader's next write removes
+// the request. Requires mu.
 func (s *state) requestedLocked(l *coordinationv1.Lease) {
 	r, ok := PendingRequest(l)
 	if !ok || r.Holder != s.cfg.identity || !s.term.leading(time.Now()) || s.term.stepDown != nil {
 		return
 	}
 	asked := []any{"lease", s.cfg.describe, "by", r.By, "at", r.At}
+	var why string // a handover's refusal
+	if r.To != "" {
+		ok, listed := s.succession.mayLead(r.To, time.Now())
+		switch {
+		case s.succession.standingBy(r.To):
+			why = "it stands by"
+		case r.Unregistered:
+		case !s.cfg.registry || s.succession.off:
+			why = "this leader's candidate registry is off, so it knows of no candidate (ask with Unregistered, relect handover --unregistered)"
+		case !listed:
+			why = "this leader has not listed the registry yet, half a retry period into its term: ask again"
+		case !ok:
+			why = "it is not a live registered candidate"
+		}
+	}
 	switch {
 	case r.To == "":
 		s.logs.log(slog.LevelInfo, "relect: yielding, as requested", asked...)
-	case !s.succession.standingBy(r.To) && (r.Unregistered || s.mayHandOverLocked(r.To)):
+	case why == "":
 		s.logs.log(slog.LevelInfo, "relect: handing over, as requested", append(asked, "to", r.To)...)
 	default:
 		if s.refused == r {
 			return
 		}
 		s.refused = r
-		err := fmt.Errorf("%w: a request (by %q at %s) to hand over to %q is refused: it stands by, or is not a live registered candidate",
-			ErrUnknownCandidate, r.By, r.At.Format(time.RFC3339), r.To)
+		err := fmt.Errorf("%w: a request (by %q at %s) to hand over to %q is refused: %s",
+			ErrUnknownCandidate, r.By, r.At.Format(time.RFC3339), r.To, why)
 		s.logs.log(slog.LevelWarn, "relect: "+err.Error(), "lease", s.cfg.describe)
 		s.emitLocked(Event{Kind: EventError, Err: err})
 		return
@@ -289,6 +314,37 @@ func (s *state) observedMissing(restart bool) {
 	case s.followed:
 		s.stopCampaign(ErrLeaseLost) // deleted before client-go resumed what we acquired
 	}
+}
+
+// acquireAllowedAt is when a campaign that polls (pollOnly: client-go's
+// acquire loop, with no follower to wait its turn) may acquire l, the
+// Lease it last read: at once, unless this candidate stands back — its
+// work check fails, or l's line of succession has it cooling after a stuck
+// handover (work.go) — and then when a follower that stands back would
+// try: after everyone else's turn (turn), from when l's record became free
+// as this Elector observed it. Zero: at once; also for a record of ours (a
+// renewal or a resumption), and with a term or a followed acquisition.
+func (s *state) acquireAllowedAt(l *coordinationv1.Lease) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pollOnly || s.term != nil || s.followed || l == nil || l.ResourceVersion != s.seenRV {
+		return time.Time{}
+	}
+	rec := recordOf(l)
+	if rec.HolderIdentity == s.cfg.identity {
+		return time.Time{}
+	}
+	failing := s.cfg.Work.Check != nil && s.work.failures >= s.cfg.Work.CheckFailures
+	cool := successionOf(l).cooldownOf(s.cfg.identity)
+	if !failing && (cool <= 0 || !time.Now().Before(s.seenAt.Add(cool))) {
+		return time.Time{}
+	}
+	free := s.seenAt
+	if !released(rec) {
+		own := time.Duration(s.cfg.leaseSeconds) * time.Second
+		free = free.Add(max(time.Duration(rec.LeaseDurationSeconds)*time.Second, own))
+	}
+	return free.Add(turn(l, s.cfg.identity, s.cfg.successionStep, true))
 }
 
 // createAllowedAt is when this Elector may create the Lease it sees
@@ -368,10 +424,11 @@ func (s *state) wrote(sent time.Time, rec *record, rv string) {
 	if view := clientGoView(rec); string(view) != string(s.published) {
 		s.published, s.publishedAt = view, sent
 	}
-	if rec.HolderIdentity == s.cfg.identity && s.stopCampaign == nil {
-		// An acquisition by following. The holder observed until now is
-		// someone else's only if its lease expired: a release and a
-		// handover are observed as no leader.
+	if rec.HolderIdentity == s.cfg.identity && (s.stopCampaign == nil || s.term == nil && !s.followed) {
+		// An acquisition: by following, or client-go's own (a campaign
+		// that polls), not its resumption of the follower's. The holder
+		// observed until now is someone else's only if its lease
+		// expired: a release and a handover are observed as no leader.
 		expired := s.leader
 		if expired == s.cfg.identity {
 			expired = ""
@@ -756,15 +813,23 @@ func (s *state) checkWanted() bool {
 func (s *state) workChecked(err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	t := s.term
+	leading := t.leading(time.Now())
 	if err == nil {
 		s.work.failures, s.work.err = 0, nil
+		if leading {
+			t.checkFailures = 0
+		}
 	} else {
 		s.work.failures++
 		s.work.err = err
+		if leading {
+			t.checkFailures++
+		}
 		s.logs.log(slog.LevelDebug, "relect: the work check failed", "lease", s.cfg.describe, "failuresInARow", s.work.failures, "err", err)
 	}
 	s.stats.WorkCheckFailures = s.work.failures
-	if t := s.term; t.leading(time.Now()) {
+	if leading {
 		s.evaluateWorkLocked(t, time.Now())
 	}
 }
@@ -840,8 +905,11 @@ func (s *state) stuckReasonLocked(t *term, now time.Time) error {
 			return fmt.Errorf("%w: no beat for %v (BeatWindow %v)", ErrWorkStuck, since.Round(time.Millisecond), o.BeatWindow)
 		}
 	}
-	if o.Check != nil && s.work.failures >= o.CheckFailures {
-		return fmt.Errorf("%w: the work check failed %d times in a row: %w", ErrWorkStuck, s.work.failures, s.work.err)
+	// A term is judged by the checks of its own: a successor whose check
+	// failed while it stood back (and which leads all the same, nobody
+	// else taking the lease) gets its CheckFailures chances.
+	if o.Check != nil && t.checkFailures >= o.CheckFailures {
+		return fmt.Errorf("%w: the work check failed %d times in a row: %w", ErrWorkStuck, t.checkFailures, s.work.err)
 	}
 	return nil
 }

@@ -614,20 +614,24 @@ func (g *lineage) live(now time.Time) []Candidate {
 // term's leaseTransitions, leaving out the identities in except: chosen
 // from the leader's view of the registry (without the passed over), or,
 // before it has one, carried over from the line last observed; nil when
-// the registry is off or nobody is known.
+// nobody is known and there is no streak of stuck handovers or cooldown to
+// carry (work.go). With the registry off it names nobody, and carries the
+// streak and the cooldowns all the same: they are the fleet's, not the
+// registry's, and a leader that dropped them would let the next one hand
+// over at once.
 func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string) *succession {
-	if !cfg.registry || g.off {
-		return nil
-	}
+	registry := cfg.registry && !g.off
 	passed := func(id string) bool {
 		_, ok := g.passedOver[id]
 		return ok
 	}
 	var next []successor
-	if g.view != nil {
+	switch {
+	case !registry:
+	case g.view != nil:
 		live := slices.DeleteFunc(g.live(now), func(c Candidate) bool { return passed(c.Identity) })
 		next = chooseSuccessors(live, cfg.identity)
-	} else if g.line != nil {
+	case g.line != nil:
 		// Before its own list: the line it took over, and behind it the
 		// leader that published it — alive, since it released or handed
 		// over (one whose lease expired is passed over, below). So a chain
@@ -640,34 +644,52 @@ func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string)
 		next = next[:min(len(next), maxSuccessors+1)] // cut to maxSuccessors below, once this one is out
 	}
 	maps.DeleteFunc(g.cooling, func(_ string, until time.Time) bool { return !now.Before(until) })
-	streak := g.streak
+	streak, cools := g.streak, g.cooling
 	if g.stuckRelease {
 		streak++
 		if g.cooling == nil {
 			g.cooling = map[string]time.Time{}
 		}
 		g.cooling[cfg.identity] = now.Add(cfg.Work.cooldown(streak))
+		cools = g.cooling
+	}
+	if l := g.line; l != nil && l.From != cfg.identity && (l.Streak > 0 || len(l.Cooling) > 0) {
+		// The line observed is another leader's: this is an acquiring
+		// write (acquired takes the line's streak and cooldowns once it
+		// is written). It carries them already, so that a term that
+		// ends before its first renewal — its renewals fail, say — does
+		// not drop them: the next leader must hold as this one had to.
+		streak = max(streak, int(l.Streak))
+		cools = maps.Clone(g.cooling)
+		if cools == nil {
+			cools = map[string]time.Time{}
+		}
+		for _, c := range l.Cooling {
+			if until := now.Add(time.Duration(c.Seconds) * time.Second); c.Seconds > 0 && until.After(cools[c.Identity]) {
+				cools[c.Identity] = until
+			}
+		}
 	}
 	next = slices.DeleteFunc(next, func(c successor) bool {
-		_, cool := g.cooling[c.Identity]
+		_, cool := cools[c.Identity]
 		return c.Identity == cfg.identity || passed(c.Identity) || cool || slices.Contains(except, c.Identity)
 	})
 	next = next[:min(len(next), maxSuccessors)]
-	if len(next) == 0 && streak == 0 && len(g.cooling) == 0 {
+	if len(next) == 0 && streak == 0 && len(cools) == 0 {
 		return nil
 	}
 	s := &succession{Term: term, From: cfg.identity, Priority: cfg.Priority, Next: next, Streak: int32(streak)}
 	for _, id := range slices.Sorted(maps.Keys(g.passedOver)) {
-		if len(s.Passed) == maxPassed {
+		if len(s.Passed) == maxPassed || !registry { // without the registry, nobody is named, passed over or not
 			break
 		}
 		s.Passed = append(s.Passed, id)
 	}
-	for _, id := range slices.Sorted(maps.Keys(g.cooling)) {
+	for _, id := range slices.Sorted(maps.Keys(cools)) {
 		if len(s.Cooling) == maxPassed {
 			break
 		}
-		left := int32((g.cooling[id].Sub(now) + time.Second - 1) / time.Second)
+		left := int32((cools[id].Sub(now) + time.Second - 1) / time.Second)
 		s.Cooling = append(s.Cooling, cooling{Identity: id, Seconds: left})
 	}
 	return s

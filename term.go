@@ -81,6 +81,10 @@ type term struct {
 	stuck      error
 	stuckAt    time.Time
 	holdLogged bool // the wait to hand over was logged once
+	// checkFailures counts the work check's failures in a row during
+	// this term (the state's count goes on across terms, for standing
+	// back in line).
+	checkFailures int
 }
 
 // termValue is what a term's context carries (TermFromContext, Beat).

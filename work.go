@@ -48,7 +48,9 @@ type WorkOptions struct {
 	// never two calls at once. Each call's context ends after
 	// CheckTimeout; a call that returns an error, panics, or has not
 	// returned by then is a failure, and CheckFailures failures in a row
-	// mean the work is stuck. A call that ignores its context is counted a
+	// mean the work is stuck — on a leader, counted within its term: a
+	// successor whose check failed while it stood back, and which leads
+	// all the same, has CheckFailures chances. A call that ignores its context is counted a
 	// failure at every interval it is still running, and Run waits for it
 	// to return.
 	Check func(ctx context.Context) error

@@ -3,6 +3,7 @@ package relect_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -312,4 +314,121 @@ func handoversSoFar(cs []*candidate) int {
 		n += int(c.e.Stats().WorkStuckHandovers)
 	}
 	return n
+}
+
+// A term is judged by the checks of its own: a successor whose check
+// failed while it stood back, and which leads all the same (nobody else
+// took the lease), is not stuck the moment it leads.
+func TestStoodBackSuccessorGetsItsChances(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ws []*worker
+		cs := fleet(t, newAPI(), 2, func(i int, o *relect.Options) {
+			w := &worker{}
+			ws = append(ws, w)
+			o.OnStartedLeading = w.run
+			o.Work.Check = w.check
+		})
+		a, b := cs[0], cs[1]
+		ws[1].failing.Store(true)
+		time.Sleep(relect.DefaultWorkCheckInterval * (relect.DefaultWorkCheckFailures + 1))
+		require.GreaterOrEqual(t, b.e.Stats().WorkCheckFailures, relect.DefaultWorkCheckFailures, "b stands back")
+		a.stop()
+		waitFor(t, 2*ld, "b leads", b.e.IsLeader)
+		synctest.Wait()
+		assert.False(t, b.e.Stats().WorkStuck, "not stuck for the failures of before its term")
+		ws[1].failing.Store(false)
+		time.Sleep(3 * relect.DefaultWorkCheckInterval)
+		assert.True(t, b.e.IsLeader())
+		assert.Empty(t, stuckEvents(b))
+		b.stop()
+	})
+}
+
+// The streak of stuck handovers, and the cooldowns, travel in the Lease
+// without the candidate registry too: a fleet whose work fails everywhere
+// hands over a handful of times in 10 minutes, not at every window, with
+// DisableRegistry, and when its watches are forbidden — it polls through
+// client-go (which would take a released lease at once, the stuck leader's
+// own included, and hold nothing), and a 403 to a registry call turns its
+// registry off.
+func TestNoFlappingWithoutTheRegistry(t *testing.T) {
+	for name, mod := range map[string]func(*relecttest.Client, *relect.Options){
+		"DisableRegistry": func(_ *relecttest.Client, o *relect.Options) { o.DisableRegistry = true },
+		"watch forbidden": func(c *relecttest.Client, _ *relect.Options) { c.FailVerb(relecttest.VerbWatch, relecttest.Error(403)) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := newAPI()
+				ws := make([]*worker, 4)
+				cs := fleet(t, api, len(ws), func(i int, o *relect.Options) {
+					ws[i] = &worker{}
+					o.OnStartedLeading, o.Priority, o.Work.BeatWindow = ws[i].run, 0, 5*time.Second
+					mod(api.Client(fmt.Sprintf("c%02d", i)), o)
+				})
+				for _, w := range ws {
+					w.hung.Store(true)
+				}
+				time.Sleep(10 * time.Minute)
+				handovers := handoversSoFar(cs)
+				// Cooldown 1 min: handovers at 0+, 1, 3 and 7 minutes.
+				assert.LessOrEqual(t, handovers, 4, "stuck handovers in 10 minutes")
+				assert.GreaterOrEqual(t, handovers, 2, "the first one is not held, and the streak's holds do end")
+				t.Logf("%d stuck handovers in 10 minutes", handovers)
+				stopAll(cs...)
+			})
+		})
+	}
+}
+
+// A candidate that may not watch the Lease polls through client-go, which
+// takes a released lease as soon as it reads it; relect makes it stand back
+// all the same: a leader that handed over for stuck work does not take
+// its own release back during its cooldown while a healthy candidate is
+// there to take it.
+func TestPollingStuckLeaderStandsBack(t *testing.T) {
+	for range 10 {
+		synctest.Test(t, func(t *testing.T) {
+			api := newAPI()
+			ws := make([]*worker, 2)
+			cs := fleet(t, api, len(ws), func(i int, o *relect.Options) {
+				ws[i] = &worker{}
+				o.OnStartedLeading, o.Priority, o.Work.BeatWindow = ws[i].run, 0, 5*time.Second
+				api.Client(fmt.Sprintf("c%02d", i)).FailVerb(relecttest.VerbWatch, relecttest.Error(403))
+			})
+			a, b := cs[0], cs[1]
+			require.True(t, a.e.IsLeader())
+			ws[0].hung.Store(true)
+			waitFor(t, 5*time.Second+2*rp, "a's stuck handover", func() bool { return len(stuckEvents(a)) == 1 && !a.e.IsLeader() })
+			waitFor(t, ld+2*rp, "b to lead", func() bool { return b.e.IsLeader() })
+			assert.Equal(t, 1, a.count(relect.EventStartedLeading), "a took its own release back during its cooldown")
+			stopAll(cs...)
+		})
+	}
+}
+
+// The streak of stuck handovers travels with the lease from the acquiring
+// write on: a leader that took over from a stuck one and whose renewals
+// then all fail (its term ends by the renew deadline, its lease expires)
+// leaves the streak in its acquiring record, so the leader after it holds
+// as it had to, instead of handing over at once.
+func TestStreakSurvivesATermThatNeverRenewed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cs, ws := workFleet(t, 3, func(o *relect.WorkOptions) { o.BeatWindow = 5 * time.Second })
+		for _, w := range ws {
+			w.hung.Store(true)
+		}
+		waitFor(t, 5*time.Second+2*rp, "the first stuck handover", func() bool { return handoversSoFar(cs) == 1 && len(leaders(cs...)) == 1 })
+		second := named(cs, leaders(cs...)[0])
+		second.client.Fail(relecttest.Error(500))
+		waitFor(t, rd+ld+2*rp, "a third leader", func() bool {
+			l := leaders(cs...)
+			return len(l) == 1 && l[0] != second.name
+		})
+		third := named(cs, leaders(cs...)[0])
+		s := third.e.Stats()
+		assert.Equal(t, 1, s.WorkStreak, "%s took over from %s, which took over from a stuck leader: it holds for the streak", third.name, second.name)
+		assert.True(t, s.WorkHoldUntil.After(time.Now()), "a hold")
+		second.client.Heal()
+		stopAll(cs...)
+	})
 }

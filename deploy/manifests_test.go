@@ -18,6 +18,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -190,6 +191,9 @@ func TestStrictDecoderRejectsUnknownFields(t *testing.T) {
 func TestManifests(t *testing.T) {
 	byDir := decodeAll(t)
 	for dir := range byDir {
+		if dir == "apf" {
+			continue // TestAPFManifests
+		}
 		if !slices.ContainsFunc(manifestSets, func(m manifestSet) bool { return m.dir == dir }) {
 			t.Errorf("deploy/%s holds manifests this test does not check: add it to manifestSets", dir)
 		}
@@ -546,4 +550,42 @@ func goSource(t *testing.T, dir string) string {
 		b.Write(data)
 	}
 	return b.String()
+}
+
+// deploy/apf gives a relect fleet a priority level of its own: a
+// FlowSchema that matches the fleet's ServiceAccount (deploy/daemonset-
+// reporter's) on the Leases of its namespace, for every verb relect uses,
+// ahead of the built-in service-accounts schema, and the priority level it
+// names.
+func TestAPFManifests(t *testing.T) {
+	byDir := decodeAll(t)
+	objs := byDir["apf"]
+	plc := only[*flowcontrolv1.PriorityLevelConfiguration](t, objs)
+	fs := only[*flowcontrolv1.FlowSchema](t, objs)
+	if fs.Spec.PriorityLevelConfiguration.Name != plc.Name {
+		t.Errorf("FlowSchema %s names priority level %q, not %q", fs.Name, fs.Spec.PriorityLevelConfiguration.Name, plc.Name)
+	}
+	if p := fs.Spec.MatchingPrecedence; p <= 1000 || p >= 9000 {
+		t.Errorf("matchingPrecedence %d: want after the system schemas and before service-accounts (9000)", p)
+	}
+	if plc.Spec.Type != flowcontrolv1.PriorityLevelEnablementLimited || plc.Spec.Limited == nil ||
+		plc.Spec.Limited.LimitResponse.Type != flowcontrolv1.LimitResponseTypeQueue {
+		t.Errorf("priority level %s: want Limited, queuing", plc.Name)
+	}
+	sa := only[*corev1.ServiceAccount](t, byDir["daemonset-reporter"])
+	if len(fs.Spec.Rules) != 1 || len(fs.Spec.Rules[0].Subjects) != 1 || len(fs.Spec.Rules[0].ResourceRules) != 1 {
+		t.Fatalf("FlowSchema %s: want one rule, one subject, one resource rule", fs.Name)
+	}
+	subject, rule := fs.Spec.Rules[0].Subjects[0], fs.Spec.Rules[0].ResourceRules[0]
+	if subject.ServiceAccount == nil || subject.ServiceAccount.Name != sa.Name || subject.ServiceAccount.Namespace != sa.Namespace {
+		t.Errorf("subject %+v: want the ServiceAccount %s/%s", subject, sa.Namespace, sa.Name)
+	}
+	if !slices.Equal(rule.APIGroups, []string{"coordination.k8s.io"}) || !slices.Equal(rule.Resources, []string{"leases"}) ||
+		!slices.Equal(rule.Namespaces, []string{sa.Namespace}) {
+		t.Errorf("resource rule %+v: want leases in %s", rule, sa.Namespace)
+	}
+	verbs := slices.Sorted(slices.Values(rule.Verbs))
+	if !slices.Equal(verbs, leaseVerbs) {
+		t.Errorf("verbs %v: want every verb relect uses, %v", verbs, leaseVerbs)
+	}
 }

@@ -361,8 +361,8 @@ func checkSafety(t *testing.T, cands ...*candidate) []history.Interval {
 	return all
 }
 
-// checkTerms checks the fencing tokens of the relect intervals that started
-// in [from, until); a zero until means no end.
+// checkTerms checks the term numbers of the relect intervals that started
+// in [from, until) (history.TermRegressions); a zero until means no end.
 func checkTerms(t *testing.T, ivs []history.Interval, from, until time.Time) {
 	t.Helper()
 	var after []history.Interval
@@ -372,6 +372,32 @@ func checkTerms(t *testing.T, ivs []history.Interval, from, until time.Time) {
 		}
 	}
 	for _, v := range history.TermRegressions(after) {
+		t.Errorf("TERM NUMBERS: %s", v)
+	}
+}
+
+// checkFences checks the fences of the relect intervals in ivs
+// (history.FenceRegressions): each term's is above every earlier term's,
+// whatever happened to the Lease in between. It logs each relect term's,
+// and fails if none of them has one, which would make the check vacuous.
+func checkFences(t *testing.T, ivs []history.Interval) {
+	t.Helper()
+	var known, unknown int
+	for _, iv := range ivs {
+		if iv.View != history.ViewRelect {
+			continue
+		}
+		if iv.Fence == "" {
+			unknown++
+		} else {
+			known++
+		}
+	}
+	t.Logf("fences: %d relect terms with a fence, %d without (a term that ended as it was sampled)", known, unknown)
+	if known == 0 && unknown > 0 {
+		t.Errorf("FENCING: no relect term recorded a fence")
+	}
+	for _, v := range history.FenceRegressions(ivs) {
 		t.Errorf("FENCING: %s", v)
 	}
 }

@@ -87,6 +87,7 @@ func TestFailover(t *testing.T) {
 	third.terminate()
 	ivs := checkSafety(t, all...)
 	checkTerms(t, ivs, time.Time{}, time.Time{})
+	checkFences(t, ivs)
 }
 
 // TestKeepLeaseOnCancel: with KeepLeaseOnCancel, SIGTERM leaves the lease

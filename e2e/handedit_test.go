@@ -149,4 +149,6 @@ func TestLeaseHandEdits(t *testing.T) {
 	// check each stretch on its own.
 	checkTerms(t, ivs, time.Time{}, wiped)
 	checkTerms(t, ivs, wiped, time.Time{})
+	// Fences never start over: one check over every edit.
+	checkFences(t, ivs)
 }

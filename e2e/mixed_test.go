@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relect/relect"
 	"github.com/relect/relect/e2e/internal/history"
 )
 
@@ -17,8 +18,10 @@ import (
 // work while a client-go candidate follows; a client-go leader whose
 // record still carries the line of succession of the relect term before
 // it (client-go writes back the annotations it read) confuses no relect
-// follower; the standby never leads. No two candidates ever lead at once,
-// relect or client-go.
+// follower; the standby never leads. When the Lease is deleted by hand and
+// created again by a client-go candidate, the term numbers start over and
+// the fences do not. No two candidates ever lead at once, relect or
+// client-go.
 func TestMixedFleet(t *testing.T) {
 	c := requireCluster(t)
 	lease := leaseName(t)
@@ -144,11 +147,40 @@ func TestMixedFleet(t *testing.T) {
 	sent, _ = cg3.terminate()
 	_, on, _ = waitNewLeader(t, maxAcquireWait()+slack, sent, r5)
 	t.Logf("client-go → relect by release, the stale line in the record: r5 leads %s after SIGTERM of cg3", ms(on.Sub(sent)))
+	before, _ := r5.firstAfter(sent)
+	time.Sleep(retryPeriod) // r5's first renewal publishes its fence
+
+	// The Lease deleted by hand and created again by a plain client-go
+	// candidate: term numbers start over, fences go on growing. r5
+	// releases first (a deletion under a leader is TestLeaseHandEdits').
 	r5.terminate()
+	deleted, _ := c.deleteLease(t, lease)
+	w.await(t, deleted, 2*time.Second, "the lease to be seen deleted", func(o leaseObs) bool { return !o.exists })
+	cg4 := c.startCandidate(t, "cg4", candOpts{lease: lease, mode: modeClientGo})
+	waitNewLeader(t, maxAcquireWait()+slack, deleted, cg4)
+	r6 := c.startCandidate(t, "r6", candOpts{lease: lease})
+	waitFor(t, maxAcquireWait()+slack, "r6 to observe cg4", func() bool { return len(newLeaderEvents(r6, "cg4")) > 0 })
+	w.betweenRenewals(t, cg4.id)
+	sent, _ = cg4.terminate()
+	waitNewLeader(t, maxAcquireWait()+slack, sent, r6)
+	after, _ := r6.firstAfter(sent)
+	t.Logf("deleted and created again by client-go: r5 led with term %d fence %s, r6 after cg4 with term %d fence %s",
+		before.Term, before.Fence, after.Term, after.Fence)
+	if after.Term >= before.Term {
+		t.Errorf("the term number did not start over after client-go created the Lease again (%d, was %d): the test lost its point", after.Term, before.Term)
+	}
+	if relect.Fence(after.Fence).Compare(relect.Fence(before.Fence)) <= 0 {
+		t.Errorf("r6's fence %q after the Lease was created again is not above r5's %q", after.Fence, before.Fence)
+	}
+	r6.terminate()
 	standby.terminate()
 
-	ivs := checkSafety(t, cg1, r1, r2, standby, cg2, r3, r4, cg3, r5)
-	checkTerms(t, ivs, time.Time{}, time.Time{})
+	ivs := checkSafety(t, cg1, r1, r2, standby, cg2, r3, r4, cg3, r5, cg4, r6)
+	// Term numbers start over when the Lease is created again: each
+	// stretch on its own. Fences never do: one check over both.
+	checkTerms(t, ivs, time.Time{}, deleted)
+	checkTerms(t, ivs, deleted, time.Time{})
+	checkFences(t, ivs)
 	if ivs := standby.intervals(); len(ivs) > 0 {
 		t.Errorf("the standby led: %v", ivs)
 	}

@@ -90,4 +90,5 @@ func TestPartitionedLeader(t *testing.T) {
 	cut.terminate()
 	all := checkSafety(t, a, b)
 	checkTerms(t, all, time.Time{}, time.Time{})
+	checkFences(t, all)
 }

@@ -91,6 +91,7 @@ func TestPausedLeader(t *testing.T) {
 	paused.terminate()
 	ivs := checkSafety(t, a, b)
 	checkTerms(t, ivs, time.Time{}, time.Time{})
+	checkFences(t, ivs)
 }
 
 // TestClientGoPausedLeader is the control experiment for the checker: a

@@ -9,7 +9,7 @@ import (
 // (stopped, left down for a lease duration, started again; the proxies
 // follow it should its port change). The leader steps down within the
 // renew deadline of the apiserver's exit, nobody leads while it is down,
-// and a leader is back soon after it is.
+// and a leader is back soon after it is, with a larger fence.
 func TestAPIServerRestart(t *testing.T) {
 	c := requireCluster(t)
 	testRestart(t, c, "apiserver", c.restartAPIServer)
@@ -39,6 +39,10 @@ func testRestart(t *testing.T, c *cluster, what string, restart func(*testing.T,
 	after, on, _ := waitNewLeader(t, leaseDuration+2*maxAcquireWait()+leaseDuration+2*slack, r.stopCalled, all...)
 	t.Logf("leader before: %s; after: %s, leading %s after Start was called (%s after it returned)",
 		before.id, after.id, ms(on.Sub(r.startCalled)), ms(on.Sub(r.ready)))
+	// The fence goes on growing across the restart (checkFences, below).
+	beforeIv, _ := before.firstAfter(time.Time{})
+	afterIv, _ := after.firstAfter(r.stopCalled)
+	t.Logf("fence before the %s restart %s (term %d), after %s (term %d)", what, beforeIv.Fence, beforeIv.Term, afterIv.Fence, afterIv.Term)
 
 	// Everyone stepped down within the renew deadline of the old process's
 	// exit (judged by what the samples prove: history.Interval.DoneBy),
@@ -63,4 +67,5 @@ func testRestart(t *testing.T, c *cluster, what string, restart func(*testing.T,
 	}
 	ivs := checkSafety(t, all...)
 	checkTerms(t, ivs, time.Time{}, time.Time{})
+	checkFences(t, ivs)
 }

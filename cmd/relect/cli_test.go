@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relect/relect"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/clientcmd"
@@ -201,6 +202,37 @@ func TestBadCommandLines(t *testing.T) {
 		{"run: --http-addr in use", []string{"run", "--kubeconfig=" + kc, "--http-addr=" + inUse, "default/job", "--", "true"}, exitFailure,
 			[]string{"HTTP server: --http-addr " + inUse, "address already in use"}},
 
+		// Work liveness: the command's own checks, then relect.New's, named as flags.
+		{"run: --check and --check-url", []string{"run", "--check=true", "--check-url=http://127.0.0.1:1/", "default/job", "--", "true"}, exitUsage,
+			[]string{"--check and --check-url are both given"}},
+		{"run: empty --check", []string{"run", "--check=", "default/job", "--", "true"}, exitUsage, []string{"--check is empty"}},
+		{"run: --check-url not http", []string{"run", "--check-url=ftp://db/", "default/job", "--", "true"}, exitUsage,
+			[]string{`--check-url "ftp://db/": want an http:// or https:// URL with a host`}},
+		{"sidecar: --check-url without a host", []string{"sidecar", "--check-url=http:///healthz", "default/job"}, exitUsage,
+			[]string{`--check-url "http:///healthz"`}},
+		{"run: --check-interval without a check", []string{"run", "--check-interval=5s", "--check-failures=2", "default/job", "--", "true"}, exitUsage,
+			[]string{"--check-interval is set, but there is no work check", "--check-failures is set, but there is no work check"}},
+		{"run: --work-cooldown without a check", []string{"run", "--work-cooldown=5s", "default/job", "--", "true"}, exitUsage,
+			[]string{"--work-cooldown is set, but work liveness is off: give --check or --check-url\n"}},
+		{"sidecar: --work-stuck-timeout without work liveness", []string{"sidecar", "--work-stuck-timeout=5m", "default/job"}, exitUsage,
+			[]string{"--work-stuck-timeout is set, but work liveness is off: give --check, --check-url or --beat-window"}},
+		{"run: --check-timeout beyond the interval", []string{"run", "--check=true", "--check-interval=5s", "--check-timeout=10s", "default/job", "--", "true"}, exitUsage,
+			[]string{"--check-timeout 10s is longer than --check-interval 5s"}},
+		{"run: negative --check-failures", []string{"run", "--check=true", "--check-failures=-1", "default/job", "--", "true"}, exitUsage,
+			[]string{"--check-failures is negative (-1)"}},
+		{"run: negative --check-interval", []string{"run", "--check-url=http://127.0.0.1:1/", "--check-interval=-1s", "default/job", "--", "true"}, exitUsage,
+			[]string{"--check-interval is negative (-1s)"}},
+		{"run: --work-max-cooldown below --work-cooldown", []string{"run", "--check=true", "--work-cooldown=1h", "--work-max-cooldown=1m", "default/job", "--", "true"}, exitUsage,
+			[]string{"--work-max-cooldown 1m0s is less than --work-cooldown 1h0m0s"}},
+		{"run: negative --work-stuck-timeout", []string{"run", "--check=true", "--work-stuck-timeout=-1s", "default/job", "--", "true"}, exitUsage,
+			[]string{"--work-stuck-timeout is negative (-1s)"}},
+		{"run: no --beat-window", []string{"run", "--beat-window=5s", "default/job", "--", "true"}, exitUsage,
+			[]string{"unknown flag: --beat-window"}},
+		{"sidecar: negative --beat-window", []string{"sidecar", "--beat-window=-1s", "default/job"}, exitUsage,
+			[]string{"--beat-window is negative (-1s)"}},
+		{"sidecar: --standby with --beat-window", []string{"sidecar", "--standby", "--beat-window=10s", "default/job"}, exitUsage,
+			[]string{"work liveness (--check, --check-url or --beat-window) is set, but --standby is too"}},
+
 		{"version: arguments", []string{"version", "x"}, exitUsage, []string{"takes no arguments"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -229,7 +261,11 @@ func TestHelp(t *testing.T) {
 			"--signal", "--restart", "--kubeconfig", "--context", "half of that margin"}},
 		{[]string{"run", "-h"}, []string{"Usage: relect run"}},
 		{[]string{"status", "--help"}, []string{"--watch", "-o, --output", "estimate", "Exit codes:", "does not exist"}},
-		{[]string{"sidecar", "--help"}, []string{"/leader", "/healthz", "/metrics", "--file", "valid_until", "Exit codes:"}},
+		{[]string{"sidecar", "--help"}, []string{"/leader", "/healthz", "/metrics", "--file", "valid_until", "Exit codes:",
+			"POST /beat", "--beat-window", "--check", "--check-url", "named in the line of succession", "work_stuck", "--work-stuck-timeout"}},
+		{[]string{"run", "--help"}, []string{"--check string", "--check-url", "--check-interval", "--check-timeout", "--check-failures",
+			"--work-cooldown", "--work-max-cooldown", "--work-stuck-timeout", "named in the line of succession", "not CMD itself",
+			"floor(log2(T / --work-cooldown + 1)) + 1"}},
 	} {
 		r := runCLI(t, tc.args...)
 		assert.Equal(t, exitOK, r.code, "%q", tc.args)
@@ -344,4 +380,32 @@ func TestBadFlagReportedBeforeTheKubeconfig(t *testing.T) {
 		assert.Contains(t, r.stderr, "--lease-duration", "%q", args)
 		assert.NotContains(t, r.stderr, "kubeconfig", "%q", args)
 	}
+}
+
+// The work-liveness flags set the library's WorkOptions and
+// HealthOptions; a check given sets Work.Check, and none leaves it off.
+func TestWorkFlagsSetTheOptions(t *testing.T) {
+	plan, _, err := parseRun([]string{"--check=pg_isready -h db", "--check-interval=4s", "--check-timeout=1s", "--check-failures=5",
+		"--work-cooldown=30s", "--work-max-cooldown=10m", "--work-stuck-timeout=20m", "default/job", "--", "true"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	w := plan.s.opts.Work
+	assert.NotNil(t, w.Check)
+	w.Check = nil
+	assert.Equal(t, relect.WorkOptions{CheckInterval: 4 * time.Second, CheckTimeout: time.Second, CheckFailures: 5,
+		Cooldown: 30 * time.Second, MaxCooldown: 10 * time.Minute}, w)
+	assert.Equal(t, 20*time.Minute, plan.s.health.WorkStuckTimeout)
+	assert.Equal(t, workCheck{command: "pg_isready -h db"}, plan.s.check)
+
+	sc, _, err := parseSidecar([]string{"--beat-window=30s", "--check-url=https://api.internal/healthz", "default/job"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, 30*time.Second, sc.s.opts.Work.BeatWindow)
+	assert.NotNil(t, sc.s.opts.Work.Check)
+	assert.Equal(t, workCheck{url: "https://api.internal/healthz"}, sc.s.check)
+
+	plan, _, err = parseRun([]string{"default/job", "--", "true"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Nil(t, plan.s.opts.Work.Check, "no check, no work liveness")
+	assert.Equal(t, relect.DefaultWorkCheckInterval, plan.s.opts.Work.CheckInterval, "the library's defaults")
+	assert.Equal(t, relect.DefaultWorkCheckFailures, plan.s.opts.Work.CheckFailures)
+	assert.Equal(t, relect.DefaultWorkCooldown, plan.s.opts.Work.Cooldown)
 }

@@ -24,7 +24,7 @@ import (
 func newElector(opts relect.Options, health relect.HealthOptions) (*relect.Elector, error) {
 	e, err := relect.New(opts)
 	if errors.Is(err, relect.ErrInvalidOptions) {
-		return nil, optionsError(err, electionFlags, standbyFlags)
+		return nil, optionsError(err, electionFlags, standbyFlags, workFlags, beatFlags)
 	}
 	if err != nil {
 		return nil, err
@@ -50,7 +50,8 @@ func checkOptions(s settings, lease leaseRef) error {
 }
 
 // httpServer serves GET /leader (JSON), /healthz (relect's health check)
-// and /metrics (relect's metrics, on a registry of its own).
+// and /metrics (relect's metrics, on a registry of its own), and for the
+// sidecar POST /beat.
 type httpServer struct {
 	srv    *http.Server
 	served chan struct{}
@@ -76,9 +77,10 @@ func checkHTTPAddr(addr string) error {
 }
 
 // startHTTP listens on addr at once, so that an address that cannot be
-// listened on fails before the campaign (errHTTP), and serves until stop.
-// If serving fails later, it calls fail with the error.
-func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.HealthOptions, fail func(error)) (*httpServer, error) {
+// listened on fails before the campaign (errHTTP), and serves until stop;
+// with beats, POST /beat too. If serving fails later, it calls fail with
+// the error.
+func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.HealthOptions, beats bool, fail func(error)) (*httpServer, error) {
 	collector, err := metrics.NewCollector(e, metrics.Options{})
 	if err != nil {
 		return nil, err
@@ -89,10 +91,20 @@ func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.H
 	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /leader", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_ = json.NewEncoder(w).Encode(view.state())
+		writeState(w, http.StatusOK, view.state())
 	})
+	if beats {
+		// A beat's answer is the state after it: 200 when it counted,
+		// 409 Conflict when this candidate does not lead.
+		mux.HandleFunc("POST /beat", func(w http.ResponseWriter, _ *http.Request) {
+			st, counted := view.beat()
+			code := http.StatusOK
+			if !counted {
+				code = http.StatusConflict
+			}
+			writeState(w, code, st)
+		})
+	}
 	mux.Handle("GET /healthz", e.HealthHandler(health))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 
@@ -111,6 +123,14 @@ func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.H
 		}
 	}()
 	return s, nil
+}
+
+// writeState answers with st as JSON, never cached.
+func writeState(w http.ResponseWriter, code int, st leaderState) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(st)
 }
 
 // stop shuts the server down, waiting up to 5 s for requests in flight,

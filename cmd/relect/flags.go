@@ -17,6 +17,7 @@ import (
 type settings struct {
 	opts   relect.Options
 	health relect.HealthOptions
+	check  workCheck // --check or --check-url (check.go)
 }
 
 // optionFlag is one flag that sets one field of relect.Options or
@@ -94,6 +95,36 @@ var standbyFlags = []optionFlag{
 		"never campaign: only follow the Lease and report its leader (listed as standing by)"),
 }
 
+// workFlags are the library's WorkOptions as flags but BeatWindow (see
+// beatFlags): the work check and the cooldowns of stuck handovers (see
+// check.go). --check and --check-url set no field themselves: they make
+// the check.
+var workFlags = []optionFlag{
+	{name: "check", field: "Options.Work.Check", define: func(fs *pflag.FlagSet, s *settings) {
+		fs.StringVar(&s.check.command, "check", "", "work check: a shell command (sh -c, with RELECT_IDENTITY and RELECT_LEASE in its environment) that exits 0 when this replica can do the work; run every --check-interval while this replica leads and while it is named in the line of succession; --check-failures failures in a row mean the work is stuck (default: none)")
+	}},
+	{name: "check-url", define: func(fs *pflag.FlagSet, s *settings) {
+		fs.StringVar(&s.check.url, "check-url", "", "work check over HTTP, instead of --check: GET this URL, healthy on a 2xx answer (default: none)")
+	}},
+	option("check-interval", "Options.Work.CheckInterval", func(s *settings) *time.Duration { return &s.opts.Work.CheckInterval }, relect.DefaultWorkCheckInterval,
+		"time between two work checks"),
+	option("check-timeout", "Options.Work.CheckTimeout", func(s *settings) *time.Duration { return &s.opts.Work.CheckTimeout }, 0,
+		"longest a work check may take: then it is killed and counts as a failure; at most --check-interval (default: half of --check-interval)"),
+	option("check-failures", "Options.Work.CheckFailures", func(s *settings) *int { return &s.opts.Work.CheckFailures }, relect.DefaultWorkCheckFailures,
+		"work checks failing in a row that mean the work is stuck"),
+	option("work-cooldown", "Options.Work.Cooldown", func(s *settings) *time.Duration { return &s.opts.Work.Cooldown }, relect.DefaultWorkCooldown,
+		"after a stuck handover, how long the stuck replica is passed over in the line of succession, and how long the next leader must lead before it may hand over for stuck work in turn; doubles with each stuck handover in a row across the fleet, up to --work-max-cooldown"),
+	option("work-max-cooldown", "Options.Work.MaxCooldown", func(s *settings) *time.Duration { return &s.opts.Work.MaxCooldown }, 0,
+		"the longest cooldown the doubling reaches; at least --work-cooldown (default: 1h, or --work-cooldown if longer)"),
+}
+
+// beatFlags are for the commands whose leader's work can beat (sidecar:
+// POST /beat).
+var beatFlags = []optionFlag{
+	option("beat-window", "Options.Work.BeatWindow", func(s *settings) *time.Duration { return &s.opts.Work.BeatWindow }, 0,
+		"expect the program to POST /beat at least this often while this replica leads, counted from the term's start, then from each beat: a term that goes this long without one has stuck work (default: no beats expected)"),
+}
+
 // healthFlags are the library's HealthOptions as flags, for the commands
 // that serve /healthz.
 var healthFlags = []optionFlag{
@@ -101,6 +132,8 @@ var healthFlags = []optionFlag{
 		"/healthz fails when Lease API calls have failed in a row, none succeeding, for longer than this (default: 2 × --lease-duration)"),
 	option("work-stop-timeout", "HealthOptions.WorkStopTimeout", func(s *settings) *time.Duration { return &s.health.WorkStopTimeout }, 0,
 		"/healthz fails when the leader's work is still running this long after its term ended (default: what the command's own stop may take: run --grace + 1s, sidecar --renew-deadline + 1s, at least --renew-deadline)"),
+	option("work-stuck-timeout", "HealthOptions.WorkStuckTimeout", func(s *settings) *time.Duration { return &s.health.WorkStuckTimeout }, 0,
+		"/healthz fails when this replica leads and its work has been stuck this long: it must hold (stuck handovers came in a row) or has nobody to hand over to (default: --work-max-cooldown)"),
 }
 
 // defineOptions defines the flags of table on fs, setting s.
@@ -140,6 +173,7 @@ func optionsError(err error, tables ...[]optionFlag) error {
 	flagOf := map[string]string{
 		"Options.Namespace": "LEASE's namespace",
 		"Options.Name":      "LEASE's name",
+		"Options.Work":      "work liveness (--check, --check-url or --beat-window)",
 	}
 	for _, t := range tables {
 		for _, f := range t {

@@ -28,6 +28,12 @@ type leaderState struct {
 	// Lease's leaseTransitions observed with the current leader; absent
 	// when there is none, or for a moment after a new leader was observed.
 	Term *int64 `json:"term,omitempty"`
+	// Fence, while leading, is the term's fencing token (relect's
+	// Stats.Fence, a decimal integer as a string): larger than every
+	// earlier term's, so storage that keeps the highest fence it accepted
+	// can refuse a deposed leader's late writes (docs/fencing.md). Absent
+	// when not leading, or when the apiserver gave none.
+	Fence string `json:"fence,omitempty"`
 	// ValidUntil, while leading, is when the term ends unless renewed
 	// (relect's Stats.ValidUntil, on this machine's clock), or sooner:
 	// at most --valid-for after the state was computed. It is truncated to
@@ -35,6 +41,18 @@ type leaderState struct {
 	// only before it: the sidecar keeps the lease until the latest
 	// ValidUntil it handed out has passed.
 	ValidUntil *time.Time `json:"valid_until,omitempty"`
+	// WorkStuck is true while this candidate leads and its work is stuck
+	// (relect's Stats.WorkStuck: no beat within --beat-window, or the work
+	// check failing --check-failures times in a row), since
+	// WorkStuckSince. A stuck leader hands over at once unless it must
+	// hold (stuck handovers came in a row) or nobody else can take over;
+	// it still leads meanwhile. Absent when false.
+	WorkStuck      bool       `json:"work_stuck,omitempty"`
+	WorkStuckSince *time.Time `json:"work_stuck_since,omitempty"`
+	// WorkCheckFailures is how many work checks failed in a row, as a
+	// leader or in the line of succession (a successor whose check fails
+	// stands back); absent when none.
+	WorkCheckFailures int `json:"work_check_failures,omitempty"`
 }
 
 // leaderView computes leaderState from an Elector. It is safe for
@@ -125,7 +143,7 @@ func (v *leaderView) state() leaderState {
 		st.Term = &term
 	}
 	if s.Leading && v.termCtx != nil && v.termCtx.Err() == nil {
-		st.Leading, st.Term = true, &s.Term
+		st.Leading, st.Term, st.Fence = true, &s.Term, string(s.Fence)
 		valid := s.ValidUntil
 		if capped := time.Now().Add(v.validFor); v.validFor > 0 && capped.Before(valid) {
 			valid = capped
@@ -135,8 +153,26 @@ func (v *leaderView) state() leaderState {
 		if valid.After(v.handedOut) {
 			v.handedOut = valid
 		}
+		if s.WorkStuck {
+			since := s.WorkStuckSince.Round(0).UTC().Truncate(time.Millisecond)
+			st.WorkStuck, st.WorkStuckSince = true, &since
+		}
 	}
+	st.WorkCheckFailures = s.WorkCheckFailures
 	return st
+}
+
+// beat records a beat of the program (sidecar's POST /beat) for the term
+// whose work is running (relect.Beat), and returns the state after it.
+// counted is false when this candidate does not lead: then no beat was
+// recorded, or it came as the term ended and counts for nothing.
+func (v *leaderView) beat() (st leaderState, counted bool) {
+	v.mu.Lock()
+	ctx := v.termCtx
+	v.mu.Unlock()
+	counted = ctx != nil && ctx.Err() == nil && relect.Beat(ctx)
+	st = v.state()
+	return st, counted && st.Leading
 }
 
 // stateFile keeps a file holding the latest leaderState, rewritten

@@ -4,6 +4,8 @@
 //	relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]
 //	relect status [flags] NAMESPACE/NAME
 //	relect sidecar [flags] NAMESPACE/NAME
+//	relect yield [flags] NAMESPACE/NAME
+//	relect handover [flags] NAMESPACE/NAME IDENTITY
 //
 // run campaigns for the Lease and runs CMD while it leads — once by default,
 // then it releases the Lease and exits with CMD's status, as a job wants;
@@ -12,7 +14,9 @@
 // margin runs out, and the lease is released only after CMD has exited. status shows the
 // holder, term, renew age and validity of a Lease, once or as it changes.
 // sidecar campaigns and tells other programs the result over HTTP and in a
-// file. Run "relect help COMMAND" for a command's flags, examples and exit
+// file. yield and handover ask the current leader, from any machine with
+// RBAC on the Lease, to step down or to hand over, and wait for the
+// outcome. Run "relect help COMMAND" for a command's flags, examples and exit
 // codes; docs/command.md in the repository has the reasoning.
 package main
 
@@ -47,6 +51,8 @@ Usage:
   relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]  run CMD while this process leads
   relect status [flags] NAMESPACE/NAME                show who holds a Lease, once or as it changes
   relect sidecar [flags] NAMESPACE/NAME               campaign, and serve the result over HTTP and in a file
+  relect yield [flags] NAMESPACE/NAME                 ask the current leader to step down
+  relect handover [flags] NAMESPACE/NAME IDENTITY     ask the current leader to hand over to IDENTITY
   relect version                                      print relect's version (also relect --version)
   relect help [COMMAND]                               show a command's flags, examples and exit codes
 
@@ -58,6 +64,7 @@ Examples:
   relect run default/nightly-backup -- /usr/local/bin/backup --all
   relect status kube-system/kube-scheduler
   relect status -o json --watch default/nightly-backup
+  relect yield kube-system/my-controller
 
 Exit codes: 0 success; 1 relect failed while running; 2 bad command line or
 kubeconfig; each command's help lists its own.
@@ -68,10 +75,12 @@ kubeconfig; each command's help lists its own.
 type command func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 
 var commands = map[string]command{
-	"run":     runCommand,
-	"status":  statusCommand,
-	"sidecar": sidecarCommand,
-	"version": versionCommand,
+	"run":      runCommand,
+	"status":   statusCommand,
+	"sidecar":  sidecarCommand,
+	"yield":    yieldCommand,
+	"handover": handoverCommand,
+	"version":  versionCommand,
 }
 
 func main() {

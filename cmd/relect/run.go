@@ -24,18 +24,27 @@ const runHead = `Usage: relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]
 Campaigns for the Lease NAMESPACE/NAME and runs CMD while this process
 leads, with these variables added to its environment:
 
-  RELECT_TERM      the term number, a fencing token: it grows with every
-                   change of holder (the Lease's leaseTransitions)
+  RELECT_FENCE     the term's fencing token: a decimal integer, larger
+                   than every earlier term's (this candidate's own
+                   included); storage that must refuse a deposed leader's
+                   late writes keeps the highest it accepted and refuses a
+                   lower one (docs/fencing.md). Unset if the apiserver
+                   gives none.
+  RELECT_TERM      the term number, for people and logs (the Lease's
+                   leaseTransitions: two terms of one candidate in a row
+                   can share it, so it is no fencing token)
   RELECT_IDENTITY  this candidate's holder identity (--identity)
   RELECT_LEASE     NAMESPACE/NAME
 
 CMD runs in a process group of its own, with stdin from /dev/null and
 relect's stdout and stderr. When the term ends — the Lease could not be
-renewed within --renew-deadline, it was seen held by someone else, or relect
-got SIGTERM or SIGINT — relect sends --signal to CMD's process group, waits
-up to --grace for CMD to exit, then kills the group with SIGKILL, waits for
-CMD, and only then releases the Lease (on SIGTERM or SIGINT) or campaigns
-again. When CMD exits, whatever is left of its process group is killed.
+renewed within --renew-deadline, it was seen held by someone else, relect
+got SIGTERM or SIGINT, or the work check found the work stuck — relect sends
+--signal to CMD's process group, waits up to --grace for CMD to exit, then
+kills the group with SIGKILL, waits for CMD, and only then releases the
+Lease (SIGTERM, SIGINT), releases it to the next in line and campaigns
+again (stuck work), or campaigns again (a lost term). When CMD exits,
+whatever is left of its process group is killed.
 
 The grace period. A term ends at the latest --renew-deadline after the last
 successful renewal was sent, and another candidate may lead from
@@ -69,6 +78,23 @@ A term that ends while CMD runs (the Lease lost, not CMD's exit) stops CMD
 as above; relect then campaigns again, and runs CMD anew when it next leads,
 whatever --restart says.
 
+The work check (--check, a shell command, or --check-url) says whether
+this replica can do the work. relect runs it every --check-interval while
+this replica leads, and also while it is named in the line of succession,
+where CMD does not run: a successor whose check fails stands back, so that
+the Lease goes to one that can do the work. So check what CMD needs (the
+database, the API it calls), not CMD itself: a check of CMD would fail on
+every successor, which would then stand back for nothing.
+When the check fails --check-failures times in a row on the leader, its
+work is stuck: the term ends, CMD is stopped as at any term's end
+(--signal, --grace, SIGKILL), the Lease is released to the next in line at
+once, and this replica stays a candidate, passed over for --work-cooldown.
+When the work fails on every replica (the database is down), the leader
+after the k-th stuck handover in a row must lead for --work-cooldown ×
+2^(k−1) (at most --work-max-cooldown) before it may hand over in turn: an
+outage of T costs at most floor(log2(T / --work-cooldown + 1)) + 1
+handovers, not one per check.
+
 --timeout gives up if this candidate has not begun to lead within that long
 of starting: relect exits 124, as timeout(1), without running CMD. A missing
 Lease is created only --lease-duration after relect first saw it missing
@@ -90,6 +116,10 @@ const runTail = `Examples:
   # Shorter failover (6 s after a crash), CMD gets SIGINT and 1 s to stop:
   relect run --restart=always --lease-duration=6s --renew-deadline=4s --retry-period=1s \
       --signal=INT --grace=1s default/exporter -- python3 exporter.py
+
+  # Hand over when the database is unreachable from this replica (checked
+  # every 10 s; 3 failures in a row), to a replica that can reach it:
+  relect run --restart=always --check='pg_isready -q -h db' default/exporter -- python3 exporter.py
 
   # Serve /leader, /healthz and /metrics for probes and Prometheus:
   relect run --restart=always --http-addr=:4040 default/my-service -- my-service
@@ -195,7 +225,7 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 	fs.DurationVar(&p.restartDelay, "restart-delay", time.Second, "pause before CMD is run again (--restart)")
 	fs.DurationVar(&p.timeout, "timeout", 0, "give up, exiting 124, if this candidate has not begun to lead this long after starting (default: campaign until stopped)")
 	fs.StringVar(&p.httpAddr, "http-addr", "", "address to serve GET /leader, /healthz and /metrics on, e.g. :4040 (default: none)")
-	defineOptions(fs, &p.s, healthFlags)
+	defineOptions(fs, &p.s, workFlags, healthFlags)
 	p.logs.define(fs)
 
 	helped, err := parseFlags(fs, args, runHead, runTail, stdout)
@@ -247,6 +277,9 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 		}
 	}
 	if err := p.resolveGrace(); err != nil {
+		bad(err)
+	}
+	for _, err := range p.s.resolveWork(fs) {
 		bad(err)
 	}
 	p.s.defaultWorkStopTimeout(p.grace) // CMD may take the grace period to stop
@@ -324,13 +357,18 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
 	opts.OnStartedLeading, opts.OnStoppedLeading = r.lead, r.stopped
 	opts.Logger = libLog
+	check := newChecker(plan.s.check)
+	if check != nil {
+		opts.Work.Check = check.run
+	}
 	e, err := newElector(opts, plan.s.health)
 	if err != nil {
 		return report(stderr, "run", err)
 	}
+	check.setEnv(e.Identity(), plan.lease) // before Run, which alone calls it
 	r.identity, r.view = e.Identity(), newLeaderView(e, plan.lease, 0)
 	if plan.httpAddr != "" {
-		srv, err := startHTTP(plan.httpAddr, e, r.view, plan.s.health, func(err error) { stop(err) })
+		srv, err := startHTTP(plan.httpAddr, e, r.view, plan.s.health, false, func(err error) { stop(err) })
 		if err != nil {
 			return report(stderr, "run", err)
 		}
@@ -442,6 +480,9 @@ func (r *runner) lead(ctx context.Context) {
 		"RELECT_TERM="+strconv.FormatInt(term, 10),
 		"RELECT_IDENTITY="+r.identity,
 		"RELECT_LEASE="+r.plan.lease.String())
+	if fence, ok := relect.FenceFromContext(ctx); ok {
+		env = append(env, "RELECT_FENCE="+string(fence))
+	}
 	for {
 		st, stopped := r.runOnce(ctx, env, term)
 		if stopped {

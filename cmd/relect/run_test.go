@@ -89,11 +89,15 @@ func TestRunNeverEndsWithCmdStatus(t *testing.T) {
 	api.PutReleased("default", "job")
 	out := filepath.Join(t.TempDir(), "out")
 	r := startRun(t, api, "a", "--restart=never", "--",
-		"sh", "-c", `echo "$RELECT_TERM $RELECT_IDENTITY $RELECT_LEASE" > `+out+`; exit 3`)
+		"sh", "-c", `echo "$RELECT_TERM $RELECT_IDENTITY $RELECT_LEASE $RELECT_FENCE" > `+out+`; exit 3`)
 	assert.Equal(t, 3, r.exitCode(t))
 	data, err := os.ReadFile(out)
 	require.NoError(t, err)
-	assert.Equal(t, "1 a default/job\n", string(data))
+	fields := strings.Fields(string(data))
+	require.Len(t, fields, 4, "%q", data)
+	assert.Equal(t, []string{"1", "a", "default/job"}, fields[:3])
+	_, err = relect.Fence(fields[3]).Uint64()
+	assert.NoError(t, err, "RELECT_FENCE is the term's fence, an integer: %q", fields[3])
 	assert.Equal(t, "", api.Holder("default", "job"), "the lease is released before relect exits")
 }
 

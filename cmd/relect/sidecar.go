@@ -18,15 +18,22 @@ whether it leads than be started by relect run, and serves on --http-addr:
 
   GET /leader   {"lease":"default/my-app","identity":"my-app-7d9f-x2x",
                  "leader":"my-app-7d9f-x2x","leading":true,"term":4,
-                 "valid_until":"2026-01-02T15:04:05.123Z"}
+                 "fence":"84213","valid_until":"2026-01-02T15:04:05.123Z"}
   GET /healthz  relect's health check (liveness): 200 "ok", or 503 and why
   GET /metrics  relect's Prometheus metrics
+  POST /beat    the program's work made progress (--beat-window): 200 and
+                the /leader JSON while this candidate leads, 409 Conflict
+                and the same JSON when it does not (no beat recorded)
 
 With --file PATH it also keeps that JSON in a file, replaced atomically
 (written beside it, then renamed) on every change, including every renewal.
 
-leading is true while this candidate leads; term is its term number then (a
-fencing token), otherwise the term observed with the current leader;
+leading is true while this candidate leads; term is its term number then,
+otherwise the term observed with the current leader (for people and logs:
+two terms of one candidate in a row can share it); fence, present while
+leading, is the term's fencing token, a decimal integer larger than every
+earlier term's: storage that keeps the highest fence it accepted refuses a
+deposed leader's late writes (docs/fencing.md);
 valid_until, present while leading, is when the term ends unless renewed,
 or sooner: at most --valid-for after the answer. A program that acts as
 leader must stop by the time the endpoint says otherwise: act only while
@@ -42,6 +49,21 @@ stays safe: a program must then ask again within it to go on acting. A
 second SIGTERM or SIGINT does not shorten the wait. A program that only
 polls "leading" must poll at least every (--lease-duration −
 --renew-deadline) minus its longest action.
+
+Work liveness. With --beat-window the leader's program must POST /beat
+at least that often — counted from the term's start, then from each beat —
+and with --check or --check-url relect checks whether this replica can do
+the work: every --check-interval while it leads, and also while it is named
+in the line of succession, so that a successor whose check fails stands
+back and the Lease goes to one that can do the work. A leader whose work
+is stuck (no beat within the window, or --check-failures failed checks in
+a row) ends its term: /leader says leading false, the Lease is released to
+the next in line at once (after the validity handed out has passed, as on
+SIGTERM), and this replica stays a candidate, passed over for
+--work-cooldown. While a stuck leader still leads — it must hold, as stuck
+handovers came in a row (the work fails everywhere), or nobody else can
+take over — /leader and the file say "work_stuck":true and since when;
+"work_check_failures" counts the failed checks in a row.
 
 Do not point a readiness probe at leadership: a Deployment would see its
 standbys as unavailable and a rolling update would stall. To reach the
@@ -59,6 +81,12 @@ const sidecarTail = `Examples:
 
   # In the program's container, a shell check:
   curl -fsS localhost:4040/leader | jq -e '.leading' >/dev/null && echo "I lead"
+
+  # The program beats after each unit of work; a leader that goes 30 s
+  # without a beat hands over, and so does one that cannot reach the API
+  # it works on:
+  relect sidecar --beat-window=30s --check-url=https://api.internal/healthz default/my-app
+  curl -fsS -X POST localhost:4040/beat >/dev/null   # in the program's loop
 
 Exit codes:
   0  stopped by SIGTERM or SIGINT (the lease released)
@@ -101,10 +129,10 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	fs := newFlagSet("sidecar")
 	p.cluster.define(fs)
 	defineOptions(fs, &p.s, electionFlags, standbyFlags)
-	fs.StringVar(&p.httpAddr, "http-addr", ":4040", "address to serve GET /leader, /healthz and /metrics on")
+	fs.StringVar(&p.httpAddr, "http-addr", ":4040", "address to serve GET /leader, /healthz, /metrics and POST /beat on")
 	fs.StringVar(&p.file, "file", "", "also keep the /leader JSON in this file, replaced atomically on every change (default: none)")
 	fs.DurationVar(&p.validFor, "valid-for", 0, "longest validity handed out: each valid_until is at most this long after the answer, and a graceful stop keeps the lease until the latest one has passed, so a handover leaves no leader for up to this long; programs must ask again within it to go on acting; at most --renew-deadline (default: --renew-deadline)")
-	defineOptions(fs, &p.s, healthFlags)
+	defineOptions(fs, &p.s, beatFlags, workFlags, healthFlags)
 	p.logs.define(fs)
 	helped, err := parseFlags(fs, args, sidecarHead, sidecarTail, stdout)
 	if helped || err != nil {
@@ -129,6 +157,9 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	if p.httpAddr == "" {
 		errs = append(errs, "--http-addr is empty: the sidecar serves /leader, /healthz and /metrics")
 	} else if err := checkHTTPAddr(p.httpAddr); err != nil {
+		errs = append(errs, err.Error())
+	}
+	for _, err := range p.s.resolveWork(fs) {
 		errs = append(errs, err.Error())
 	}
 	if _, _, err := p.logs.loggers(io.Discard); err != nil {
@@ -172,10 +203,15 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	hurry := hurryOf(ctx)
 	opts.OnStartedLeading = func(ctx context.Context) { holdTerm(ctx, view, log, hurry) }
 	opts.Logger = libLog
+	check := newChecker(plan.s.check)
+	if check != nil {
+		opts.Work.Check = check.run
+	}
 	e, err := newElector(opts, plan.s.health)
 	if err != nil {
 		return report(stderr, "sidecar", err)
 	}
+	check.setEnv(e.Identity(), plan.lease) // before Run, which alone calls it
 	view = newLeaderView(e, plan.lease, plan.validFor)
 
 	var file *stateFile
@@ -185,7 +221,7 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 			return report(stderr, "sidecar", err)
 		}
 	}
-	srv, err := startHTTP(plan.httpAddr, e, view, plan.s.health, func(err error) { stop(err) })
+	srv, err := startHTTP(plan.httpAddr, e, view, plan.s.health, true, func(err error) { stop(err) })
 	if err != nil {
 		return report(stderr, "sidecar", err)
 	}

@@ -127,7 +127,10 @@ func TestSidecarHandover(t *testing.T) {
 	eventually(t, "b sees a", func() bool { st := b.leader(t); return st.Leader == "a" && st.Term != nil })
 
 	st := a.leader(t)
-	assert.Equal(t, leaderState{Lease: "default/job", Identity: "a", Leader: "a", Leading: true, Term: ptr(int64(1)), ValidUntil: st.ValidUntil}, st)
+	aFence := relect.Fence(st.Fence)
+	_, err := aFence.Uint64()
+	require.NoError(t, err, "a leader's /leader carries its term's fence: %q", st.Fence)
+	assert.Equal(t, leaderState{Lease: "default/job", Identity: "a", Leader: "a", Leading: true, Term: ptr(int64(1)), Fence: st.Fence, ValidUntil: st.ValidUntil}, st)
 	require.NotNil(t, st.ValidUntil)
 	assert.WithinDuration(t, time.Now().Add(1500*time.Millisecond), *st.ValidUntil, 1500*time.Millisecond)
 	assert.Equal(t, leaderState{Lease: "default/job", Identity: "b", Leader: "a", Term: ptr(int64(1))}, b.leader(t))
@@ -189,6 +192,7 @@ func TestSidecarHandover(t *testing.T) {
 	st = b.leader(t)
 	assert.Equal(t, ptr(int64(2)), st.Term)
 	assert.Equal(t, "b", st.Leader)
+	assert.Equal(t, 1, relect.Fence(st.Fence).Compare(aFence), "b's fence %q is above a's %q", st.Fence, aFence)
 	eventually(t, "a's file says it stopped", func() bool { st := a.fileState(t); return !st.Leading && st.ValidUntil == nil })
 	eventually(t, "b's file says it leads", func() bool { st := b.fileState(t); return st.Leading && *st.Term == 2 })
 }

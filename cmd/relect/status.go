@@ -22,9 +22,10 @@ import (
 const statusHead = `Usage: relect status [flags] NAMESPACE/NAME
 
 Shows the Lease NAMESPACE/NAME as an election: its state, holder, term
-(leaseTransitions, the fencing token of the holder's term), how long ago it
-was renewed, whether it is still valid, when it expires, and the candidates
-where the library knows them (this relect publishes none).
+(leaseTransitions, for people and logs), the fencing token of the holder's
+term where its relect holder published one, how long ago it was renewed,
+whether it is still valid, when it expires, and the candidates where the
+library knows them (this relect publishes none).
 
 States: held (a holder, still valid), expired (a holder that stopped
 renewing), released (no holder, leaseDurationSeconds 1: a release by
@@ -45,6 +46,12 @@ treat it.
 Candidates are listed (a List and a Get) once, or with --watch when it
 starts and again whenever the holder, the term or the line of succession
 changes.
+
+A request pending for the holder (relect yield, relect handover) is shown
+on a line of its own ("request pending: ...") and in -o json as
+pending_request, until the holder honours or refuses it. A stale request,
+addressed to an earlier holder or term, is ignored by every candidate and
+not shown.
 
 Needs RBAC get on leases, list for the candidates, and watch for --watch.
 `
@@ -71,8 +78,12 @@ type leaseStatus struct {
 	// State is held, expired, released, no-holder or missing.
 	State  string `json:"state"`
 	Holder string `json:"holder"`
-	// Term is the Lease's leaseTransitions.
-	Term                 int32      `json:"term"`
+	// Term is the Lease's leaseTransitions, for people and logs.
+	Term int32 `json:"term"`
+	// Fence is the holder's term's fencing token as its relect holder
+	// published it (relect.LeaseFence); absent for a client-go holder, a
+	// released Lease, or a term only just begun.
+	Fence                string     `json:"fence,omitempty"`
 	AcquireTime          *time.Time `json:"acquire_time,omitempty"`
 	RenewTime            *time.Time `json:"renew_time,omitempty"`
 	RenewAgeSeconds      *float64   `json:"renew_age_seconds,omitempty"`
@@ -94,6 +105,40 @@ type leaseStatus struct {
 	Candidates      []candidateStatus `json:"candidates"`
 	CandidatesKnown bool              `json:"candidates_known"`
 	CandidatesError string            `json:"candidates_error,omitempty"`
+	// PendingRequest is the operator's request (relect yield, relect
+	// handover; relect.PendingRequest) that the holder has yet to honour
+	// or refuse; absent if there is none. A stale one — addressed to an
+	// earlier holder or term, which every candidate ignores — is not
+	// shown.
+	PendingRequest *requestStatus `json:"pending_request,omitempty"`
+}
+
+// requestStatus is a pending request (relect.Request).
+type requestStatus struct {
+	// Action is "yield" or "handover".
+	Action string `json:"action"`
+	// Holder and Term are the leader and term it is addressed to.
+	Holder string `json:"holder"`
+	Term   int32  `json:"term"`
+	// To is the candidate to hand over to.
+	To           string `json:"to,omitempty"`
+	Unregistered bool   `json:"unregistered,omitempty"`
+	// By and At say who asked, and when by the asker's clock.
+	By string    `json:"by,omitempty"`
+	At time.Time `json:"at"`
+}
+
+// requestOf returns the request pending in lease, or nil.
+func requestOf(lease *coordinationv1.Lease) *requestStatus {
+	r, ok := relect.PendingRequest(lease)
+	if !ok {
+		return nil
+	}
+	action := "yield"
+	if r.To != "" {
+		action = "handover"
+	}
+	return &requestStatus{Action: action, Holder: r.Holder, Term: r.Term, To: r.To, Unregistered: r.Unregistered, By: r.By, At: r.At.UTC()}
 }
 
 // candidateStatus is one registered candidate.
@@ -150,7 +195,9 @@ func statusOf(ref leaseRef, lease *coordinationv1.Lease, now, observedAt time.Ti
 	st.Exists = true
 	st.Holder = ptrValue(spec.HolderIdentity)
 	st.Term = ptrValue(spec.LeaseTransitions)
+	st.Fence = string(relect.LeaseFence(lease))
 	st.LeaseDurationSeconds = ptrValue(spec.LeaseDurationSeconds)
+	st.PendingRequest = requestOf(lease)
 	if spec.AcquireTime != nil {
 		t := spec.AcquireTime.UTC()
 		st.AcquireTime = &t
@@ -444,8 +491,9 @@ type statusPrinter struct {
 	tw     *tabwriter.Writer
 	header bool
 	cols   watchColumns
-	// note is the candidates line a watch's table printed last.
-	note string
+	// note is the candidates line a watch's table printed last, request
+	// its request line ("": none).
+	note, request string
 }
 
 func newStatusPrinter(w io.Writer, output string, watching bool) *statusPrinter {
@@ -475,6 +523,12 @@ func (p *statusPrinter) print(st leaseStatus) {
 		fmt.Fprintln(p.tw, strings.Join(cells(st), "\t"))
 		p.tw.Flush()
 		fmt.Fprintln(p.w, candidatesNote(st))
+		if st.Fence != "" {
+			fmt.Fprintf(p.w, "fence: %s (the holder's fencing token for term %d)\n", st.Fence, st.Term)
+		}
+		if note := requestNote(st); note != "" {
+			fmt.Fprintln(p.w, note)
+		}
 		if st.ValidityBasis == "renew-time" {
 			fmt.Fprintln(p.w, "* estimate: renewTime + leaseDurationSeconds against this machine's clock (assumes synchronized clocks; --watch judges as a follower does)")
 		}
@@ -482,11 +536,19 @@ func (p *statusPrinter) print(st leaseStatus) {
 }
 
 // printWatchRow prints one row of a watch's table, with the header before
-// the first, and the candidates line before it whenever the candidates
-// listed changed.
+// the first, the candidates line before it whenever the candidates listed
+// changed, and the request line whenever the pending request changed
+// ("request: none pending" once it is gone).
 func (p *statusPrinter) printWatchRow(st leaseStatus) {
 	if note := candidatesNote(st); candidatesKnownAs(st) != p.note {
 		p.note = candidatesKnownAs(st)
+		fmt.Fprintln(p.w, note)
+	}
+	if note := requestNote(st); note != p.request {
+		p.request = note
+		if note == "" {
+			note = "request: none pending"
+		}
 		fmt.Fprintln(p.w, note)
 	}
 	row := append([]string{st.Time.Format("15:04:05.000")}, cells(st)...)
@@ -578,6 +640,26 @@ func candidatesNote(st leaseStatus) string {
 		parts = append(parts, c.Identity+" ("+strings.Join(tags, ", ")+")")
 	}
 	return "candidates: " + strings.Join(parts, "; ")
+}
+
+// requestNote is the table's line for st's pending request, "" if none.
+func requestNote(st leaseStatus) string {
+	r := st.PendingRequest
+	if r == nil {
+		return ""
+	}
+	what := "yield"
+	if r.Action == "handover" {
+		what = "hand over to " + r.To
+		if r.Unregistered {
+			what += " (unregistered)"
+		}
+	}
+	by := ""
+	if r.By != "" {
+		by = " by " + r.By
+	}
+	return fmt.Sprintf("request pending: %s, asked of %s (term %d)%s at %s", what, r.Holder, r.Term, by, r.At.Format(time.RFC3339))
 }
 
 func orDash(s string) string {

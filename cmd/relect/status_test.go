@@ -277,3 +277,70 @@ func TestWatchShowsTheLeaderOfEachRow(t *testing.T) {
 		assert.Empty(t, errOut.b.String())
 	})
 }
+
+// A request pending for the holder (relect yield, relect handover) is
+// shown on a line of its own and in -o json; a stale one — addressed to an
+// earlier holder or term, which every candidate ignores — is not.
+func TestStatusShowsThePendingRequest(t *testing.T) {
+	now := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	withRequest := func(req string) *coordinationv1.Lease {
+		l := lease("pod-a", 15, 4, now.Add(-2*time.Second))
+		l.Annotations = map[string]string{"relect.io/request": req}
+		return l
+	}
+	pendingHandOver := withRequest(`{"holder":"pod-a","term":4,"to":"pod-b","unregistered":true,"by":"alice","at":"2026-01-02T15:04:00Z"}`)
+	var out bytes.Buffer
+	newStatusPrinter(&out, "table", false).print(statusOf(jobLease, pendingHandOver, now, time.Time{}))
+	assert.Contains(t, out.String(), "\nrequest pending: hand over to pod-b (unregistered), asked of pod-a (term 4) by alice at 2026-01-02T15:04:00Z\n")
+	out.Reset()
+	newStatusPrinter(&out, "json", false).print(statusOf(jobLease, pendingHandOver, now, time.Time{}))
+	var st map[string]any
+	require.NoError(t, json.Unmarshal(out.Bytes(), &st))
+	assert.Equal(t, map[string]any{"action": "handover", "holder": "pod-a", "term": 4.0, "to": "pod-b", "unregistered": true,
+		"by": "alice", "at": "2026-01-02T15:04:00Z"}, st["pending_request"])
+
+	for name, req := range map[string]string{
+		"an earlier holder's": `{"holder":"pod-z","term":4,"by":"alice","at":"2026-01-02T15:04:00Z"}`,
+		"an earlier term's":   `{"holder":"pod-a","term":3,"by":"alice","at":"2026-01-02T15:04:00Z"}`,
+		"malformed":           `{"holder":`,
+	} {
+		for _, output := range []string{"table", "json"} {
+			out.Reset()
+			newStatusPrinter(&out, output, false).print(statusOf(jobLease, withRequest(req), now, time.Time{}))
+			assert.NotContains(t, out.String(), "request", "%s request, -o %s", name, output)
+		}
+	}
+	out.Reset()
+	newStatusPrinter(&out, "json", false).print(statusOf(jobLease, withRequest(`{"holder":"pod-a","term":4,"at":"2026-01-02T15:04:00Z"}`), now, time.Time{}))
+	assert.Contains(t, out.String(), `"action": "yield"`)
+}
+
+// A relect holder's fence, published in the Lease for its holder and term,
+// is shown; one left from an earlier holder or term is not.
+func TestStatusShowsTheFence(t *testing.T) {
+	now := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
+	withFence := func(mark string) *coordinationv1.Lease {
+		l := lease("pod-a", 15, 4, now.Add(-2*time.Second))
+		l.Annotations = map[string]string{"relect.io/fence": mark}
+		return l
+	}
+	var out bytes.Buffer
+	current := withFence(`{"holder":"pod-a","term":4,"fence":"8231"}`)
+	newStatusPrinter(&out, "table", false).print(statusOf(jobLease, current, now, time.Time{}))
+	assert.Contains(t, out.String(), "\nfence: 8231 (the holder's fencing token for term 4)\n")
+	out.Reset()
+	newStatusPrinter(&out, "json", false).print(statusOf(jobLease, current, now, time.Time{}))
+	assert.Contains(t, out.String(), `"fence": "8231"`)
+
+	for name, mark := range map[string]string{
+		"an earlier holder's": `{"holder":"pod-z","term":4,"fence":"8231"}`,
+		"an earlier term's":   `{"holder":"pod-a","term":3,"fence":"8231"}`,
+		"malformed":           `{"holder":`,
+	} {
+		for _, output := range []string{"table", "json"} {
+			out.Reset()
+			newStatusPrinter(&out, output, false).print(statusOf(jobLease, withFence(mark), now, time.Time{}))
+			assert.NotContains(t, out.String(), "fence", "%s fence, -o %s", name, output)
+		}
+	}
+}

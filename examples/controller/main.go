@@ -4,9 +4,9 @@
 // Each replica campaigns for the Lease -lease-name in -lease-namespace (by
 // default the pod's own namespace, from POD_NAMESPACE) under the identity
 // POD_NAME, both given to the container by the downward API. The leader
-// logs a line every -work-every with its term number, the fencing token a
-// real controller would hand to the storage it writes, so that a deposed
-// leader's late writes are refused. Every replica serves /healthz (liveness:
+// logs a line every -work-every with its term number and its fencing token,
+// the fence a real controller would hand to the storage it writes, so that
+// a deposed leader's late writes are refused (docs/fencing.md). Every replica serves /healthz (liveness:
 // relect's health check), /readyz and /metrics on -health-addr.
 //
 // On SIGTERM (a rollout, a node drain, kubectl delete) the leader stops its
@@ -151,7 +151,8 @@ func run(logger *slog.Logger) error {
 // term ended (lease lost or expired) or the process is shutting down.
 func lead(ctx context.Context, logger *slog.Logger, every time.Duration) {
 	term, _ := relect.TermFromContext(ctx)
-	logger.Info("started leading", "term", term)
+	fence, _ := relect.FenceFromContext(ctx)
+	logger.Info("started leading", "term", term, "fence", fence)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
@@ -161,9 +162,11 @@ func lead(ctx context.Context, logger *slog.Logger, every time.Duration) {
 			return
 		case <-tick.C:
 		}
-		// A real controller would do its work here and pass term along
+		// A real controller would do its work here and pass fence along
 		// with every write, so that storage can refuse a writer whose
-		// term is older than the newest it has seen.
-		logger.Info("leader work", "term", term)
+		// fence is lower than the highest it has accepted (package
+		// fencing's Guard). The term number is for people and logs: two
+		// terms of one replica in a row can share it.
+		logger.Info("leader work", "term", term, "fence", fence)
 	}
 }

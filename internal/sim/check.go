@@ -24,8 +24,8 @@ const (
 	Calls    Class = "calls"
 )
 
-// Classes lists every class, in report order.
-var Classes = []Class{Safety, Liveness, Budget, Events, Calls}
+// Classes lists every class, in report order (StuckWork: checkwork.go).
+var Classes = []Class{Safety, Liveness, Budget, Events, Calls, StuckWork}
 
 // Violation is one breach of a rule in a history.
 type Violation struct {
@@ -53,6 +53,7 @@ func Check(h *History) []Violation {
 	out = append(out, CheckBudget(h)...)
 	out = append(out, CheckEvents(h)...)
 	out = append(out, CheckCalls(h)...)
+	out = append(out, CheckWork(h)...)
 	return out
 }
 
@@ -208,6 +209,7 @@ func CheckLiveness(h *History) []Violation {
 	out := checkLeader(h)
 	out = append(out, checkCampaigning(h)...)
 	out = append(out, checkHandOverTaken(h)...)
+	out = append(out, checkStepDownGaps(h)...)
 	return append(out, checkRegistrations(h)...)
 }
 
@@ -218,9 +220,11 @@ func CheckLiveness(h *History) []Violation {
 //     candidate runs is created again by its next renewal — within 1.1
 //     renewal periods (the jitter), a retry period and two full buckets'
 //     refills (the renewal's NotFound and the create each wait for spare
-//     tokens) — unless the candidate stopped or had a fault meanwhile, or
-//     the bucket is the smallest (4), whose registry calls wait for a full
-//     bucket that the election's own calls may hold off;
+//     tokens) — unless the candidate stopped or had a fault meanwhile, its
+//     registry is off (a 403 to one of its registry calls, before or
+//     meanwhile, turns it off for the Elector), or the bucket is the
+//     smallest (4), whose registry calls wait for a full bucket that the
+//     election's own calls may hold off;
 //   - registration-deleted-live: a leader deletes a registration only once
 //     it is older than twice its lease duration (three renewal periods) by
 //     the shared clock of the simulation, counted from its last write —
@@ -271,7 +275,12 @@ func checkRegistrations(h *History) []Violation {
 		failedStepDown := slices.ContainsFunc(h.Actions, func(b Applied) bool {
 			return b.FailWrite && b.Run == r.ID && b.At <= due // its injected failure may hit a registry call
 		})
-		if !ok || r.Cancelled < due || due > h.End || overlapsAny(faults[a.Target], a.At, due) || failedStepDown {
+		// A 403 to a registry call turns the registry off for the
+		// Elector: it registers no more.
+		off := slices.ContainsFunc(h.Calls, func(c Call) bool {
+			return c.Elector == r.Elector && c.Registry && strings.Contains(c.Err, "forbidden") && c.Start <= due
+		})
+		if !ok || r.Cancelled < due || due > h.End || overlapsAny(faults[a.Target], a.At, due) || failedStepDown || off {
 			continue
 		}
 		recreated := slices.ContainsFunc(h.Calls, func(c Call) bool {
@@ -283,7 +292,7 @@ func checkRegistrations(h *History) []Violation {
 				Detail: fmt.Sprintf("registration %s deleted at %s, not created again by %s", a.Registration, fmtDur(a.At), fmtDur(due))})
 		}
 	}
-	lives := rr / time.Second * 3 * time.Second // relect's registration lease duration: whole seconds of the period, times 3
+	lives := registrationLives(h)
 	for _, c := range h.Calls {
 		if !c.Registry || c.Verb != "delete" || c.Err != "" || c.Name == "" {
 			continue

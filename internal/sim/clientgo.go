@@ -90,7 +90,7 @@ func (p *clientGoProcess) run(ctx context.Context) {
 			n := tl.term()
 			p.r.event(p.sl, p.runID, Started, n, "")
 			cancelled := p.r.termStarted(p.sl, p.runID, n)
-			<-ctx.Done()
+			p.sl.work(ctx, func(context.Context) bool { return false }) // it has no beat to give
 			cancelled()
 		},
 		OnStoppedLeading: func() { p.r.event(p.sl, p.runID, Stopped, -1, "") },

@@ -15,13 +15,18 @@
 //     stream, seeded by the same seed, adds succession: priorities,
 //     standbys, candidates that join late or leave for good, Yields and
 //     HandOvers; the first stream's draws are those of the schedule before
-//     succession was simulated.
+//     succession was simulated. A third adds the registry's and the
+//     step-downs' faults; a fourth, work liveness (relect's Options.Work)
+//     for one schedule in three, with faults that make the leaders' work
+//     stuck: a candidate's work hangs, its check fails, or the downstream
+//     fails for everyone (work.go).
 //   - Play(schedule, impl) runs it on a relecttest.LeaseAPI inside a
 //     testing/synctest bubble and returns a History.
-//   - Check(history) returns the Violations; Explain attributes one to a
-//     known Finding; LeadershipChanges measures what each change of holder
-//     cost in Lease API calls (calls.go); Totals aggregates many runs;
-//     Minimize shrinks a failing schedule.
+//   - Check(history) returns the Violations (those on stuck work:
+//     checkwork.go); Explain attributes one to a known Finding;
+//     LeadershipChanges measures what each change of holder cost in Lease
+//     API calls (calls.go); Totals aggregates many runs; Minimize shrinks a
+//     failing schedule.
 //
 // History, Check and Explain depend on the standard library only, but for
 // internal/leadership (itself standard library only): the checks for two

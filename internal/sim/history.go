@@ -23,6 +23,10 @@ type History struct {
 		Rate  float64
 		Burst int
 	}
+	// Work is the schedule's work liveness, relect's defaults applied
+	// (Schedule.Work): relect's candidates watch their work so; the
+	// client-go loop's do the same work, unwatched.
+	Work Work
 	// BackoffCap is the longest wait of the implementation between
 	// campaigns (zero if it has none).
 	BackoffCap time.Duration
@@ -41,6 +45,16 @@ type History struct {
 	Resets []time.Duration
 	// Changes are the Lease's successive states, as a watch saw them.
 	Changes []Change
+	// Checks are the calls of relect's work check (Options.Work.Check).
+	Checks []CheckCall
+}
+
+// CheckCall is one call of a candidate's work check, [Start, End).
+type CheckCall struct {
+	Candidate  int
+	Run        int // the candidate's current or last run when it was called
+	Start, End time.Duration
+	Failed     bool
 }
 
 // Change is one write to the Lease, by a candidate or by hand.
@@ -64,6 +78,13 @@ type Change struct {
 	// Line is the line of succession published with the record, first in
 	// line first (relect with its registry), or nil.
 	Line []string
+	// Streak is the stuck handovers in a row the line carries (relect's
+	// Options.Work): the leader that acquires this record holds
+	// Work.Cooldown × 2^(Streak−1) before it may hand over for stuck work.
+	// Cooling are the candidates the line says are in their cooldown after
+	// a stuck handover: they stand back when the lease is free.
+	Streak  int
+	Cooling []string
 }
 
 // Run is one campaigning process of a candidate: from the call of Run to
@@ -133,7 +154,8 @@ type Event struct {
 	Term      int64 // -1 if the notification carries none
 	Detail    string
 	// Cause is why a stopped-leading term ended, when it was a step-down
-	// the user asked for (CauseYielded, CauseHandedOver), else "".
+	// the user asked for (CauseYielded, CauseHandedOver) or relect's for
+	// stuck work (CauseWorkStuck), else "".
 	Cause string
 }
 
@@ -141,12 +163,15 @@ type Event struct {
 const (
 	Released   EventKind = "released"
 	HandedOver EventKind = "handed-over"
+	WorkStuck  EventKind = "work-stuck" // relect's EventWorkStuck
 )
 
-// Causes of a stopped-leading that a user asked for (Event.Cause).
+// Causes of a stopped-leading (Event.Cause): a step-down a user asked for,
+// or relect's for stuck work (its Err wraps relect.ErrWorkStuck).
 const (
 	CauseYielded    = "yielded"
 	CauseHandedOver = "handed-over"
+	CauseWorkStuck  = "work-stuck"
 )
 
 // Applied is an action of the schedule as the driver applied it.
@@ -222,6 +247,12 @@ func (h *History) Timeline(withCalls bool) string {
 			if c.Line != nil {
 				vis += fmt.Sprintf(" line=%v", c.Line)
 			}
+			if c.Streak != 0 {
+				vis += fmt.Sprintf(" streak=%d", c.Streak)
+			}
+			if c.Cooling != nil {
+				vis += fmt.Sprintf(" cooling=%v", c.Cooling)
+			}
 			add(c.At, "LEASE holder=%q transitions=%d duration=%s%s", c.Holder, c.Transitions, c.Duration, vis)
 		}
 	}
@@ -261,6 +292,13 @@ func (h *History) Timeline(withCalls bool) string {
 		add(e.At, "%s", s)
 	}
 	if withCalls {
+		for _, c := range h.Checks {
+			res := "ok"
+			if c.Failed {
+				res = "failed"
+			}
+			add(c.End, "%s work check (called %s): %s", CandidateName(c.Candidate), fmtDur(c.Start), res)
+		}
 		for _, c := range h.Calls {
 			res := "ok"
 			if c.Err != "" {
@@ -289,4 +327,14 @@ func (h *History) Timeline(withCalls bool) string {
 		b.WriteByte('\n')
 	}
 	return b.String()
+}
+
+// Leaderless returns how long within [from, to] no candidate's IsLeader
+// was true.
+func (h *History) Leaderless(from, to time.Duration) time.Duration {
+	led := time.Duration(0)
+	for _, s := range mergeSpans(h.Leading, func(Span) bool { return true }) {
+		led += max(0, min(s[1], to)-max(s[0], from))
+	}
+	return to - from - led
 }

@@ -59,6 +59,10 @@ func newRelectProcess(r *runner, sl *slot, runID int, prev *Run, a *Action) (pro
 		r.electors++
 		el = &relectElector{id: r.electors, keep: a.KeepLease}
 		t := r.t
+		var work relect.WorkOptions
+		if !r.s.Standby[sl.idx] { // relect.New refuses a standby Work: it never leads
+			work = r.s.Work.options(sl.check)
+		}
 		e, err := relect.New(relect.Options{
 			Client:              sl.cs,
 			Namespace:           Namespace,
@@ -79,9 +83,10 @@ func newRelectProcess(r *runner, sl *slot, runID int, prev *Run, a *Action) (pro
 			OnStartedLeading: func(ctx context.Context) {
 				n, _ := relect.TermFromContext(ctx)
 				cancelled := r.termStarted(sl, int(el.runID.Load()), n)
-				<-ctx.Done()
+				sl.work(ctx, relect.Beat)
 				cancelled()
 			},
+			Work: work,
 		})
 		if err != nil {
 			panic("sim: relect.New: " + err.Error())
@@ -115,11 +120,11 @@ const (
 	annotationHandOver   = "relect.io/handover"
 )
 
-// successionOf returns the holder a handover record names ("" if l's
-// record is not one) and the line of succession published with it, by
-// relect's rules: an annotation counts only if written with the record's
-// leaseTransitions, and a handover's only if it names the record's holder.
-func successionOf(l *coordinationv1.Lease) (handOverTo string, line []string) {
+// successionOf fills in what relect's annotations of l say (Change's
+// HandOverTo, Line, Streak and Cooling), by relect's rules: an annotation
+// counts only if written with the record's leaseTransitions, and a
+// handover's only if it names the record's holder.
+func successionOf(l *coordinationv1.Lease, c *Change) {
 	var term int32
 	if l.Spec.LeaseTransitions != nil {
 		term = *l.Spec.LeaseTransitions
@@ -133,20 +138,30 @@ func successionOf(l *coordinationv1.Lease) (handOverTo string, line []string) {
 		To   string `json:"to"`
 	}
 	if raw, ok := l.Annotations[annotationHandOver]; ok && json.Unmarshal([]byte(raw), &h) == nil && h.Term == term && h.To == holder {
-		handOverTo = holder
+		c.HandOverTo = holder
 	}
 	var sc struct {
 		Term int32 `json:"term"`
 		Next []struct {
 			ID string `json:"id"`
 		} `json:"next"`
+		Streak  int32 `json:"streak"`
+		Cooling []struct {
+			ID      string `json:"id"`
+			Seconds int32  `json:"s"`
+		} `json:"cooling"`
 	}
 	if raw, ok := l.Annotations[annotationSuccession]; ok && json.Unmarshal([]byte(raw), &sc) == nil && sc.Term == term {
 		for _, n := range sc.Next {
-			line = append(line, n.ID)
+			c.Line = append(c.Line, n.ID)
+		}
+		c.Streak = int(sc.Streak)
+		for _, n := range sc.Cooling {
+			if n.Seconds > 0 {
+				c.Cooling = append(c.Cooling, n.ID)
+			}
 		}
 	}
-	return handOverTo, line
 }
 
 func (p *relectProcess) run(ctx context.Context) {
@@ -169,8 +184,10 @@ func (p *relectProcess) run(ctx context.Context) {
 					cause = CauseYielded
 				case errors.Is(ev.Err, relect.ErrHandedOver):
 					cause = CauseHandedOver
+				case errors.Is(ev.Err, relect.ErrWorkStuck):
+					cause = CauseWorkStuck
 				}
-			case relect.EventReleased, relect.EventNewLeader, relect.EventHandedOver:
+			case relect.EventReleased, relect.EventNewLeader, relect.EventHandedOver, relect.EventWorkStuck:
 				term = ev.Term
 			}
 			detail := ev.Leader

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -20,15 +21,85 @@ type Totals struct {
 	// per known finding: violations, schedules, and a few example seeds
 	explained map[Finding]int
 	explSched map[Finding]int
-	examples  map[Finding][]uint64
-	calls     int
-	candTime  time.Duration
-	coverage  map[string]int // applied faults by coverage key
-	changes   []changeCost   // every leadership change
+	// explainedSafety counts the safety violations a finding explains.
+	explainedSafety int
+	examples        map[Finding][]uint64
+	calls           int
+	candTime        time.Duration
+	coverage        map[string]int // applied faults by coverage key
+	changes         []changeCost   // every leadership change
 	// costliest is the undisturbed change with the most calls, and the
 	// seed it happened in.
 	costliest     LeadershipChange
 	costliestSeed uint64
+	// Work liveness: calls and campaigning time of the schedules without
+	// it ([0]) and with it ([1]), and what became of stuck work.
+	callsBy    [2]int
+	candTimeBy [2]time.Duration
+	stuck      stuckTotals
+}
+
+// stuckTotals is what Totals keeps of stuck work (checkwork.go).
+type stuckTotals struct {
+	schedules int // with work liveness
+	// StuckEpisodes: all, judged, judged that kept the lease beyond the
+	// deadline, and the longest beyond (and its seed).
+	episodes, judged, kept int
+	beyond                 time.Duration
+	beyondSeed             uint64
+	handovers              int // terms ended for stuck work
+	// Outages: how many, their stuck handovers, how many had a chain over
+	// its bound, and the one with the most handovers (and its seed).
+	outages, outageHandovers, overBound int
+	worst                               Outage
+	worstSeed                           uint64
+	// gaps are the judged StepDownGaps, by cause.
+	gaps map[string][]time.Duration
+}
+
+// add adds the stuck work of h, played from the schedule of seed, and its
+// step-down gaps (Yields are in every schedule).
+func (st *stuckTotals) add(seed uint64, h *History) {
+	for _, g := range StepDownGaps(h) {
+		if g.Excused == "" {
+			if st.gaps == nil {
+				st.gaps = map[string][]time.Duration{}
+			}
+			st.gaps[g.Cause] = append(st.gaps[g.Cause], g.Gap)
+		}
+	}
+	if !h.Work.On() {
+		return
+	}
+	st.schedules++
+	for _, e := range StuckEpisodes(h) {
+		st.episodes++
+		if e.Excused != "" {
+			continue
+		}
+		st.judged++
+		if b := e.Beyond(); b > 0 {
+			st.kept++
+			if b > st.beyond {
+				st.beyond, st.beyondSeed = b, seed
+			}
+		}
+	}
+	for _, e := range h.Events {
+		if e.Kind == Stopped && e.Cause == CauseWorkStuck {
+			st.handovers++
+		}
+	}
+	for _, o := range Outages(h) {
+		st.outages++
+		st.outageHandovers += o.Handovers
+		if slices.ContainsFunc(o.Chains, func(c Chain) bool { k, _ := c.tooSoon(h.Work); return k > 0 }) {
+			st.overBound++
+		}
+		if st.outages == 1 || o.Handovers > st.worst.Handovers {
+			st.worst, st.worstSeed = o, seed
+		}
+	}
 }
 
 // changeCost is what Totals keeps of a LeadershipChange.
@@ -38,8 +109,8 @@ type changeCost struct {
 	calls, peak       int
 }
 
-// Result is what Add learnt from one history: its violations. Every
-// finding is fixed in relect, so a test fails on any of relect's.
+// Result is what Add learnt from one history: its violations. A test
+// fails on any of relect's (Explain names the fixed finding one repeats).
 type Result struct {
 	Violations []Violation
 }
@@ -62,6 +133,13 @@ func (t *Totals) Add(seed uint64, h *History) Result {
 	t.schedules++
 	t.calls += calls
 	t.candTime += candTime
+	on := 0
+	if h.Work.On() {
+		on = 1
+	}
+	t.callsBy[on] += calls
+	t.candTimeBy[on] += candTime
+	t.stuck.add(seed, h)
 	seenClass := map[Class]bool{}
 	seenFinding := map[Finding]bool{}
 	for _, v := range vs {
@@ -76,6 +154,9 @@ func (t *Totals) Add(seed uint64, h *History) Result {
 			continue
 		}
 		t.explained[f]++
+		if v.Class == Safety {
+			t.explainedSafety++
+		}
 		if !seenFinding[f] {
 			seenFinding[f] = true
 			t.explSched[f]++
@@ -169,13 +250,39 @@ func (t *Totals) CallsPerCandidateMinute() float64 {
 	return float64(t.calls) / t.candTime.Minutes()
 }
 
+// CallsPerCandidateMinuteWork is CallsPerCandidateMinute of the schedules
+// with work liveness (on) or without it.
+func (t *Totals) CallsPerCandidateMinuteWork(on bool) float64 {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := 0
+	if on {
+		i = 1
+	}
+	if t.candTimeBy[i] == 0 {
+		return 0
+	}
+	return float64(t.callsBy[i]) / t.candTimeBy[i].Minutes()
+}
+
 // Table formats totals per implementation as a markdown table: schedules,
 // violations per class (and in how many schedules), and API calls per
 // candidate-minute.
 func Table(impls []Impl, totals map[Impl]*Totals) string {
 	var b strings.Builder
-	b.WriteString("| implementation | schedules | safety violations | liveness violations | budget violations | event violations | calls violations | API calls per candidate-minute |\n")
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	b.WriteString("| implementation | schedules |")
+	for _, c := range Classes {
+		label := string(c)
+		if c == Events {
+			label = "event"
+		}
+		fmt.Fprintf(&b, " %s violations |", label)
+	}
+	b.WriteString(" API calls per candidate-minute |\n|---|---:|")
+	for range Classes {
+		b.WriteString("---:|")
+	}
+	b.WriteString("---:|\n")
 	for _, impl := range impls {
 		t := totals[impl]
 		fmt.Fprintf(&b, "| %s | %d |", impl, t.Schedules())
@@ -229,26 +336,26 @@ func RuleTable(impls []Impl, totals map[Impl]*Totals) string {
 	return b.String()
 }
 
-// FindingTable formats how many safety violations each known finding
-// explains, per implementation, as a markdown table; the last row counts
-// the rest.
+// FindingTable formats how many violations each known finding explains,
+// per implementation, as a markdown table; the last row counts the safety
+// violations none explains.
 func FindingTable(impls []Impl, totals map[Impl]*Totals) string {
 	var b strings.Builder
 	header(&b, "finding", impls)
 	rest := map[Impl]int{}
 	for _, impl := range impls {
 		rest[impl], _ = totals[impl].Violations(Safety)
+		rest[impl] -= totals[impl].safetyExplained()
 	}
 	for _, f := range Findings {
 		fmt.Fprintf(&b, "| %s (fixed in relect) |", f)
 		for _, impl := range impls {
 			v, s, seeds := totals[impl].Explained(f)
-			rest[impl] -= v
 			fmt.Fprintf(&b, " %d in %d schedules %v |", v, s, seeds)
 		}
 		b.WriteString("\n")
 	}
-	b.WriteString("| none of them |")
+	b.WriteString("| safety violations none of them explains |")
 	for _, impl := range impls {
 		fmt.Fprintf(&b, " %d |", rest[impl])
 	}
@@ -345,4 +452,92 @@ func (t *Totals) Costliest() (LeadershipChange, uint64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return t.costliest, t.costliestSeed
+}
+
+func (t *Totals) safetyExplained() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.explainedSafety
+}
+
+func (t *Totals) stuckTotals() stuckTotals {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := t.stuck
+	st.gaps = map[string][]time.Duration{}
+	for k, v := range t.stuck.gaps {
+		st.gaps[k] = slices.Clone(v)
+	}
+	return st
+}
+
+// stuckRows are the rows of StuckTable: a label, and the cell of one
+// implementation's totals.
+var stuckRows = []struct {
+	label string
+	cell  func(t *Totals, st stuckTotals) string
+}{
+	{"schedules with work liveness", func(_ *Totals, st stuckTotals) string { return strconv.Itoa(st.schedules) }},
+	{"terms whose work got stuck while they held the lease", func(_ *Totals, st stuckTotals) string { return strconv.Itoa(st.episodes) }},
+	{"… judged (still stuck at the deadline, another candidate able to take over)", func(_ *Totals, st stuckTotals) string { return strconv.Itoa(st.judged) }},
+	{"… of them, the lease still with the stuck leader after its deadline", func(_ *Totals, st stuckTotals) string { return strconv.Itoa(st.kept) }},
+	{"longest a stuck leader kept the lease beyond its deadline", func(_ *Totals, st stuckTotals) string {
+		if st.kept == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("%v (seed %d)", st.beyond.Round(time.Millisecond), st.beyondSeed)
+	}},
+	{"terms ended for stuck work (stuck handovers)", func(_ *Totals, st stuckTotals) string { return strconv.Itoa(st.handovers) }},
+	{"fleet-wide outages: count, stuck handovers in them", func(_ *Totals, st stuckTotals) string {
+		return fmt.Sprintf("%d: %d", st.outages, st.outageHandovers)
+	}},
+	{"… outages with a stuck handover sooner than the cooldowns allow", func(_ *Totals, st stuckTotals) string { return strconv.Itoa(st.overBound) }},
+	{"… most stuck handovers in one outage (its bound)", func(_ *Totals, st stuckTotals) string {
+		if st.worst.Handovers == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("%d (%d), %v, seed %d", st.worst.Handovers, st.worst.Bound(), (st.worst.To - st.worst.From).Round(time.Millisecond), st.worstSeed)
+	}},
+	{"nobody leads after a stuck handover, undisturbed: count: median / p99 / max", func(_ *Totals, st stuckTotals) string {
+		return durationStats(st.gaps[CauseWorkStuck])
+	}},
+	{"… after a Yield, undisturbed", func(_ *Totals, st stuckTotals) string { return durationStats(st.gaps[CauseYielded]) }},
+	{"API calls per candidate-minute, schedules without work liveness", func(t *Totals, _ stuckTotals) string {
+		return fmt.Sprintf("%.1f", t.CallsPerCandidateMinuteWork(false))
+	}},
+	{"… with work liveness", func(t *Totals, _ stuckTotals) string { return fmt.Sprintf("%.1f", t.CallsPerCandidateMinuteWork(true)) }},
+}
+
+// durationStats formats ds as "count: median / p99 / max" (nearest rank),
+// or "0".
+func durationStats(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "0"
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	rank := func(p int) time.Duration { return ds[max((p*len(ds)+99)/100-1, 0)] }
+	r := func(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
+	return fmt.Sprintf("%d: %v / %v / %v", len(ds), r(rank(50)), r(rank(99)), r(ds[len(ds)-1]))
+}
+
+// StuckTable formats what became of stuck work (relect's Options.Work;
+// checkwork.go), per implementation, as a markdown table. The client-go
+// loop does the same work and cannot see it stuck: its terms keep the
+// lease.
+func StuckTable(impls []Impl, totals map[Impl]*Totals) string {
+	var b strings.Builder
+	header(&b, "stuck work", impls)
+	sts := map[Impl]stuckTotals{}
+	for _, impl := range impls {
+		sts[impl] = totals[impl].stuckTotals()
+	}
+	for _, row := range stuckRows {
+		fmt.Fprintf(&b, "| %s |", row.label)
+		for _, impl := range impls {
+			fmt.Fprintf(&b, " %s |", row.cell(totals[impl], sts[impl]))
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
 }

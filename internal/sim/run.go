@@ -118,6 +118,8 @@ type runner struct {
 	handRVs   map[string]bool // resourceVersions written by hand
 	electors  int
 	slots     []*slot
+	// downstream: the work faults that hit everyone (FailDownstream).
+	downstream workFaults
 }
 
 type slot struct {
@@ -128,6 +130,7 @@ type slot struct {
 	cmds   chan command
 	done   chan struct{} // closed when the supervisor returns
 	proc   atomic.Pointer[processBox]
+	faults workFaults // its own work faults (HangWork, FailCheck)
 
 	// Guarded by runner.mu.
 	identity string
@@ -147,7 +150,8 @@ type command struct {
 
 func newRunner(s *Schedule, impl Impl) *runner {
 	t := s.Timing.withDefaults()
-	h := &History{Impl: impl.String(), Candidates: s.Candidates, Timing: t, Quiet: s.Quiet, Standby: standbys(s)}
+	h := &History{Impl: impl.String(), Candidates: s.Candidates, Timing: t, Quiet: s.Quiet, Standby: standbys(s),
+		Work: s.Work.withDefaults()}
 	h.Budget.Rate, h.Budget.Burst = t.RateLimit, t.RateBurst
 	if impl == Relect {
 		h.BackoffCap = t.BackoffMax
@@ -320,7 +324,7 @@ func (r *runner) watchLease() (stop func()) {
 			}
 			raw, _ := json.Marshal(resourcelock.LeaseSpecToLeaderElectionRecord(&l.Spec))
 			c.Visible = string(raw)
-			c.HandOverTo, c.Line = successionOf(l)
+			successionOf(l, &c)
 			r.mu.Lock()
 			r.h.Changes = append(r.h.Changes, c)
 			r.changeRVs = append(r.changeRVs, l.ResourceVersion)
@@ -495,6 +499,8 @@ func (r *runner) apply(a Action) {
 		})
 	case DeleteRegistration, StaleRegistration:
 		applied.Registration, applied.Skipped = r.editRegistration(a)
+	case HangWork, UnhangWork, FailCheck, HealCheck, FailDownstream, HealDownstream:
+		r.applyWork(a)
 	default:
 		panic(fmt.Sprintf("sim: unknown action %v", a.Kind))
 	}

@@ -63,7 +63,9 @@ type Kind int
 // The kinds of Action. Faults on one candidate's API handle (FailNext, Fail,
 // Latency, Partition, Pause) are undone by Heal (errors, latency, partition)
 // and Resume (pause); Kill and Stop are undone by Start; lease edits act on
-// the Lease itself, as an operator with kubectl would.
+// the Lease itself, as an operator with kubectl would; work faults (HangWork,
+// FailCheck, FailDownstream) act on the leaders' work (work.go) and are
+// undone by their own kinds.
 const (
 	// FailNext: the candidate's next Count calls fail with HTTP Code.
 	FailNext Kind = iota + 1
@@ -134,6 +136,22 @@ const (
 	// a renew time a day in the past, as a candidate whose clock lags
 	// would stamp it (relect only).
 	StaleRegistration
+	// HangWork: candidate Target's work hangs: it stops beating (it still
+	// returns when its term's context ends), until UnhangWork.
+	HangWork
+	// UnhangWork ends a HangWork: the work beats again.
+	UnhangWork
+	// FailCheck: candidate Target's work check fails — at once, or, if
+	// Hang, by not returning before its context ends — until HealCheck.
+	FailCheck
+	// HealCheck ends a FailCheck.
+	HealCheck
+	// FailDownstream: the work's downstream fails for everyone: every
+	// candidate's work hangs and its check fails (Hang as FailCheck's),
+	// until HealDownstream.
+	FailDownstream
+	// HealDownstream ends a FailDownstream.
+	HealDownstream
 )
 
 var kindNames = map[Kind]string{
@@ -145,6 +163,8 @@ var kindNames = map[Kind]string{
 	NegativeDuration: "edit-negative-duration", HugeDuration: "edit-huge-duration",
 	RepairDuration: "edit-repair-duration", FutureRenew: "edit-future-renew",
 	DeleteRegistration: "registry-delete", StaleRegistration: "registry-stale",
+	HangWork: "work-hang", UnhangWork: "work-unhang", FailCheck: "check-fail", HealCheck: "check-heal",
+	FailDownstream: "downstream-fail", HealDownstream: "downstream-heal",
 }
 
 func (k Kind) String() string {
@@ -194,6 +214,10 @@ type Action struct {
 	// Yield, HandOver: the step-down's write fails (the leader's next call
 	// answers 500), as a release can fail when the API does.
 	FailWrite bool
+	// FailCheck, FailDownstream: the failing check hangs until its
+	// context ends (relect counts it a failure at its CheckTimeout)
+	// rather than returning an error at once.
+	Hang bool
 }
 
 // CoverageKey names the fault the action injects, for coverage counts
@@ -204,8 +228,12 @@ func (a Action) CoverageKey() string {
 		return fmt.Sprintf("%s-%d", a.Kind, a.Code)
 	case FailVerb:
 		return fmt.Sprintf("%s-%s", a.Kind, a.Verb)
-	case Heal, Resume, RepairDuration:
+	case Heal, Resume, RepairDuration, UnhangWork, HealCheck, HealDownstream:
 		return ""
+	case FailCheck, FailDownstream:
+		if a.Hang {
+			return a.Kind.String() + "-hangs"
+		}
 	case Start:
 		switch {
 		case a.Initial && a.Late:
@@ -264,6 +292,8 @@ func AllCoverageKeys() []string {
 		keys = append(keys, "handover-to-"+to)
 	}
 	keys = append(keys, "yield-write-fails", "handover-write-fails", DeleteRegistration.String(), StaleRegistration.String())
+	keys = append(keys, HangWork.String(), FailCheck.String(), FailCheck.String()+"-hangs",
+		FailDownstream.String(), FailDownstream.String()+"-hangs")
 	return keys
 }
 
@@ -306,6 +336,9 @@ func (a Action) describe() string {
 	if a.FailWrite {
 		s += " (its write fails)"
 	}
+	if a.Hang {
+		s += " (hangs)"
+	}
 	return s
 }
 
@@ -336,6 +369,10 @@ type Schedule struct {
 	// only read the Lease).
 	Priority []int32
 	Standby  []bool
+	// Work is the work liveness relect's candidates run with, and the
+	// work every leader of both implementations does (zero: none beyond
+	// waiting for its term to end).
+	Work Work
 	// Quiet is when the last fault is undone: no action is at or after
 	// it. Liveness is judged from here.
 	Quiet time.Duration
@@ -357,6 +394,9 @@ func (s *Schedule) String() string {
 	fmt.Fprintf(&b, "seed=%d candidates=%d LD=%v RD=%v RP=%v backoff=%v..%v rate=%.3g/s burst=%d registration=%v quiet=%s span=%s\n",
 		s.Seed, s.Candidates, t.LeaseDuration, t.RenewDeadline, t.RetryPeriod, t.BackoffInitial, t.BackoffMax,
 		t.RateLimit, t.RateBurst, t.RegistrationRenewal, fmtDur(s.Quiet), fmtDur(s.Span))
+	if s.Work.On() {
+		fmt.Fprintf(&b, "  work: %v\n", s.Work)
+	}
 	for i := range s.Candidates {
 		fmt.Fprintf(&b, "  %s priority=%d", CandidateName(i), s.Priority[i])
 		if s.Standby[i] {
@@ -470,6 +510,9 @@ func Generate(seed uint64) *Schedule {
 	// (issue 18) draw from a third stream, so that the actions above stay
 	// those of the schedules before them.
 	acts = addRegistryFaults(rand.New(rand.NewPCG(seed, 0x7265676973747279)), s, acts, faultEnd) // "registry"
+	// Work liveness and its faults (issue 20) draw from a fourth stream:
+	// the schedules without it are those of before.
+	acts = addWork(rand.New(rand.NewPCG(seed, 0x776f726b)), s, acts, faultEnd) // "work"
 	slices.SortStableFunc(acts, func(a, b Action) int { return cmpDur(a.At, b.At) })
 
 	// Each start knows how its incarnation ends.
@@ -705,7 +748,8 @@ func (k Kind) Revoking() bool {
 
 // Filter returns a copy of s with only the actions keep accepts; a Kill or
 // Stop and the Start that ends it are kept or dropped together, and so are
-// a HugeDuration and its repair. Quiet is recomputed; Span is kept.
+// a HugeDuration and its repair, and a work fault and what undoes it. Quiet
+// is recomputed; Span is kept.
 func (s *Schedule) Filter(keep func(Action) bool) *Schedule {
 	out := *s
 	out.Actions = nil
@@ -732,7 +776,8 @@ func (s *Schedule) Filter(keep func(Action) bool) *Schedule {
 
 // partner returns the index of the action that undoes or is undone by
 // action i when one cannot run without the other (a Kill or Stop and the
-// following Start; a HugeDuration and the following repair), or −1.
+// following Start; a HugeDuration and the following repair; a work fault
+// and what undoes it), or −1.
 func (s *Schedule) partner(i int) int {
 	a := s.Actions[i]
 	find := func(from, step int, match func(Action) bool) int {
@@ -752,6 +797,14 @@ func (s *Schedule) partner(i int) int {
 		return find(i+1, 1, func(b Action) bool { return b.Kind == RepairDuration })
 	case a.Kind == RepairDuration:
 		return find(i-1, -1, func(b Action) bool { return b.Kind == HugeDuration })
+	}
+	if undo, ok := workUndo[a.Kind]; ok {
+		return find(i+1, 1, func(b Action) bool { return b.Target == a.Target && b.Kind == undo })
+	}
+	for fault, undo := range workUndo {
+		if a.Kind == undo {
+			return find(i-1, -1, func(b Action) bool { return b.Target == a.Target && b.Kind == fault })
+		}
 	}
 	return -1
 }

@@ -1,10 +1,15 @@
 package sim
 
 import (
+	"context"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/relect/relect"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
 func TestGenerate(t *testing.T) {
@@ -16,6 +21,9 @@ func TestGenerate(t *testing.T) {
 		}
 		if err := ValidTiming(sch.Timing); err != nil {
 			t.Fatalf("seed %d: %v", seed, err)
+		}
+		if err := validWork(sch.Work); err != nil {
+			t.Fatalf("seed %d: %v: %v", seed, sch.Work, err)
 		}
 		tm := sch.Timing.withDefaults()
 		if sch.Candidates < 2 || sch.Candidates > 7 {
@@ -35,6 +43,7 @@ func TestGenerate(t *testing.T) {
 		up := make([]int, sch.Candidates) // 0 never started, 1 up, 2 down
 		left := make([]bool, sch.Candidates)
 		broken := map[int]int{}
+		stuck := map[Kind]int{} // work faults not undone yet
 		for _, a := range sch.Actions {
 			seen[a.CoverageKey()] = true
 			if a.At > sch.Quiet {
@@ -60,6 +69,17 @@ func TestGenerate(t *testing.T) {
 				broken[a.Target]++
 			case Heal:
 				broken[a.Target] = 0
+			case HangWork, FailCheck, FailDownstream:
+				if !sch.Work.On() {
+					t.Errorf("seed %d: %v without work liveness", seed, a)
+				}
+				stuck[a.Kind]++
+			case UnhangWork, HealCheck, HealDownstream:
+				for fault, undo := range workUndo {
+					if undo == a.Kind {
+						stuck[fault]--
+					}
+				}
 			}
 		}
 		campaigner := false // someone can lead at the end
@@ -75,6 +95,11 @@ func TestGenerate(t *testing.T) {
 		for c, n := range broken {
 			if n != 0 {
 				t.Errorf("seed %d: candidate %d's faults never healed", seed, c)
+			}
+		}
+		for k, n := range stuck {
+			if n != 0 {
+				t.Errorf("seed %d: %d %v faults not undone", seed, n, k)
 			}
 		}
 	}
@@ -117,4 +142,18 @@ func TestMinimize(t *testing.T) {
 	if !slices.Equal(kinds, []Kind{want.Kind, Start}) {
 		t.Errorf("minimised to %v, want the %v and its restart:\n%s", kinds, want.Kind, m)
 	}
+}
+
+// validWork returns relect.New's verdict on w as the schedule's candidates
+// get it.
+func validWork(w Work) error {
+	_, err := relect.New(relect.Options{
+		Lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: Namespace, Name: LeaseName},
+			LockConfig: resourcelock.ResourceLockConfig{Identity: "validation"},
+		},
+		OnStartedLeading: func(context.Context) {},
+		Work:             w.options(func(context.Context) error { return nil }),
+	})
+	return err
 }

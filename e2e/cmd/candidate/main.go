@@ -20,6 +20,15 @@
 // successors it knows of (Elector.Candidates). Send SIGUSR1 and SIGUSR2 to
 // relect candidates only: in clientgo mode they end the process.
 //
+// With -mode=relect, -beat-window turns on relect's work liveness
+// (Options.Work.BeatWindow, with -work-cooldown and -work-max-cooldown):
+// the leader's work beats every quarter of the window, except while the
+// file -stuck-file exists — then the work hangs (it skips its beats, but
+// returns when its term ends). The first skipped beat of a term is
+// recorded as the event "beats-stopped", stamped with the last beat (or
+// the term's start); relect's own work-stuck event says when relect saw
+// it. (relect run's e2e test covers the work check.)
+//
 // On SIGTERM or SIGINT it cancels the election (a graceful release unless
 // -keep-lease-on-cancel), waits for Run to return, writes an "exit" record
 // and exits 0. It exits 1 if Run ended otherwise and 2 on bad flags.
@@ -52,6 +61,8 @@ type flags struct {
 	priority                                             int
 	standby                                              bool
 	handOverTo                                           string
+	beatWindow, workCooldown, workMaxCooldown            time.Duration
+	stuckFile                                            string
 }
 
 func main() {
@@ -72,6 +83,10 @@ func main() {
 	flag.IntVar(&f.priority, "priority", 0, "relect Priority")
 	flag.BoolVar(&f.standby, "standby", false, "relect Standby: follow and report, never campaign")
 	flag.StringVar(&f.handOverTo, "handover-to", "", "the identity SIGUSR2 hands the lease over to (relect HandOver)")
+	flag.DurationVar(&f.beatWindow, "beat-window", 0, "relect Work.BeatWindow: the work beats every quarter of it (0: no beats expected)")
+	flag.DurationVar(&f.workCooldown, "work-cooldown", 0, "relect Work.Cooldown (0: relect's default)")
+	flag.DurationVar(&f.workMaxCooldown, "work-max-cooldown", 0, "relect Work.MaxCooldown (0: relect's default)")
+	flag.StringVar(&f.stuckFile, "stuck-file", "", "while this file exists, the work hangs")
 	flag.Parse()
 	if f.kubeconfig == "" || f.name == "" || f.identity == "" || f.history == "" ||
 		(f.mode != "relect" && f.mode != "clientgo") || f.sample <= 0 {
@@ -144,14 +159,14 @@ type sampler struct {
 // interval covers every instant the candidate may have believed it led;
 // the "on" also records t1, and the "off" the last true sample's t0, which
 // bound what the samples prove (history.Interval.DoneBy, OnlyAfter).
-func (s *sampler) sample(t0, t1 time.Time, leading bool, term int64) {
+func (s *sampler) sample(t0, t1 time.Time, leading bool, term int64, fence func() string) {
 	a, b := t0.UnixNano(), t1.UnixNano()
 	if s.lastT != 0 && time.Duration(a-s.lastT) > history.MaxSampleGap {
 		must(s.w.Write(history.Record{T: a, Kind: history.KindGap, View: s.view, From: s.lastT, Before: s.last, After: leading}))
 	}
 	switch {
 	case leading && !s.last:
-		must(s.w.Write(history.Record{T: a, Kind: history.KindOn, View: s.view, Term: term, Until: b}))
+		must(s.w.Write(history.Record{T: a, Kind: history.KindOn, View: s.view, Term: term, Fence: fence(), Until: b}))
 	case !leading && s.last:
 		must(s.w.Write(history.Record{T: a, Kind: history.KindOff, View: s.view, Term: s.term,
 			LastTrue: s.lastTrue, LastTrueFrom: s.lastTrueFrom}))
@@ -178,7 +193,8 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 		KeepLeaseOnCancel: f.keepLeaseOnCancel,
 		Priority:          int32(f.priority),
 		Standby:           f.standby,
-		OnStartedLeading:  func(ctx context.Context) { <-ctx.Done() },
+		OnStartedLeading:  leaderWork(f, w),
+		Work:              relect.WorkOptions{BeatWindow: f.beatWindow, Cooldown: f.workCooldown, MaxCooldown: f.workMaxCooldown},
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
@@ -191,7 +207,7 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 		defer close(eventsDone)
 		for ev := range events {
 			r := history.Record{T: ev.Time.UnixNano(), Kind: history.KindEvent, Event: ev.Kind.String(),
-				Term: ev.Term, Leader: ev.Leader, Delay: int64(ev.Delay)}
+				Term: ev.Term, Fence: string(ev.Fence), Leader: ev.Leader, Delay: int64(ev.Delay)}
 			if ev.Err != nil {
 				r.Err = ev.Err.Error()
 			}
@@ -215,7 +231,15 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 	observe := func() {
 		t0 := time.Now()
 		term, leading := e.Term()
-		s.sample(t0, time.Now(), leading, term)
+		s.sample(t0, time.Now(), leading, term, func() string {
+			// Read only when the view turns true, from one snapshot:
+			// the fence of the term Term just reported, or "" if
+			// another has begun since (the check skips it).
+			if st := e.Stats(); st.Leading && st.Term == term {
+				return string(st.Fence)
+			}
+			return ""
+		})
 	}
 	tick := time.NewTicker(f.sample)
 	defer tick.Stop()
@@ -233,6 +257,44 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 			}
 			return err
 		case <-tick.C:
+		}
+	}
+}
+
+// stuck reports whether the work is made to hang now (-stuck-file exists).
+func stuck(f flags) bool {
+	if f.stuckFile == "" {
+		return false
+	}
+	_, err := os.Stat(f.stuckFile)
+	return err == nil
+}
+
+// leaderWork is a term's work: with -beat-window it beats every quarter
+// of the window while it is not stuck, recording the first beat it skips;
+// it returns when the term ends.
+func leaderWork(f flags, w *history.Writer) func(ctx context.Context) {
+	if f.beatWindow <= 0 {
+		return func(ctx context.Context) { <-ctx.Done() }
+	}
+	return func(ctx context.Context) {
+		tick := time.NewTicker(f.beatWindow / 4)
+		defer tick.Stop()
+		last, hung := time.Now(), false
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			switch {
+			case !stuck(f):
+				relect.Beat(ctx)
+				last, hung = time.Now(), false
+			case !hung:
+				hung = true
+				must(w.Write(history.Record{T: last.UnixNano(), Kind: history.KindEvent, Event: "beats-stopped"}))
+			}
 		}
 	}
 }
@@ -318,7 +380,7 @@ func runClientGo(ctx context.Context, f flags, cfg *rest.Config, w *history.Writ
 	for {
 		t0 := time.Now()
 		leading := loop.IsLeader()
-		s.sample(t0, time.Now(), leading, 0)
+		s.sample(t0, time.Now(), leading, 0, func() string { return "" })
 		select {
 		case <-loopDone:
 			return context.Cause(ctx)

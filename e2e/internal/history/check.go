@@ -2,7 +2,10 @@ package history
 
 import (
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/relect/relect"
 
 	"github.com/relect/relect/internal/leadership"
 )
@@ -16,9 +19,12 @@ import (
 type Interval struct {
 	Candidate string
 	View      string
-	// Term is the fencing token the candidate held, or -1 if the view does
-	// not know it (client-go's).
-	Term       int64
+	// Term is the term number the candidate held (relect's
+	// leaseTransitions), or -1 if the view does not know it (client-go's).
+	Term int64
+	// Fence is the relect term's fencing token (relect.Fence), "" if not
+	// known (client-go's views, or a term that ended as it was sampled).
+	Fence      string
 	Start, End time.Time
 	// SurelyFrom and SurelyUntil bound what the samples prove: the view
 	// was true at some instant of the first true sample, which ended at
@@ -41,7 +47,11 @@ func (iv Interval) String() string {
 	if iv.Open {
 		open = " (open)"
 	}
-	return fmt.Sprintf("%s[%s] term %d %s..%s (%v)%s", iv.Candidate, iv.View, iv.Term,
+	fence := ""
+	if iv.Fence != "" {
+		fence = " fence " + iv.Fence
+	}
+	return fmt.Sprintf("%s[%s] term %d%s %s..%s (%v)%s", iv.Candidate, iv.View, iv.Term, fence,
 		iv.Start.Format("15:04:05.000000"), iv.End.Format("15:04:05.000000"), iv.End.Sub(iv.Start).Round(time.Millisecond), open)
 }
 
@@ -65,7 +75,7 @@ func Intervals(candidate string, recs []Record, view string, dead time.Time) []I
 			if view != ViewRelect {
 				term = -1
 			}
-			cur = &Interval{Candidate: candidate, View: view, Term: term, Start: r.Time(), SurelyFrom: r.Time()}
+			cur = &Interval{Candidate: candidate, View: view, Term: term, Fence: r.Fence, Start: r.Time(), SurelyFrom: r.Time()}
 			if r.Until != 0 {
 				cur.SurelyFrom = time.Unix(0, r.Until)
 			}
@@ -153,7 +163,7 @@ func Overlaps(ivs []Interval) []Overlap {
 	return out
 }
 
-// TermRegressions checks the fencing tokens (leadership.TermRegressions): in
+// TermRegressions checks the term numbers (leadership.TermRegressions): in
 // start order, an interval of a different candidate than the one before it
 // must carry a larger term, and one of the same candidate at least the same
 // term. Intervals with an unknown term (-1) are skipped. Each violation is
@@ -171,6 +181,37 @@ func TermRegressions(ivs []Interval) []string {
 			what = "term did not grow across a change of leader"
 		}
 		out = append(out, fmt.Sprintf("%s: %v after %v", what, ivs[r.Cur], ivs[r.Prev]))
+	}
+	return out
+}
+
+// FenceRegressions checks the fences of relect terms: in start order, every
+// interval with a known fence must carry a fence above every fence before
+// it, or the same fence as the interval before it of the same candidate
+// (one term seen leading twice). Unlike term numbers, fences never start
+// over: not when the Lease is deleted, nor across restarts, nor for one
+// candidate's consecutive terms. Intervals of unknown fence are skipped.
+// Each violation is described in one string.
+func FenceRegressions(ivs []Interval) []string {
+	order := make([]Interval, 0, len(ivs))
+	for _, iv := range ivs {
+		if iv.Fence != "" {
+			order = append(order, iv)
+		}
+	}
+	slices.SortStableFunc(order, func(a, b Interval) int { return a.Start.Compare(b.Start) })
+	var out []string
+	for k := 1; k < len(order); k++ {
+		prev, cur, highest := order[k-1], order[k], order[k-1]
+		for _, iv := range order[:k] {
+			if relect.Fence(iv.Fence).Compare(relect.Fence(highest.Fence)) > 0 {
+				highest = iv
+			}
+		}
+		sameTerm := cur.Candidate == prev.Candidate && cur.Fence == prev.Fence && cur.Fence == highest.Fence
+		if !sameTerm && relect.Fence(cur.Fence).Compare(relect.Fence(highest.Fence)) <= 0 {
+			out = append(out, fmt.Sprintf("fence did not grow: %v after %v", cur, highest))
+		}
 	}
 	return out
 }

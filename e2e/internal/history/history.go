@@ -75,6 +75,7 @@ type Record struct {
 
 	View         string `json:"view,omitempty"`           // on, off, gap
 	Term         int64  `json:"term,omitempty"`           // on, off, event
+	Fence        string `json:"fence,omitempty"`          // on (relect view), event: the term's relect.Fence
 	Until        int64  `json:"until,omitempty"`          // on
 	LastTrue     int64  `json:"last_true,omitempty"`      // off
 	LastTrueFrom int64  `json:"last_true_from,omitempty"` // off

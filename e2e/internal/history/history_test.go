@@ -122,3 +122,31 @@ func TestDoneByAndOnlyAfter(t *testing.T) {
 		t.Errorf("an open interval is done by no deadline")
 	}
 }
+
+func TestFenceRegressions(t *testing.T) {
+	iv := func(who string, startMS int64, fence string) Interval {
+		return Interval{Candidate: who, View: ViewRelect, Fence: fence, Start: time.Unix(0, at(startMS))}
+	}
+	for _, tc := range []struct {
+		name string
+		ivs  []Interval
+		want int
+	}{
+		{"growing, one candidate's consecutive terms included", []Interval{iv("a", 0, "100"), iv("a", 10, "105"), iv("b", 20, "2000"), iv("a", 30, "2010")}, 0},
+		{"given out of order", []Interval{iv("b", 20, "2000"), iv("a", 0, "100")}, 0},
+		{"one term seen leading twice", []Interval{iv("a", 0, "100"), iv("a", 10, "100")}, 0},
+		{"unknown fences skipped", []Interval{iv("a", 0, "100"), iv("cg", 5, ""), iv("b", 10, "101")}, 0},
+		{"compared as integers, not strings", []Interval{iv("a", 0, "99"), iv("b", 10, "100")}, 0},
+		{"shared by two candidates", []Interval{iv("a", 0, "100"), iv("b", 10, "100")}, 1},
+		{"went back", []Interval{iv("a", 0, "100"), iv("b", 10, "90")}, 1},
+		{"below an earlier term, not just the last", []Interval{iv("a", 0, "100"), iv("b", 10, "200"), iv("c", 20, "150")}, 1},
+		{"the same fence again after another term", []Interval{iv("a", 0, "100"), iv("b", 10, "200"), iv("a", 20, "100")}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := FenceRegressions(tc.ivs)
+			if len(got) != tc.want {
+				t.Errorf("got %d violations, want %d: %q", len(got), tc.want, got)
+			}
+		})
+	}
+}

@@ -1,0 +1,173 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fileLines returns the lines of the file at path (none if it is missing).
+func fileLines(path string) []string {
+	data, _ := os.ReadFile(path)
+	return strings.Split(strings.TrimSuffix(string(data), "\n"), "\n")
+}
+
+// touch creates an empty file at path.
+func touch(t *testing.T, path string) {
+	t.Helper()
+	require.NoError(t, os.WriteFile(path, nil, 0o644))
+}
+
+// relect run's work check runs on the leader and on the successor in line,
+// each with its own identity; when it fails on the leader, the term ends,
+// CMD is stopped as at any term's end, the Lease goes to the other
+// replica, whose CMD starts, and the stuck replica stays a candidate.
+func TestRunStuckCheckHandsOver(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	dir := t.TempDir()
+	log, checks := filepath.Join(dir, "log"), filepath.Join(dir, "checks")
+	check := `echo "$RELECT_IDENTITY" >> ` + checks + `; test ! -e ` + dir + `/fail-"$RELECT_IDENTITY"`
+	args := []string{"--restart=always", "--check=" + check, "--check-interval=100ms", "--check-failures=2", "--",
+		"sh", "-c", `trap 'echo "stop $RELECT_IDENTITY" >> ` + log + `; exit 0' TERM; echo "start $RELECT_IDENTITY" >> ` + log + `; while :; do sleep 0.05; done`}
+	a := startRun(t, api, "a", args...)
+	eventually(t, "a's CMD started", func() bool { return slices.Contains(fileLines(log), "start a") })
+	b := startRun(t, api, "b", args...)
+	eventually(t, "b's check runs while b is next in line", func() bool { return slices.Contains(fileLines(checks), "b") })
+	require.Equal(t, "a", api.Holder("default", "job"))
+
+	touch(t, filepath.Join(dir, "fail-a"))
+	eventually(t, "b's CMD started", func() bool { return slices.Contains(fileLines(log), "start b") })
+	assert.Equal(t, []string{"start a", "stop a", "start b"}, fileLines(log), "a's CMD stopped before b's started")
+	assert.Equal(t, "b", api.Holder("default", "job"))
+	select {
+	case code := <-a.done:
+		t.Fatalf("relect a exited (%d) after its work was stuck; it must stay a candidate", code)
+	default:
+	}
+	assert.Contains(t, a.log.String(), "the leader's work is stuck: handing over")
+	assert.Contains(t, a.log.String(), "the work check failed 2 times in a row: --check: exit status 1")
+	eventually(t, "a follows b", func() bool { return strings.Contains(a.log.String(), "leader=b") })
+	b.cancel()
+	assert.Equal(t, 0, b.exitCode(t))
+}
+
+// post sends POST url and returns the status and the state answered.
+func post(t *testing.T, url string) (int, leaderState) {
+	t.Helper()
+	resp, err := http.Post(url, "", nil)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	var st leaderState
+	if resp.StatusCode == http.StatusOK || resp.StatusCode == http.StatusConflict {
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	}
+	return resp.StatusCode, st
+}
+
+// POST /beat keeps a sidecar's term alive under --beat-window; a leader
+// whose program stops beating is stuck: alone, it leads on and says so in
+// /leader and the file, /healthz fails after --work-stuck-timeout, and a
+// beat ends it; with another candidate it hands over, and its /beat
+// answers 409. A follower never counts a beat.
+func TestSidecarBeats(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	a := startSidecar(t, api, "a", "--beat-window=400ms", "--work-stuck-timeout=300ms")
+	eventually(t, "a leads", func() bool { return a.leader(t).Leading })
+	for range 8 {
+		code, st := post(t, "http://"+a.addr+"/beat")
+		require.Equal(t, http.StatusOK, code)
+		require.True(t, st.Leading, "the answer is the state after the beat")
+		require.False(t, st.WorkStuck)
+		time.Sleep(100 * time.Millisecond)
+	}
+	code, _ := get(t, "http://"+a.addr+"/beat")
+	assert.Equal(t, http.StatusMethodNotAllowed, code, "a beat is a POST")
+
+	// Alone, a leader that stops beating leads on, stuck.
+	eventually(t, "a stuck", func() bool { return a.leader(t).WorkStuck })
+	st := a.leader(t)
+	assert.True(t, st.Leading, "nobody to hand over to: a leads on")
+	require.NotNil(t, st.WorkStuckSince)
+	assert.WithinDuration(t, time.Now(), *st.WorkStuckSince, 5*time.Second)
+	eventually(t, "the file says stuck", func() bool { return a.fileState(t).WorkStuck })
+	eventually(t, "/healthz fails after --work-stuck-timeout", func() bool {
+		code, body := get(t, "http://"+a.addr+"/healthz")
+		return code == http.StatusServiceUnavailable && strings.Contains(body, "stuck")
+	})
+	code, st = post(t, "http://"+a.addr+"/beat")
+	require.Equal(t, http.StatusOK, code)
+	eventually(t, "a beat ends it", func() bool { return !a.leader(t).WorkStuck && !a.fileState(t).WorkStuck })
+	code, body := get(t, "http://"+a.addr+"/healthz")
+	assert.Equal(t, http.StatusOK, code, body)
+
+	// With another candidate: a follower's beat counts for nothing, and a
+	// leader that stops beating hands over.
+	stopBeating, beating := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(beating)
+		for {
+			select {
+			case <-stopBeating:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+			if resp, err := http.Post("http://"+a.addr+"/beat", "", nil); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	b := startSidecar(t, api, "b", "--beat-window=400ms")
+	eventually(t, "b follows a", func() bool { return b.leader(t).Leader == "a" })
+	code, st = post(t, "http://"+b.addr+"/beat")
+	assert.Equal(t, http.StatusConflict, code, "a follower's beat")
+	assert.False(t, st.Leading)
+	close(stopBeating)
+	<-beating
+	eventually(t, "b leads", func() bool { return b.leader(t).Leading })
+	code, st = post(t, "http://"+a.addr+"/beat")
+	assert.Equal(t, http.StatusConflict, code, "a beat after the stuck handover")
+	assert.False(t, st.Leading)
+	eventually(t, "a follows b", func() bool { return a.leader(t).Leader == "b" })
+	assert.Contains(t, a.log.String(), "no beat for")
+	// b does not beat either, but it must hold for --work-cooldown (1
+	// minute by default) after a stuck handover: it leads on, stuck.
+	eventually(t, "b stuck, holding", func() bool { st := b.leader(t); return st.Leading && st.WorkStuck })
+}
+
+// The sidecar's work check runs on a follower named in the line of
+// succession too, and /leader counts its failures there; on the leader,
+// failures in a row make the work stuck and it hands over.
+func TestSidecarCheck(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	dir := t.TempDir()
+	flags := []string{"--check=test ! -e " + dir + `/fail-"$RELECT_IDENTITY"`, "--check-interval=100ms", "--check-failures=3"}
+	a := startSidecar(t, api, "a", flags...)
+	eventually(t, "a leads", func() bool { return a.leader(t).Leading })
+	b := startSidecar(t, api, "b", flags...)
+	touch(t, filepath.Join(dir, "fail-b"))
+	eventually(t, "b's failures counted while it follows", func() bool { st := b.leader(t); return !st.Leading && st.WorkCheckFailures >= 3 })
+	assert.True(t, a.leader(t).Leading, "a follower's failing check leaves the leader alone")
+	require.NoError(t, os.Remove(filepath.Join(dir, "fail-b")))
+	eventually(t, "b's check passes again", func() bool { return b.leader(t).WorkCheckFailures == 0 })
+
+	touch(t, filepath.Join(dir, "fail-a"))
+	eventually(t, "b leads", func() bool { return b.leader(t).Leading })
+	st := a.leader(t)
+	assert.False(t, st.Leading)
+	assert.GreaterOrEqual(t, st.WorkCheckFailures, 3)
+	assert.Contains(t, a.log.String(), "the work check failed 3 times in a row")
+}
