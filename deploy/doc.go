@@ -3,6 +3,10 @@
 //
 //   - controller: a 3-replica Deployment of examples/controller, with its
 //     ServiceAccount, Role (Leases) and RoleBinding.
+//   - controller-runtime: a 3-replica Deployment of
+//     examples/controller-runtime (a module of its own), with its
+//     ServiceAccount, Role (Leases, ConfigMaps), RoleBinding and the
+//     Dockerfile that builds it.
 //   - daemonset-reporter: a DaemonSet of examples/daemonset-reporter, with
 //     its ServiceAccount, Role (Leases), ClusterRole (list nodes) and
 //     bindings.

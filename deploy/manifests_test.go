@@ -49,6 +49,12 @@ type manifestSet struct {
 	// relect, for a set that deploys the relect command (cmd/relect)
 	// instead of an example program, says how.
 	relect *relectUse
+	// roleRules are the Role's rules besides the Lease rule.
+	roleRules []rbacv1.PolicyRule
+	// managerProbes: /healthz and /readyz are served by controller-runtime's
+	// manager (HealthProbeBindAddress), with the checks ctrlrt.NewManager
+	// adds, not by a handler of the program's own.
+	managerProbes bool
 }
 
 // relectUse is how a manifest set runs the relect command.
@@ -78,6 +84,17 @@ var manifestSets = []manifestSet{
 		clusterRules: []rbacv1.PolicyRule{
 			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}},
 		},
+	},
+	{
+		dir:      "controller-runtime",
+		kinds:    []string{"Deployment", "Role", "RoleBinding", "ServiceAccount"},
+		program:  "controller-runtime",
+		replicas: 3,
+		fieldEnv: map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"},
+		roleRules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get", "list", "watch", "update"}},
+		},
+		managerProbes: true,
 	},
 	{
 		dir:      "relect-run",
@@ -216,7 +233,7 @@ func checkSet(t *testing.T, m manifestSet, objs []object) {
 	}
 
 	role := only[*rbacv1.Role](t, objs)
-	checkLeaseRole(t, role)
+	checkLeaseRole(t, role, m.roleRules)
 	binding := only[*rbacv1.RoleBinding](t, objs)
 	checkBinding(t, "RoleBinding "+binding.Name, binding.RoleRef, binding.Subjects, "Role", role.Name, sa)
 
@@ -278,13 +295,13 @@ func only[T runtime.Object](t *testing.T, objs []object) T {
 	return found[0]
 }
 
-func checkLeaseRole(t *testing.T, role *rbacv1.Role) {
+func checkLeaseRole(t *testing.T, role *rbacv1.Role, more []rbacv1.PolicyRule) {
 	t.Helper()
-	want := []rbacv1.PolicyRule{{
+	want := append([]rbacv1.PolicyRule{{
 		APIGroups: []string{"coordination.k8s.io"},
 		Resources: []string{"leases"},
 		Verbs:     leaseVerbs,
-	}}
+	}}, more...)
 	if !equalRules(role.Rules, want) {
 		t.Errorf("Role %s rules %+v, want exactly %+v", role.Name, role.Rules, want)
 	}
@@ -370,7 +387,12 @@ func checkPod(t *testing.T, m manifestSet, pod corev1.PodSpec, sa *corev1.Servic
 		}) {
 			t.Errorf("%s probe port %s is not a port of container %s", probeName, port.String(), c.Name)
 		}
-		if !strings.Contains(source, `"GET `+path+`"`) {
+		switch {
+		case m.managerProbes:
+			if !strings.Contains(source, "HealthProbeBindAddress") || !strings.Contains(source, "ctrlrt.NewManager") {
+				t.Errorf("examples/%s: %s is served by controller-runtime's manager, but the program sets no HealthProbeBindAddress on a ctrlrt.NewManager", m.program, path)
+			}
+		case !strings.Contains(source, `"GET `+path+`"`):
 			t.Errorf("examples/%s serves no GET %s", m.program, path)
 		}
 	}

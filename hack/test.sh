@@ -4,12 +4,16 @@
 #
 #   1. the library, relecttest, examples, the relect command and the
 #      deploy checks under the race detector, the monitoring kit's PromQL
-#      checks (deploy/monitoring, a module of its own), then the fault
+#      checks (deploy/monitoring, a module of its own), the controller-runtime
+#      adapter and its example under the race detector (ctrlrt and
+#      examples/controller-runtime, modules of their own), then the fault
 #      simulation at full size without the race detector (simulated time:
 #      about a minute in all);
 #   2. builds (or reuses) kube-apiserver and etcd from the Go module proxy
 #      into .cache/ (cold: ~15 min on 2 cores; warm: under a second);
-#   3. the real-control-plane scenarios in the e2e module;
+#   3. the real-control-plane scenarios in the e2e module (the
+#      controller-runtime scenario in its short mode, 10 changes of leader
+#      per mode: docs/performance.md);
 #   4. the side-by-side benchmark against plain client-go in its short mode
 #      (≈ 5.5 min; prints the table; docs/performance.md has the full mode).
 #
@@ -68,6 +72,10 @@ simulation() {
 monitoring() {
 	(cd deploy/monitoring && go test -count=1 ./...)
 }
+ctrlrt() {
+	(cd ctrlrt && go test -race -count=1 ./...)
+	(cd examples/controller-runtime && go test -race -count=1 ./...)
+}
 e2e_suite() {
 	(cd e2e && RELECT_E2E_DIR="$logs/e2e" go test -count=1 -timeout 30m ./...)
 }
@@ -80,6 +88,8 @@ step "go test -race ./... (library, relecttest, examples, cmd/relect, deploy; th
 	go test -race -count=1 ./...
 step "deploy/monitoring: the dashboard's and alerts' PromQL, with Prometheus' parsers" monitoring.log \
 	monitoring
+step "ctrlrt: controller-runtime in relect's terms, and its example (go test -race)" ctrlrt.log \
+	ctrlrt
 
 step "the fault simulation at full size (10,000 schedules; RELECT_SIM_SCHEDULES for more)" simulation.log \
 	simulation

@@ -96,6 +96,10 @@ type Record struct {
 	// waited on relect's token bucket, in ns.
 	Calls      map[string]uint64 `json:"calls,omitempty"`
 	BucketWait int64             `json:"bucket_wait,omitempty"`
+	// Heap and Goroutines are a process's heap in use after a GC, in
+	// bytes, and its goroutines (event "mem" of e2e/cmd/ctrlrt-replica).
+	Heap       uint64 `json:"heap,omitempty"`
+	Goroutines int    `json:"goroutines,omitempty"`
 }
 
 // Time returns T as a time.Time.
