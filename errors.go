@@ -70,6 +70,11 @@ var (
 	// ErrWorkReturned ends a term when OnStartedLeading returned while the
 	// term was still valid.
 	ErrWorkReturned = errors.New("relect: OnStartedLeading returned")
+
+	// ErrInvalidFence is wrapped by the errors of ParseFence and
+	// Fence.Uint64 for text that is not a fence relect hands out (a
+	// positive decimal integer without leading zeros), and for no fence.
+	ErrInvalidFence = errors.New("relect: invalid fence")
 )
 
 // FieldError reports one invalid field of Options, or of HealthOptions. New

@@ -3,6 +3,7 @@ package relect
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -44,28 +45,66 @@ func newFence(rv string) Fence {
 	return Fence(rv)
 }
 
+// ParseFence returns s as a Fence, for a fence that travelled as text (the
+// RELECT_FENCE variable of relect run's CMD, the sidecar's "fence", a
+// column or annotation a store keeps). s must be a well-formed
+// resourceVersion: a positive decimal integer without leading zeros, of any
+// length. Otherwise it returns the zero Fence and an error that names s and
+// wraps ErrInvalidFence ("" gives one that says there is no fence).
+func ParseFence(s string) (Fence, error) {
+	if s == "" {
+		return "", fmt.Errorf("%w: no fence (empty)", ErrInvalidFence)
+	}
+	if f := newFence(s); f != "" {
+		return f, nil
+	}
+	return "", fmt.Errorf("%w: %q is not a positive decimal integer without leading zeros", ErrInvalidFence, s)
+}
+
+// Valid reports whether f is a fence relect hands out (a well-formed
+// resourceVersion; see ParseFence). The zero Fence is not valid.
+func (f Fence) Valid() bool { return f != "" && newFence(string(f)) == f }
+
 // Compare returns −1, 0 or +1 as f is older than, the same as, or newer
-// than g. A zero Fence is older than any other.
+// than g: valid fences as integers of any length (Kubernetes' rule,
+// resourceversion.CompareResourceVersion). Compare is a total order: a
+// Fence that is not valid (the zero Fence, or text that did not come from
+// relect, such as an annotation garbled by hand) is older than every valid
+// one — so it never blocks a real term's write — and such fences order
+// among themselves by their text. Check input with ParseFence or Valid
+// where a bad fence must be refused rather than ordered.
 func (f Fence) Compare(g Fence) int {
-	switch {
-	case f == g:
+	if f == g {
 		return 0
-	case f == "":
-		return -1
-	case g == "":
+	}
+	fv, gv := f.Valid(), g.Valid()
+	switch {
+	case fv && gv:
+		c, _ := resourceversion.CompareResourceVersion(string(f), string(g))
+		return c
+	case fv:
 		return 1
+	case gv:
+		return -1
 	}
-	c, err := resourceversion.CompareResourceVersion(string(f), string(g))
-	if err != nil { // not from newFence: order by the digits' text
-		return cmpString(string(f), string(g))
-	}
-	return c
+	return cmpString(string(f), string(g))
 }
 
 // Uint64 returns f as a number, for storage that compares integers (a SQL
-// column, an etcd value). It fails for the zero Fence, and for one that does
-// not fit 64 bits (etcd's revisions are 64-bit).
-func (f Fence) Uint64() (uint64, error) { return strconv.ParseUint(string(f), 10, 64) }
+// column, an etcd value). It fails, with an error that wraps
+// ErrInvalidFence, for a Fence that is not valid (the zero Fence included),
+// and for one that does not fit 64 bits (etcd's revisions are 64-bit).
+func (f Fence) Uint64() (uint64, error) {
+	if !f.Valid() {
+		_, err := ParseFence(string(f))
+		return 0, err
+	}
+	n, err := strconv.ParseUint(string(f), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s does not fit 64 bits", ErrInvalidFence, f)
+	}
+	return n, nil
+}
 
 // FenceFromContext returns the fence of the term whose context ctx is (or
 // derives from): the context given to OnStartedLeading. ok is false outside
@@ -95,8 +134,11 @@ type fenceMark struct {
 // LeaseFence returns the fence of the term that holds l, as its relect
 // holder published it (from its first renewal on), or "" if l carries none
 // for its current holder and term (a plain client-go holder, a released
-// Lease, a term only just begun).
+// Lease, a term only just begun), or if l is nil.
 func LeaseFence(l *coordinationv1.Lease) Fence {
+	if l == nil {
+		return ""
+	}
 	var m fenceMark
 	raw, ok := l.Annotations[annotationFence]
 	if !ok || json.Unmarshal([]byte(raw), &m) != nil {
@@ -109,7 +151,8 @@ func LeaseFence(l *coordinationv1.Lease) Fence {
 	return newFence(string(m.Fence))
 }
 
-// cmpString orders strings, for Compare's fallback.
+// cmpString orders strings, for Compare's order of fences that are not
+// valid.
 func cmpString(a, b string) int {
 	switch {
 	case a < b:

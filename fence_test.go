@@ -12,6 +12,7 @@ import (
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -173,6 +174,80 @@ func TestNoFenceWithALock(t *testing.T) {
 		a.start()
 		waitFor(t, 2*ld, "a leads", a.e.IsLeader)
 		assert.False(t, <-ok)
+		a.stop()
+	})
+}
+
+// Compare orders valid fences as integers of any length, puts every
+// fence that is not valid below every valid one, and is a total order
+// (antisymmetric and transitive) over a mix of both.
+func TestFenceCompareIsATotalOrder(t *testing.T) {
+	fs := []relect.Fence{"", "garbage", "n/a", "010", "0", "-3", "1x", "2", "9", "10", "99", "100", "18446744073709551615", "18446744073709551616"}
+	for _, f := range fs {
+		for _, g := range fs {
+			assert.Equal(t, -g.Compare(f), f.Compare(g), "antisymmetric: %q, %q", f, g)
+			for _, h := range fs {
+				if f.Compare(g) <= 0 && g.Compare(h) <= 0 {
+					assert.LessOrEqual(t, f.Compare(h), 0, "transitive: %q ≤ %q ≤ %q", f, g, h)
+				}
+			}
+		}
+	}
+	assert.Equal(t, -1, relect.Fence("9").Compare("10"), "integers, not text")
+	assert.Equal(t, 1, relect.Fence("18446744073709551616").Compare("18446744073709551615"), "beyond 64 bits")
+	for _, bad := range []relect.Fence{"", "n/a", "010", "1x"} {
+		assert.Equal(t, -1, bad.Compare("2"), "%q is older than any valid fence: it never blocks a real term's write", bad)
+	}
+}
+
+func TestParseFence(t *testing.T) {
+	for _, ok := range []string{"1", "42", "18446744073709551616"} {
+		f, err := relect.ParseFence(ok)
+		require.NoError(t, err)
+		assert.Equal(t, relect.Fence(ok), f)
+		assert.True(t, f.Valid())
+	}
+	for _, bad := range []string{"", "0", "010", "-1", "1x", " 1", "n/a"} {
+		f, err := relect.ParseFence(bad)
+		assert.ErrorIs(t, err, relect.ErrInvalidFence, "%q", bad)
+		assert.Equal(t, relect.Fence(""), f)
+		assert.False(t, relect.Fence(bad).Valid())
+		if bad != "" {
+			assert.Contains(t, err.Error(), `"`+bad+`"`, "the message names the text")
+		}
+	}
+	_, err := relect.ParseFence("")
+	assert.Contains(t, err.Error(), "no fence")
+
+	n, err := relect.Fence("42").Uint64()
+	require.NoError(t, err)
+	assert.Equal(t, uint64(42), n)
+	_, err = relect.Fence("").Uint64()
+	assert.ErrorIs(t, err, relect.ErrInvalidFence)
+	assert.Contains(t, err.Error(), "no fence")
+	_, err = relect.Fence("18446744073709551616").Uint64()
+	assert.ErrorIs(t, err, relect.ErrInvalidFence)
+	assert.Contains(t, err.Error(), "64 bits")
+
+	assert.Equal(t, relect.Fence(""), relect.LeaseFence(nil), "no Lease, no fence (and no panic)")
+}
+
+// A leader whose Lease's leaseTransitions is edited by hand goes on
+// publishing its fence: the mark follows the record's number (client-go
+// renews with the number it read), so relect status still shows it.
+func TestFencePublishedAfterTransitionsEditedByHand(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		a := newCandidate(t, api, "a", nil)
+		a.start()
+		waitFor(t, ld, "a leads", a.e.IsLeader)
+		f := fences(a)[0]
+		waitFor(t, ld, "the fence is published", func() bool { return relect.LeaseFence(api.Lease(ns, lease)) == f })
+		require.NoError(t, api.Edit(ns, lease, func(l *coordinationv1.Lease) { n := *l.Spec.LeaseTransitions + 7; l.Spec.LeaseTransitions = &n }))
+		time.Sleep(3 * ld)
+		synctest.Wait()
+		require.True(t, a.e.IsLeader())
+		assert.Equal(t, f, relect.LeaseFence(api.Lease(ns, lease)), "the renewals after the edit publish the term's fence")
 		a.stop()
 	})
 }

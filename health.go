@@ -93,17 +93,7 @@ type HealthOptions struct {
 // cut off from the API server cannot, and mind that an API server outage
 // then takes every pod out of its Services at once.
 func (e *Elector) HealthCheck(opts HealthOptions) func(*http.Request) error {
-	var bad []error
-	if opts.WorkStopTimeout < 0 {
-		bad = append(bad, newFieldError("HealthOptions", "WorkStopTimeout", "is negative (%v)", opts.WorkStopTimeout))
-	}
-	if opts.CutOffAfter < 0 {
-		bad = append(bad, newFieldError("HealthOptions", "CutOffAfter", "is negative (%v)", opts.CutOffAfter))
-	}
-	if opts.WorkStuckTimeout < 0 {
-		bad = append(bad, newFieldError("HealthOptions", "WorkStuckTimeout", "is negative (%v)", opts.WorkStuckTimeout))
-	}
-	invalid := errors.Join(bad...)
+	invalid := opts.Validate()
 	if e.st == nil {
 		invalid = ErrNotInitialized
 	}
@@ -121,6 +111,26 @@ func (e *Elector) HealthCheck(opts HealthOptions) func(*http.Request) error {
 	}
 	h := &healthCheck{src: e, opts: opts}
 	return h.check
+}
+
+// Validate returns nil if HealthCheck accepts opts, or a *FieldError for
+// each negative duration, joined (see FieldErrors; each matches
+// ErrInvalidOptions). The zero HealthOptions is valid. It is safe for
+// concurrent use; programs that build a check later (package ctrlrt) use it
+// to refuse bad options up front rather than serve a check that always
+// fails.
+func (opts HealthOptions) Validate() error {
+	var bad []error
+	if opts.WorkStopTimeout < 0 {
+		bad = append(bad, newFieldError("HealthOptions", "WorkStopTimeout", "is negative (%v)", opts.WorkStopTimeout))
+	}
+	if opts.CutOffAfter < 0 {
+		bad = append(bad, newFieldError("HealthOptions", "CutOffAfter", "is negative (%v)", opts.CutOffAfter))
+	}
+	if opts.WorkStuckTimeout < 0 {
+		bad = append(bad, newFieldError("HealthOptions", "WorkStuckTimeout", "is negative (%v)", opts.WorkStuckTimeout))
+	}
+	return errors.Join(bad...)
 }
 
 // HealthHandler serves a health check made by HealthCheck(opts): status

@@ -1123,7 +1123,9 @@ func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
 	if sc := s.succession.next(s.cfg, term, time.Now(), to); sc != nil {
 		set(annotationSuccession, sc.encode())
 	}
-	if t := s.term; t != nil && t.fence != "" && rec.HolderIdentity == s.cfg.identity && int64(term) == t.number {
+	if t := s.term; t != nil && t.fence != "" && rec.HolderIdentity == s.cfg.identity {
+		// Bound to the record's term number, which a hand edit of leaseTransitions
+		// may have changed under the term: LeaseFence matches the Lease as it is.
 		raw, _ := json.Marshal(fenceMark{Holder: s.cfg.identity, Term: term, Fence: t.fence})
 		set(annotationFence, string(raw)) // the term's renewals publish its fence, for tools
 	}

@@ -37,6 +37,8 @@ func (g *group) add(r manager.Runnable) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
+	case r == nil || isNil(r):
+		return errors.New("ctrlrt: the term's manager: Add: nil runnable")
 	case g.stopped:
 		return ErrTermEnded
 	case !g.running:

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -136,9 +138,20 @@ func NewLock(o LockOptions) (*Lock, error) {
 	if (o.Config == nil) == (o.Client == nil) {
 		bad("Config", "and Client: set exactly one")
 	}
-	for field, v := range map[string]string{"Namespace": o.Namespace, "Name": o.Name, "Identity": o.Identity} {
-		if v == "" {
-			bad(field, "is empty")
+	for _, f := range []struct {
+		field, v string
+		valid    func(string) []string
+	}{
+		{"Namespace", o.Namespace, validation.IsDNS1123Label},
+		{"Name", o.Name, validation.IsDNS1123Subdomain},
+		{"Identity", o.Identity, nil},
+	} {
+		if f.v == "" {
+			bad(f.field, "is empty")
+		} else if f.valid != nil {
+			if msgs := f.valid(f.v); len(msgs) > 0 {
+				bad(f.field, fmt.Sprintf("%q is not a valid %s name: %s", f.v, strings.ToLower(f.field), strings.Join(msgs, "; ")))
+			}
 		}
 	}
 	if o.CallTimeout < 0 {
@@ -156,7 +169,7 @@ func NewLock(o LockOptions) (*Lock, error) {
 		c.Timeout = 0 // the watch is long; the calls get CallTimeout
 		cs, err := kubernetes.NewForConfig(rest.AddUserAgent(c, "relect-ctrlrt-lock"))
 		if err != nil {
-			return nil, fmt.Errorf("ctrlrt: LockOptions.Config: %w", err)
+			return nil, fmt.Errorf("%w: LockOptions.Config: %w", ErrInvalidOptions, err)
 		}
 		client = cs
 	}

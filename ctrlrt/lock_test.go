@@ -172,9 +172,19 @@ func TestNewLockRefusesBadOptions(t *testing.T) {
 		{Client: api.Client("a").Clientset(), Config: &rest.Config{}, Namespace: namespace, Name: leaseName, Identity: "a"},
 		{Client: api.Client("a").Clientset(), Name: leaseName, Identity: "a"},
 		{Client: api.Client("a").Clientset(), Namespace: namespace, Name: leaseName, Identity: "a", CallTimeout: -time.Second},
+		{Client: api.Client("a").Clientset(), Namespace: "N_ bad!", Name: leaseName, Identity: "a"},
+		{Client: api.Client("a").Clientset(), Namespace: namespace, Name: "x/y", Identity: "a"},
+		{Config: &rest.Config{Host: "https://127.0.0.1:1", QPS: 5}, Namespace: namespace, Name: leaseName, Identity: "a"}, // QPS without Burst: client-go refuses it
 	} {
 		if _, err := ctrlrt.NewLock(o); !errors.Is(err, ctrlrt.ErrInvalidOptions) {
 			t.Errorf("NewLock(%+v): %v, want ErrInvalidOptions", o, err)
+		}
+	}
+	// The same options, the same message: fields in a fixed order.
+	_, first := ctrlrt.NewLock(ctrlrt.LockOptions{})
+	for range 20 {
+		if _, err := ctrlrt.NewLock(ctrlrt.LockOptions{}); err.Error() != first.Error() {
+			t.Fatalf("NewLock's message changed: %q, then %q", first, err)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 )
@@ -60,23 +61,28 @@ type Manager struct {
 // relect.ErrInvalidOptions too), ErrManagerElection, or manager.New's
 // error.
 func NewManager(config *rest.Config, mo manager.Options, o Options) (*Manager, error) {
-	if err := o.check(config, &mo); err != nil {
+	m := &Manager{setup: o.Setup, informers: o.Informers}
+	// Every problem at once: ctrlrt's own, then the Elector's as relect.New
+	// reports them (New makes no API call), before the manager is built.
+	errs := []error{o.check(config, &mo)}
+	logger := mo.Logger
+	if logger.GetSink() == nil {
+		logger = ctrllog.Log // manager.New's default
+	}
+	eo := o.electorOptions(config, logger, m.lead)
+	e, err := relect.New(eo)
+	if err != nil && (config != nil || eo.Client != nil || eo.Lock != nil) { // a nil config is reported once, above
+		errs = append(errs, fmt.Errorf("%w: Options.Elector: %w", ErrInvalidOptions, err))
+	}
+	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
 	mgr, err := manager.New(config, mo)
 	if err != nil {
 		return nil, err
 	}
-	m := &Manager{
-		Manager:   mgr,
-		setup:     o.Setup,
-		informers: o.Informers,
-		log:       mgr.GetLogger().WithName("ctrlrt"),
-	}
-	e, err := relect.New(o.electorOptions(config, mgr.GetLogger(), m.lead))
-	if err != nil {
-		return nil, fmt.Errorf("%w: Options.Elector: %w", ErrInvalidOptions, err)
-	}
+	m.Manager = mgr
+	m.log = mgr.GetLogger().WithName("ctrlrt")
 	m.elector = e
 	if err := mgr.Add(electorRunnable{m}); err != nil {
 		return nil, err
@@ -110,9 +116,11 @@ func (m *Manager) Elector() *relect.Elector { return m.elector }
 // A controller that needs election cannot be started twice; Add returns
 // an error that wraps ErrControllerOnManager for one (a controller built
 // with the builder or controller.New on this Manager): build it in
-// Options.Setup, on the term's manager. Add never blocks.
+// Options.Setup, on the term's manager. A nil r (a nil interface, or a nil
+// manager.RunnableFunc or pointer in one) is refused with an error. Add
+// never blocks.
 func (m *Manager) Add(r manager.Runnable) error {
-	if r == nil {
+	if r == nil || isNil(r) { // a nil manager.RunnableFunc too: every term would panic starting it
 		return errors.New("ctrlrt: Manager.Add: nil runnable")
 	}
 	if !needsElection(r) {
@@ -198,5 +206,9 @@ func (m *Manager) readyz(*http.Request) error {
 // isNil reports whether v holds a nil pointer.
 func isNil(v any) bool {
 	r := reflect.ValueOf(v)
-	return r.Kind() == reflect.Pointer && r.IsNil()
+	switch r.Kind() {
+	case reflect.Pointer, reflect.Func, reflect.Map, reflect.Chan, reflect.Slice, reflect.Interface:
+		return r.IsNil()
+	}
+	return false
 }

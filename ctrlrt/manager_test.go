@@ -8,12 +8,14 @@ import (
 	"net/http"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/relect/relect"
 	"github.com/relect/relect/ctrlrt"
+	"github.com/relect/relect/fencing"
 	"github.com/relect/relect/relecttest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -194,6 +196,9 @@ func TestAddRoutesRunnables(t *testing.T) {
 	})); err != nil {
 		t.Fatal(err)
 	}
+	if err := r.m.Add(manager.RunnableFunc(nil)); err == nil {
+		t.Error("Add(manager.RunnableFunc(nil)): nil error; every term would panic starting it")
+	}
 	err := builder.ControllerManagedBy(r.m).For(&corev1.ConfigMap{}).Named("on-the-long-lived-manager").
 		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }))
 	if !errors.Is(err, ctrlrt.ErrControllerOnManager) {
@@ -352,6 +357,9 @@ func TestNewManagerRefusesBadOptions(t *testing.T) {
 		{"OnStartedLeading", cfg, nil, func(o *ctrlrt.Options) { o.Elector.OnStartedLeading = func(context.Context) {} }, []error{ctrlrt.ErrInvalidOptions}},
 		{"nil informer", cfg, nil, func(o *ctrlrt.Options) { o.Informers = []client.Object{(*corev1.ConfigMap)(nil)} }, []error{ctrlrt.ErrInvalidOptions}},
 		{"bad elector", cfg, nil, func(o *ctrlrt.Options) { o.Elector.Namespace = "" }, []error{ctrlrt.ErrInvalidOptions, relect.ErrInvalidOptions}},
+		// A negative health duration would serve a liveness check that
+		// always fails: a restart loop, not an error at start.
+		{"negative health", cfg, nil, func(o *ctrlrt.Options) { o.Health.WorkStopTimeout = -time.Second }, []error{ctrlrt.ErrInvalidOptions, relect.ErrInvalidOptions}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o, m := good(), mo
@@ -362,12 +370,28 @@ func TestNewManagerRefusesBadOptions(t *testing.T) {
 				tc.o(&o)
 			}
 			_, err := ctrlrt.NewManager(tc.config, m, o)
+			t.Log(err)
 			for _, want := range tc.want {
 				if !errors.Is(err, want) {
 					t.Errorf("NewManager: %v, want it to match %v", err, want)
 				}
 			}
 		})
+	}
+}
+
+// TestNewManagerReportsEveryProblemAtOnce: ctrlrt's fields and the
+// Elector's, in one error, before anything is built.
+func TestNewManagerReportsEveryProblemAtOnce(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	o := ctrlrt.Options{Elector: electorTimings}
+	o.Elector.Client = api.Client("x").Clientset() // Namespace and Name left empty
+	o.Health.CutOffAfter = -time.Second
+	_, err := ctrlrt.NewManager(&rest.Config{Host: "https://127.0.0.1:1"}, manager.Options{}, o)
+	for _, field := range []string{"Options.Setup", "Namespace", "Name", "CutOffAfter"} {
+		if err == nil || !strings.Contains(err.Error(), field) {
+			t.Errorf("NewManager: %v, want it to name %s", err, field)
+		}
 	}
 }
 
@@ -495,5 +519,82 @@ func TestUnmanagedControllersWork(t *testing.T) {
 	r.stop()
 	if n := r.cache.handlers.Load(); n != 0 {
 		t.Errorf("%d event handlers left on the informer after the last term", n)
+	}
+}
+
+// TestStuckReconcileHoldsUpTheReleaseNotTheNextLeader: a Reconcile that
+// ignores its context when its term ends (here by Yield) keeps the Lease
+// from being released, not from passing on: the term no longer renews, the
+// Lease expires and another replica leads while that Reconcile still runs.
+// The stuck replica's liveness check says so (ErrWorkOverrun), its Yield
+// returns ErrLeaseLost once the Reconcile has returned, and its late write
+// with the old term's fence is refused once the new leader has written
+// (docs/controller-runtime.md, "What never outside a term means").
+func TestStuckReconcileHoldsUpTheReleaseNotTheNextLeader(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased(namespace, leaseName)
+	var guard fencing.Guard
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	lateWrite := make(chan error, 1)
+	a := newReplica(t, api, "a", replicaOpts{objects: configMaps(1), noStart: true})
+	a.blocked = func(ctx context.Context) {
+		first := false
+		once.Do(func() { first = true })
+		if !first {
+			return
+		}
+		close(entered)
+		<-release // ignores ctx
+		f, _ := relect.FenceFromContext(ctx)
+		lateWrite <- guard.Admit(f)
+	}
+	a.start()
+	a.awaitTerm()
+	<-entered
+
+	b := newReplica(t, api, "b", replicaOpts{objects: configMaps(1), noStart: true})
+	bWrote := make(chan relect.Fence, 1)
+	b.blocked = func(ctx context.Context) {
+		if f, ok := relect.FenceFromContext(ctx); ok && guard.Admit(f) == nil {
+			select {
+			case bWrote <- f:
+			default:
+			}
+		}
+	}
+	b.start()
+	yielded := make(chan error, 1)
+	go func() { yielded <- a.m.Elector().Yield(context.Background()) }()
+
+	_, bFence := b.awaitTerm() // a's Reconcile is still blocked
+	select {
+	case f := <-bWrote:
+		if f != bFence {
+			t.Errorf("b wrote with fence %s, its term's is %s", f, bFence)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("b leads but never wrote")
+	}
+	health := a.m.Elector().HealthCheck(relect.HealthOptions{})
+	deadline := time.Now().Add(30 * time.Second)
+	for err := health(nil); !errors.Is(err, relect.ErrWorkOverrun); err = health(nil) {
+		if time.Now().After(deadline) {
+			t.Fatalf("a's liveness check with its Reconcile stuck: %v, want ErrWorkOverrun", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	select {
+	case err := <-yielded:
+		t.Fatalf("a's Yield returned (%v) while its Reconcile still runs", err)
+	default:
+	}
+
+	close(release)
+	if err := <-lateWrite; !errors.Is(err, fencing.ErrStale) {
+		t.Errorf("a's late write with its old term's fence, after b's: %v, want fencing.ErrStale", err)
+	}
+	if err := <-yielded; !errors.Is(err, relect.ErrLeaseLost) {
+		t.Errorf("a's Yield: %v, want ErrLeaseLost (the Lease expired to b)", err)
 	}
 }

@@ -113,6 +113,9 @@ func (o *Options) check(config *rest.Config, mo *manager.Options) error {
 			bad(fmt.Sprintf("Options.Informers[%d]", i), "is nil")
 		}
 	}
+	if err := o.Health.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%w: Options.Health: %w", ErrInvalidOptions, err))
+	}
 	return errors.Join(errs...)
 }
 

@@ -25,7 +25,10 @@ var (
 	ErrStale = errors.New("fencing: a newer term has written")
 
 	// ErrNoFence is returned for a write without a fence (the zero Fence):
-	// its term has none, or it comes from outside a term.
+	// its term has none, or it comes from outside a term. A write whose
+	// fence is not valid (relect.Fence.Valid: text that relect never hands
+	// out, such as a value garbled on its way) is refused with an error that
+	// wraps both ErrNoFence and relect.ErrInvalidFence.
 	ErrNoFence = errors.New("fencing: the write carries no fence")
 )
 
@@ -39,7 +42,9 @@ type Guard struct {
 
 // Admit admits a write with fence f: it returns nil, and f becomes the
 // highest admitted if it is higher, if f is at least the highest admitted;
-// else an error that wraps ErrStale; ErrNoFence for the zero Fence. It
+// else an error that wraps ErrStale; ErrNoFence for the zero Fence and for
+// a fence that is not valid (never admitted, so it cannot block later
+// terms). It
 // never blocks but on the Guard's own lock. Admit alone checks: to make
 // the check and the write one step, use Do.
 func (g *Guard) Admit(f relect.Fence) error {
@@ -73,6 +78,8 @@ func (g *Guard) admitLocked(f relect.Fence) error {
 	switch {
 	case f == "":
 		return ErrNoFence
+	case !f.Valid(): // garbage admitted as the highest would refuse every real term's write
+		return fmt.Errorf("%w: %q is not a fence relect hands out: %w", ErrNoFence, f, relect.ErrInvalidFence)
 	case f.Compare(g.highest) < 0:
 		return fmt.Errorf("%w: the write's fence %s is older than %s", ErrStale, f, g.highest)
 	}

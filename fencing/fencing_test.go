@@ -21,6 +21,12 @@ func TestGuard(t *testing.T) {
 	assert.ErrorIs(t, g.Admit("41"), fencing.ErrStale, "the older term, once a newer one wrote")
 	assert.Equal(t, relect.Fence("100"), g.Highest())
 	require.NoError(t, g.Admit("18446744073709551616"), "beyond 64 bits too")
+	for _, bad := range []relect.Fence{"garbage", "0100000000000000000000", "-1", "1x", " 2"} {
+		err := g.Admit(bad)
+		assert.ErrorIs(t, err, fencing.ErrNoFence, "%q", bad)
+		assert.ErrorIs(t, err, relect.ErrInvalidFence, "%q", bad)
+	}
+	assert.Equal(t, relect.Fence("18446744073709551616"), g.Highest(), "a bad fence is never admitted")
 }
 
 // Do's check and write are one step: of writers racing with different

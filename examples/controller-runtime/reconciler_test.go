@@ -22,6 +22,7 @@ func TestStampOnlyOverOlderFences(t *testing.T) {
 		{"older fence, fewer digits", "9", "100", true},
 		{"same fence", "100", "100", false},
 		{"newer fence", "101", "100", false},
+		{"a stored fence garbled by hand", "oops", "100", true}, // never blocks the terms to come
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cm := &corev1.ConfigMap{}
