@@ -23,7 +23,7 @@ import (
 
 // Environment variables of the controller-runtime scenario.
 const (
-	// envCtrlrt=full runs 100 changes of leader per mode (≈ 18 min);
+	// envCtrlrt=full runs 100 changes of leader per mode (≈ 17 min);
 	// unset, the short mode's 10 (CI, ≈ 2 min).
 	envCtrlrt = "RELECT_CTRLRT"
 	// envCtrlrtOut, if set, is a file the table is written to as well.
