@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -70,4 +71,55 @@ func (c *cluster) serviceAccountConfig(t *testing.T) *rest.Config {
 	c.sa = u.Config()
 	c.mu.Unlock()
 	return rest.CopyConfig(u.Config())
+}
+
+// apfN and apfChanges size TestAPF: a DaemonSet-sized fleet, a few changes.
+const (
+	apfN       = 1000
+	apfChanges = 3
+)
+
+// TestAPF: under the apiserver's default API Priority and Fairness
+// configuration, a change of relect's leader among apfN candidates of one
+// ServiceAccount sees no 429 — neither the apiserver's count of the
+// requests APF rejected in each change's window nor the in-process
+// candidates' transports (checkAPF, as in row g) — and the candidates'
+// requests did land in workload-low, so that the check is not vacuous.
+// It runs with the benchmark (RELECT_PERF set): a fleet of apfN takes
+// minutes to start on a small machine.
+func TestAPF(t *testing.T) {
+	if os.Getenv(envPerf) == "" {
+		t.Skipf("%s is not set: skipping the APF check, which starts %d candidates", envPerf, apfN)
+	}
+	c := requireCluster(t)
+	candidateBinary(t)
+	m0, err := c.scrapeMetrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := fleetKey{mode: modeRelect, n: apfN, apart: true}
+	run := benchFleetApart(t, c, k, apfChanges)
+	m1, err := c.scrapeMetrics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rejected, low float64
+	for _, w := range run.change {
+		rejected += w.rejected
+		low += w.workloadLow
+	}
+	t.Logf("%s: %d changes of leader, handovers %v; in the change windows APF dispatched %.0f requests to workload-low and rejected %.0f, "+
+		"the transports saw %.0f answers 429; from the fleet's start to its end APF rejected %.0f requests",
+		k, len(run.latency), run.latency, low, rejected, sum(intsToFloats(run.throttled)), m1.rejected-m0.rejected)
+	if low == 0 {
+		t.Errorf("%s: no request of the change windows was dispatched to workload-low through the FlowSchema service-accounts: the check did not run under the default APF configuration", k)
+	}
+}
+
+func intsToFloats(xs []int) []float64 {
+	out := make([]float64, len(xs))
+	for i, x := range xs {
+		out[i] = float64(x)
+	}
+	return out
 }
