@@ -83,3 +83,23 @@ func TestPerfSlope(t *testing.T) {
 		t.Errorf("the section does not say it extrapolates:\n%s", sec)
 	}
 }
+
+// A run of only some rows (RELECT_PERF_ROWS) prints those rows and leaves
+// out the others, in every mode.
+func TestPerfRowsLeftOut(t *testing.T) {
+	for _, size := range []string{"short", "dev", "full"} {
+		r := &perfResults{size: size, p: perfModes[size]}
+		r.addLoad(scaleRunName(r.p.scaleN), modeRelect, loadRates{apiCPU: 1})
+		r.addLoad(scaleRunName(r.p.scaleN), modeClientGo, loadRates{apiCPU: 2})
+		table := r.table("machine", time.Minute)
+		_ = r.slopeSVG()
+		if !strings.Contains(table, "| e | kube-apiserver CPU seconds per minute, raw | 1.00 | 2.00 |") {
+			t.Errorf("%s: row e is missing:\n%s", size, table)
+		}
+		for _, line := range strings.Split(table, "\n") {
+			if strings.HasPrefix(line, "| g |") || strings.HasPrefix(line, "| b |") || strings.Contains(line, "NaN") {
+				t.Errorf("%s: a row that was not run is printed: %s", size, line)
+			}
+		}
+	}
+}

@@ -390,11 +390,16 @@ func (r *perfResults) table(machine string, took time.Duration) string {
 }
 
 // writeRows writes rows as a markdown table under header, its two value
-// columns reading the samples of impls.
+// columns reading the samples of impls. A row with no sample in either
+// column was not run (RELECT_PERF_ROWS) and is left out.
 func (r *perfResults) writeRows(b *strings.Builder, rows []perfRow, impls [2]string, header string) {
 	b.WriteString(header + "\n|---|---|---:|---:|---:|\n")
 	for _, row := range rows {
-		x, y, ratio := row.f(r.get(row.s, impls[0]), r.get(row.s, impls[1]))
+		xs, ys := r.get(row.s, impls[0]), r.get(row.s, impls[1])
+		if len(xs) == 0 && len(ys) == 0 {
+			continue
+		}
+		x, y, ratio := row.f(xs, ys)
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", row.id, row.what, x, y, ratio)
 	}
 	b.WriteString("\n")

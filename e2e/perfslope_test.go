@@ -73,12 +73,24 @@ func scaledMean(factor float64) format {
 // sent over the events sent, both per second): the cells ignore the
 // row's own samples.
 func (r *perfResults) perEvent(n int) format {
-	per := func(impl string) float64 {
-		return first(r.get(scaleOf(n, loadWatchBytes), impl)) / first(r.get(scaleOf(n, loadWatchEvents), impl))
+	per := func(impl string) (float64, bool) {
+		events := first(r.get(scaleOf(n, loadWatchEvents), impl))
+		return first(r.get(scaleOf(n, loadWatchBytes), impl)) / events, events > 0
 	}
 	return func(_, _ []float64) (string, string, string) {
-		a, b := per(modeRelect), per(implRelectJSON)
-		return fmt.Sprintf("%.0f", a), fmt.Sprintf("%.0f", b), ratioOf(b, a)
+		a, aok := per(modeRelect)
+		b, bok := per(implRelectJSON)
+		cell := func(x float64, ok bool) string {
+			if !ok {
+				return "— (no event)"
+			}
+			return fmt.Sprintf("%.0f", x)
+		}
+		ratio := "—"
+		if aok && bok {
+			ratio = ratioOf(b, a)
+		}
+		return cell(a, aok), cell(b, bok), ratio
 	}
 }
 
