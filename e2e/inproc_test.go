@@ -439,7 +439,8 @@ func (p *proc) stop() error {
 	return errors.Join(errs...)
 }
 
-// startProcs starts n candidates named prefix-0 … prefix-(n-1).
+// startProcs starts n candidates named prefix-0 … prefix-(n-1), in
+// batches of fleetBatch, fleetBatchPause apart, as row g's fleets start.
 func (c *cluster) startProcs(n int, prefix string, o procOpts) ([]*proc, error) {
 	var ps []*proc
 	for i := 0; i < n; i++ {
@@ -450,6 +451,11 @@ func (c *cluster) startProcs(n int, prefix string, o procOpts) ([]*proc, error) 
 			return nil, err
 		}
 		ps = append(ps, p)
+		// A thousand first calls at once would be a storm of the
+		// benchmark's making, in one flow of APF.
+		if i%fleetBatch == fleetBatch-1 {
+			time.Sleep(fleetBatchPause)
+		}
 	}
 	return ps, nil
 }
