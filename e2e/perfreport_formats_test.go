@@ -84,8 +84,8 @@ func TestPerfSlope(t *testing.T) {
 	}
 }
 
-// A run of only some rows (RELECT_PERF_ROWS) prints those rows and leaves
-// out the others, in every mode.
+// A run of only some rows (RELECT_PERF_ROWS) prints those rows and their
+// footnotes, and leaves out the others, in every mode.
 func TestPerfRowsLeftOut(t *testing.T) {
 	for _, size := range []string{"short", "dev", "full"} {
 		r := &perfResults{size: size, p: perfModes[size]}
@@ -99,6 +99,9 @@ func TestPerfRowsLeftOut(t *testing.T) {
 		for _, line := range strings.Split(table, "\n") {
 			if strings.HasPrefix(line, "| g |") || strings.HasPrefix(line, "| b |") || strings.Contains(line, "NaN") {
 				t.Errorf("%s: a row that was not run is printed: %s", size, line)
+			}
+			if strings.HasPrefix(line, "Cross-check of rows a and d") || strings.HasPrefix(line, "³") || strings.HasPrefix(line, "⁴") {
+				t.Errorf("%s: the footnote of a row that was not run is printed: %s", size, line)
 			}
 		}
 	}

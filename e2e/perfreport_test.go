@@ -344,7 +344,8 @@ func (r *perfResults) rows() []perfRow {
 	return append(append(rows, r.fleetRows()...), r.stepDownRows()...)
 }
 
-// footnotes returns the table's footnotes, in order.
+// footnotes returns the table's footnotes, in order: those of the rows
+// that ran (RELECT_PERF_ROWS may have left some out).
 func (r *perfResults) footnotes() []string {
 	window := time.Duration(first(r.get(requestsWindow, "")))
 	idle := func(q string) (before, after float64) { xs := r.get(idleOf(q), ""); return first(xs), second(xs) }
@@ -354,18 +355,35 @@ func (r *perfResults) footnotes() []string {
 	watches0, watches1 := idle(loadWatches)
 	at := func(s series, impl string) float64 { return first(r.get(s, impl)) }
 	n := r.p.scaleN
-	return []string{
-		"¹ relect sent no request in the window: the ratio is a lower bound, computed as if each of its candidates had sent one.",
-		fmt.Sprintf("Cross-check of rows a and d (one %s window): the benchmark's transports counted %.0f lease requests sent to the apiserver; the apiserver's apiserver_request_total{resource=\"leases\"} grew by %.0f, of which its own lease traffic at the idle rate of row e accounts for %.0f.",
-			roundDur(window), at(requestsCounted, ""), at(requestsAPIServer, ""), (reqs0+reqs1)/2*window.Seconds()),
-		fmt.Sprintf("² The idle baseline is the mean of two %s windows without candidates, before and after: kube-apiserver %.2f and %.2f CPU s/min, etcd %.2f and %.2f, lease requests %.2f/s and %.2f/s.",
-			roundDur(r.p.scaleIdle), api0, api1, etcd0, etcd1, reqs0, reqs1),
-		fmt.Sprintf("Row e: lease requests per second counted by the candidates' transports: relect %.2f, client-go loop %.2f; lease watches open at the end of the window: relect %.0f, client-go loop %.0f, idle %.0f.",
-			at(scaleOf(n, scaleCounted), modeRelect), at(scaleOf(n, scaleCounted), modeClientGo), at(scaleOf(n, loadWatches), modeRelect), at(scaleOf(n, loadWatches), modeClientGo), max(watches0, watches1)),
-		fleetFootnote,
-		stepDownFootnote,
-		r.apartFootnote(),
+	ranA := len(r.get(requestsWindow, "")) > 0
+	ranE := len(r.get(idleOf(loadAPIServerCPU), "")) > 0
+	ranG := false
+	for _, k := range fleetKeys(r.p) {
+		ranG = ranG || len(r.get(fleetSeries(k.n, k.registryOff, "latency"), k.impl())) > 0
 	}
+	ranH := len(r.get(yieldLatency, modeRelect)) > 0
+	notes := []struct {
+		ran  bool
+		text string
+	}{
+		{ranA, "¹ relect sent no request in the window: the ratio is a lower bound, computed as if each of its candidates had sent one."},
+		{ranA, fmt.Sprintf("Cross-check of rows a and d (one %s window): the benchmark's transports counted %.0f lease requests sent to the apiserver; the apiserver's apiserver_request_total{resource=\"leases\"} grew by %.0f, of which its own lease traffic at the idle rate of row e accounts for %.0f.",
+			roundDur(window), at(requestsCounted, ""), at(requestsAPIServer, ""), (reqs0+reqs1)/2*window.Seconds())},
+		{ranE, fmt.Sprintf("² The idle baseline is the mean of two %s windows without candidates, before and after: kube-apiserver %.2f and %.2f CPU s/min, etcd %.2f and %.2f, lease requests %.2f/s and %.2f/s.",
+			roundDur(r.p.scaleIdle), api0, api1, etcd0, etcd1, reqs0, reqs1)},
+		{ranE, fmt.Sprintf("Row e: lease requests per second counted by the candidates' transports: relect %.2f, client-go loop %.2f; lease watches open at the end of the window: relect %.0f, client-go loop %.0f, idle %.0f.",
+			at(scaleOf(n, scaleCounted), modeRelect), at(scaleOf(n, scaleCounted), modeClientGo), at(scaleOf(n, loadWatches), modeRelect), at(scaleOf(n, loadWatches), modeClientGo), max(watches0, watches1))},
+		{ranG, fleetFootnote},
+		{ranH, stepDownFootnote},
+		{ranG, r.apartFootnote()},
+	}
+	var out []string
+	for _, f := range notes {
+		if f.ran {
+			out = append(out, f.text)
+		}
+	}
+	return out
 }
 
 // table returns the markdown report: a line on the run, the rows, the
