@@ -33,8 +33,10 @@ import (
 
 // Environment variables of the benchmark.
 const (
-	// envPerf selects the benchmark's size: "short" (CI, ≈ 5.5 min) or
-	// "full" (≈ 32 min); unset skips TestPerformance.
+	// envPerf selects the benchmark's size: "short" (CI, ≈ 7 min),
+	// "dev" (short's windows, rows e and g at N = 1,000 too) or "full"
+	// (≈ 32 min before rows e and g grew); unset skips TestPerformance
+	// and TestAPF.
 	envPerf = "RELECT_PERF"
 	// envPerfOut, if set, is a file the table is written to as well.
 	envPerfOut = "RELECT_PERF_OUT"

@@ -11,7 +11,7 @@
 #      into .cache/ (cold: ~15 min on 2 cores; warm: under a second);
 #   3. the real-control-plane scenarios in the e2e module;
 #   4. the side-by-side benchmark against plain client-go in its short mode
-#      (≈ 5.5 min; prints the table; docs/performance.md has the full mode).
+#      (≈ 7 min; prints the table; docs/performance.md has the full mode).
 #
 # RELECT_SKIP_E2E=1 runs only step 1.
 #
