@@ -29,16 +29,21 @@ type candOpts struct {
 	lease     string       // Lease name (required)
 	user      *rest.Config // credentials; nil: system:masters
 	keepLease bool         // -keep-lease-on-cancel
-	args      []string     // more flags
+	// direct: straight to the apiserver, without a fault proxy (a proxy
+	// is a hop through the test process, which the benchmark's
+	// in-process candidates keep busy).
+	direct bool
+	args   []string // more flags
 }
 
-// candidate is one candidate process, reached through its own fault proxy.
+// candidate is one candidate process, reached through its own fault proxy
+// (unless candOpts.direct).
 type candidate struct {
 	*process
 	mode  string
-	proxy *faultproxy.Proxy
-	hist  string // history file
-	log   string // stderr
+	proxy *faultproxy.Proxy // nil if direct
+	hist  string            // history file
+	log   string            // stderr
 }
 
 // startCandidate starts a candidate named id and waits until it has written
@@ -54,17 +59,21 @@ func (c *cluster) startCandidate(t *testing.T, id string, o candOpts) *candidate
 		t.Fatal(err)
 	}
 	cand := &candidate{
-		mode:  o.mode,
-		proxy: c.newProxy(t, id),
-		hist:  filepath.Join(dir, "history.jsonl"),
-		log:   filepath.Join(dir, "stderr.log"),
+		mode: o.mode,
+		hist: filepath.Join(dir, "history.jsonl"),
+		log:  filepath.Join(dir, "stderr.log"),
+	}
+	addr := c.apiAddr()
+	if !o.direct {
+		cand.proxy = c.newProxy(t, id)
+		addr = cand.proxy.Addr()
 	}
 	user := o.user
 	if user == nil {
 		user = c.adminConfig()
 	}
 	kc := filepath.Join(dir, "kubeconfig")
-	kubeconfig(t, kc, user, cand.proxy.Addr())
+	kubeconfig(t, kc, user, addr)
 	args := []string{
 		"-kubeconfig", kc,
 		"-namespace", namespace,

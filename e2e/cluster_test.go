@@ -35,6 +35,7 @@ type cluster struct {
 
 	mu      sync.Mutex
 	admin   *rest.Config // system:masters, straight to the apiserver
+	sa      *rest.Config // the benchmark's ServiceAccount (serviceAccountConfig); nil until made
 	proxies map[*faultproxy.Proxy]bool
 }
 

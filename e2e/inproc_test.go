@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/relect/relect"
+	"github.com/relect/relect/e2e/internal/leaseclient"
 	"github.com/relect/relect/internal/clientgoloop"
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/kubernetes"
@@ -31,9 +32,16 @@ import (
 type request struct {
 	at   time.Time
 	verb string // GET, WATCH, PUT (update), POST (create), ...
+	// lease is the Lease named in the path ("" for a list or a watch of
+	// the namespace's Leases: the registry's).
+	lease string
 	// forwarded: it went to the apiserver; false if the reqLog answered
 	// it with an injected 500.
 	forwarded bool
+	// answered is when its response (a watch's: its headers) arrived,
+	// with status; zero while it is in flight or if it failed.
+	answered time.Time
+	status   int
 }
 
 // reqLog is a counting http.RoundTripper for one candidate's clients,
@@ -42,12 +50,24 @@ type request struct {
 // HTTP 500 Status instead of sending it (fault injection at the HTTP
 // level; the suite's faultproxy works at the TCP level).
 type reqLog struct {
-	fail  atomic.Bool
-	conns atomic.Int64 // connections its dialer opened that are not closed yet
+	fail       atomic.Bool
+	conns      atomic.Int64 // connections its dialer opened that are not closed yet
+	throttled  atomic.Int64 // responses with HTTP 429 Too Many Requests
+	watchBytes atomic.Int64 // bytes of the Lease watches' response bodies read
 
 	mu    sync.Mutex
 	reqs  []request
 	inner []http.RoundTripper // the transports wrapped, to close their connections
+	// watchReads is when each read of a Lease watch's body returned
+	// bytes: when the watch's reader took an event (or part of one) in.
+	watchReads []watchRead
+}
+
+// watchRead is one read of a Lease watch's body that returned bytes.
+type watchRead struct {
+	at    time.Time
+	lease string // the watch's Lease ("": the registry's watch)
+	n     int
 }
 
 // wrap is a rest.Config.WrapTransport.
@@ -59,15 +79,62 @@ func (l *reqLog) wrap(rt http.RoundTripper) http.RoundTripper {
 		if !strings.Contains(req.URL.Path, "/leases") {
 			return rt.RoundTrip(req)
 		}
-		r := request{at: time.Now(), verb: verbOf(req), forwarded: !l.fail.Load()}
+		r := request{at: time.Now(), verb: verbOf(req), lease: leaseOf(req), forwarded: !l.fail.Load()}
 		l.mu.Lock()
+		i := len(l.reqs)
 		l.reqs = append(l.reqs, r)
 		l.mu.Unlock()
 		if !r.forwarded {
 			return injected500(req), nil
 		}
-		return rt.RoundTrip(req)
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			return resp, err
+		}
+		l.mu.Lock()
+		l.reqs[i].answered, l.reqs[i].status = time.Now(), resp.StatusCode
+		l.mu.Unlock()
+		if resp.StatusCode == http.StatusTooManyRequests {
+			l.throttled.Add(1)
+		}
+		if r.verb == "WATCH" && resp.Body != nil {
+			resp.Body = &watchBody{ReadCloser: resp.Body, l: l, lease: r.lease}
+		}
+		return resp, nil
 	})
+}
+
+// watchBody counts and stamps the reads of a Lease watch's body.
+type watchBody struct {
+	io.ReadCloser
+	l     *reqLog
+	lease string
+}
+
+func (b *watchBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.l.watchBytes.Add(int64(n))
+		b.l.mu.Lock()
+		b.l.watchReads = append(b.l.watchReads, watchRead{time.Now(), b.lease, n})
+		b.l.mu.Unlock()
+	}
+	return n, err
+}
+
+// leaseOf is the Lease a request names: the path's last element after
+// "leases/", or for a watch, the field selector's metadata.name; "" for
+// the namespace's Leases (a list, the registry's watch).
+func leaseOf(req *http.Request) string {
+	if _, name, ok := strings.Cut(req.URL.Path, "/leases/"); ok {
+		return name
+	}
+	if sel := req.URL.Query().Get("fieldSelector"); sel != "" {
+		if name, ok := strings.CutPrefix(sel, "metadata.name="); ok {
+			return name
+		}
+	}
+	return ""
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -124,6 +191,30 @@ func (l *reqLog) count(from, to time.Time) (sent, forwarded int) {
 		}
 	}
 	return sent, forwarded
+}
+
+// firstSince returns the first request with this verb on lease sent at or
+// after since.
+func (l *reqLog) firstSince(verb, lease string, since time.Time) (request, bool) {
+	for _, r := range l.all() {
+		if r.verb == verb && r.lease == lease && !r.at.Before(since) {
+			return r, true
+		}
+	}
+	return request{}, false
+}
+
+// firstReadSince returns when the first read of its watch on lease at or
+// after since returned bytes.
+func (l *reqLog) firstReadSince(lease string, since time.Time) (time.Time, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.watchReads {
+		if r.lease == lease && !r.at.Before(since) {
+			return r.at, true
+		}
+	}
+	return time.Time{}, false
 }
 
 // has reports whether a request with this verb was sent.
@@ -193,7 +284,12 @@ func (c *countedConn) Close() error {
 // apiserver as a process of its own would, on its own connection (which
 // its reqLog counts, so that closeIdle can tell that it was closed).
 func (c *cluster) restConfig(l *reqLog) *rest.Config {
-	cfg := c.adminConfig()
+	return c.restConfigAs(c.adminConfig(), l)
+}
+
+// restConfigAs is restConfig with the credentials of cfg, which it
+// changes and returns.
+func (c *cluster) restConfigAs(cfg *rest.Config, l *reqLog) *rest.Config {
 	d := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
 		conn, err := d.DialContext(ctx, network, addr)
@@ -231,6 +327,12 @@ type procOpts struct {
 	// Options.DisableRegistry; the loop has neither.
 	backoffMax      time.Duration
 	disableRegistry bool
+	// user, if not nil, holds the credentials (system:masters if nil).
+	user *rest.Config
+	// json: relect's Lease client speaks JSON (Options.Client, built from
+	// leaseclient.JSONConfig) instead of relect's protobuf; the loop
+	// speaks JSON anyway, as client-go does by default.
+	json bool
 }
 
 // proc is an in-process candidate.
@@ -249,6 +351,9 @@ type proc struct {
 func (c *cluster) startProc(o procOpts) (*proc, error) {
 	p := &proc{id: o.id, mode: o.mode, reqs: &reqLog{}, done: make(chan struct{})}
 	cfg := c.restConfig(p.reqs)
+	if o.user != nil {
+		cfg = c.restConfigAs(rest.CopyConfig(o.user), p.reqs)
+	}
 	work := func(ctx context.Context) {
 		at := time.Now()
 		p.leading.Store(true)
@@ -264,7 +369,7 @@ func (c *cluster) startProc(o procOpts) (*proc, error) {
 	var run func(context.Context) error
 	switch o.mode {
 	case modeRelect:
-		e, err := relect.New(relect.Options{
+		opts := relect.Options{
 			Config:           cfg,
 			Namespace:        namespace,
 			Name:             o.lease,
@@ -275,7 +380,15 @@ func (c *cluster) startProc(o procOpts) (*proc, error) {
 			BackoffMax:       o.backoffMax,
 			DisableRegistry:  o.disableRegistry,
 			OnStartedLeading: work,
-		})
+		}
+		if o.json {
+			cs, err := kubernetes.NewForConfig(leaseclient.JSONConfig(cfg))
+			if err != nil {
+				return nil, err
+			}
+			opts.Config, opts.Client = nil, cs
+		}
+		e, err := relect.New(opts)
 		if err != nil {
 			return nil, err
 		}
@@ -326,7 +439,8 @@ func (p *proc) stop() error {
 	return errors.Join(errs...)
 }
 
-// startProcs starts n candidates named prefix-0 … prefix-(n-1).
+// startProcs starts n candidates named prefix-0 … prefix-(n-1), in
+// batches of fleetBatch, fleetBatchPause apart, as row g's fleets start.
 func (c *cluster) startProcs(n int, prefix string, o procOpts) ([]*proc, error) {
 	var ps []*proc
 	for i := 0; i < n; i++ {
@@ -337,6 +451,11 @@ func (c *cluster) startProcs(n int, prefix string, o procOpts) ([]*proc, error) 
 			return nil, err
 		}
 		ps = append(ps, p)
+		// A thousand first calls at once would be a storm of the
+		// benchmark's making, in one flow of APF.
+		if i%fleetBatch == fleetBatch-1 {
+			time.Sleep(fleetBatchPause)
+		}
 	}
 	return ps, nil
 }

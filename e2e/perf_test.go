@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -32,11 +33,19 @@ import (
 
 // Environment variables of the benchmark.
 const (
-	// envPerf selects the benchmark's size: "short" (CI, ≈ 5.5 min) or
-	// "full" (≈ 32 min); unset skips TestPerformance.
+	// envPerf selects the benchmark's size: "short" (CI, ≈ 7 min),
+	// "dev" (short's windows, rows e and g at N = 1,000 too) or "full"
+	// (≈ 32 min before rows e and g grew); unset skips TestPerformance
+	// and TestAPF.
 	envPerf = "RELECT_PERF"
 	// envPerfOut, if set, is a file the table is written to as well.
 	envPerfOut = "RELECT_PERF_OUT"
+	// envPerfSVG, if set, is a file a plot of row e at every N is written
+	// to (perfslope_test.go).
+	envPerfSVG = "RELECT_PERF_SVG"
+	// envPerfRows, if set, runs only the rows it names, by letter
+	// ("e,g"); the others' cells are empty. Rows a and d run together.
+	envPerfRows = "RELECT_PERF_ROWS"
 )
 
 // perfParams size one run of the benchmark.
@@ -44,24 +53,50 @@ type perfParams struct {
 	warmup, window time.Duration // rows a and d: after the faults began
 	handovers      int           // row b, per implementation
 	failovers      int           // row c, per implementation
-	scaleN         int           // row e: candidates on one Lease
+	scaleN         int           // row e: the candidates on one Lease of the table's rows
+	scaleNs        []int         // row e: every size measured, scaleN among them (the slope)
+	scaleJSONNs    []int         // row e: sizes also run with relect speaking JSON
 	scaleIdle      time.Duration // row e: the idle baseline
 	scaleWarmup    time.Duration // row e: after the candidates started
-	scaleWindow    time.Duration // row e: per implementation
+	scaleWindow    time.Duration // row e: per implementation, at scaleN
+	slopeWindow    time.Duration // row e: per implementation, at the other sizes
 	overheadN      int           // row f: idle followers
 	fleetNs        []int         // row g: fleet sizes
 	fleetOffNs     []int         // row g: fleet sizes also run with relect's registry off
+	fleetJSONNs    []int         // row g: fleet sizes also run with relect speaking JSON
+	fleetInprocNs  []int         // row g: fleet sizes also run with every relect candidate in the test process
 	fleetChanges   int           // row g: changes of leader per implementation and size
 	stepDowns      int           // row h: Yields, and HandOvers
 }
 
 var perfModes = map[string]perfParams{
 	"short": {warmup: 12 * time.Second, window: 30 * time.Second, handovers: 8, failovers: 3,
-		scaleN: 200, scaleIdle: 15 * time.Second, scaleWarmup: 8 * time.Second, scaleWindow: 20 * time.Second, overheadN: 50,
-		fleetNs: []int{200}, fleetChanges: 3, stepDowns: 8},
+		scaleN: 200, scaleNs: []int{200}, scaleJSONNs: []int{200},
+		scaleIdle: 15 * time.Second, scaleWarmup: 8 * time.Second, scaleWindow: 20 * time.Second, slopeWindow: 20 * time.Second, overheadN: 50,
+		fleetNs: []int{200}, fleetJSONNs: []int{200}, fleetChanges: 3, stepDowns: 8},
 	"full": {warmup: 20 * time.Second, window: 3 * time.Minute, handovers: 30, failovers: 12,
-		scaleN: 200, scaleIdle: 90 * time.Second, scaleWarmup: 20 * time.Second, scaleWindow: 2 * time.Minute, overheadN: 50,
-		fleetNs: []int{3, 200, 1000}, fleetOffNs: []int{200, 1000}, fleetChanges: 10, stepDowns: 30},
+		scaleN: 200, scaleNs: []int{50, 200, 1000}, scaleJSONNs: []int{50, 200, 1000},
+		scaleIdle: 90 * time.Second, scaleWarmup: 20 * time.Second, scaleWindow: 2 * time.Minute, slopeWindow: time.Minute, overheadN: 50,
+		fleetNs: []int{3, 200, 1000}, fleetJSONNs: []int{200, 1000}, fleetInprocNs: []int{200, 1000}, fleetOffNs: []int{200, 1000},
+		fleetChanges: 10, stepDowns: 30},
+	"dev": {warmup: 12 * time.Second, window: 30 * time.Second, handovers: 8, failovers: 3,
+		scaleN: 200, scaleNs: []int{50, 200, 1000}, scaleJSONNs: []int{200, 1000},
+		scaleIdle: 15 * time.Second, scaleWarmup: 8 * time.Second, scaleWindow: 20 * time.Second, slopeWindow: 20 * time.Second, overheadN: 50,
+		fleetNs: []int{200, 1000}, fleetJSONNs: []int{200, 1000}, fleetInprocNs: []int{1000}, fleetChanges: 4, stepDowns: 8},
+}
+
+// phaseRows are the rows each phase of TestPerformance measures.
+var phaseRows = map[string][]string{
+	"requests": {"a", "d", "d1", "d2"}, "handover": {"b"}, "stepdown": {"h"}, "failover": {"c"},
+	"overhead": {"f"}, "scale": {"e"}, "fleet": {"g"},
+}
+
+// scaleWindowAt is row e's window at n candidates.
+func (p perfParams) scaleWindowAt(n int) time.Duration {
+	if n == p.scaleN {
+		return p.scaleWindow
+	}
+	return p.slopeWindow
 }
 
 // implementations, in the table's column order.
@@ -82,11 +117,11 @@ func electionTimeout(lt leaseTiming) time.Duration { return lt.ld + 2*maxPoll(lt
 func TestPerformance(t *testing.T) {
 	size := os.Getenv(envPerf)
 	if size == "" {
-		t.Skipf("%s is not set: skipping the benchmark (%s=short or %s=full)", envPerf, envPerf, envPerf)
+		t.Skipf("%s is not set: skipping the benchmark (%s=short, dev or full)", envPerf, envPerf)
 	}
 	p, ok := perfModes[size]
 	if !ok {
-		t.Fatalf("%s=%q: want short or full", envPerf, size)
+		t.Fatalf("%s=%q: want short, dev or full", envPerf, size)
 	}
 	c := requireCluster(t)
 	candidateBinary(t)
@@ -106,8 +141,12 @@ func TestPerformance(t *testing.T) {
 
 	res := &perfResults{size: size, p: p}
 	start := time.Now()
+	only := os.Getenv(envPerfRows)
 	phase := func(name string, f func(t *testing.T)) {
 		t.Helper()
+		if only != "" && !slices.ContainsFunc(strings.Split(only, ","), func(row string) bool { return slices.Contains(phaseRows[name], row) }) {
+			return
+		}
 		begin := time.Now()
 		t.Run(name, f)
 		t.Logf("%s took %v", name, time.Since(begin).Round(time.Second))
@@ -154,7 +193,11 @@ func TestPerformance(t *testing.T) {
 	phase("fleet", func(t *testing.T) {
 		for _, k := range fleetKeys(p) {
 			t.Run(k.String(), func(t *testing.T) {
-				res.addFleet(k, benchFleet(t, c, k, p.fleetChanges))
+				bench := benchFleet
+				if k.apart {
+					bench = benchFleetApart
+				}
+				res.addFleet(k, bench(t, c, k, p.fleetChanges))
 			})
 		}
 	})
@@ -164,6 +207,11 @@ func TestPerformance(t *testing.T) {
 	if out := os.Getenv(envPerfOut); out != "" {
 		if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
 			t.Errorf("writing the table: %v", err)
+		}
+	}
+	if out := os.Getenv(envPerfSVG); out != "" {
+		if err := os.WriteFile(out, []byte(res.slopeSVG()), 0o644); err != nil {
+			t.Errorf("writing the plot: %v", err)
 		}
 	}
 }
@@ -606,8 +654,45 @@ func benchFailover(t *testing.T, c *cluster, mode string, n int) []failoverRun {
 
 // ---- row e: N candidates on one Lease ----
 
+// scaleImpl is one implementation of row e: relect (protobuf, its
+// default), relect speaking JSON, or the loop.
+type scaleImpl struct {
+	impl string // what its samples are recorded under
+	mode string
+	json bool
+}
+
+var (
+	scaleRelect     = scaleImpl{modeRelect, modeRelect, false}
+	scaleRelectJSON = scaleImpl{implRelectJSON, modeRelect, true}
+	scaleClientGo   = scaleImpl{modeClientGo, modeClientGo, false}
+)
+
+// scaleRun is one run of row e: n candidates of one implementation.
+type scaleRun struct {
+	n int
+	scaleImpl
+}
+
+// scaleRuns are the runs of row e, in order: at each size, relect, relect
+// speaking JSON if p asks for it there, and the loop.
+func scaleRuns(p perfParams) []scaleRun {
+	var runs []scaleRun
+	for _, n := range p.scaleNs {
+		impls := []scaleImpl{scaleRelect, scaleClientGo}
+		if slices.Contains(p.scaleJSONNs, n) {
+			impls = []scaleImpl{scaleRelect, scaleRelectJSON, scaleClientGo}
+		}
+		for _, im := range impls {
+			runs = append(runs, scaleRun{n, im})
+		}
+	}
+	return runs
+}
+
 // benchScale measures the apiserver and etcd with nobody campaigning, then
-// with N in-process candidates of each implementation on one Lease.
+// with N in-process candidates of each implementation on one Lease, for
+// each N of p.scaleNs.
 func benchScale(t *testing.T, c *cluster, p perfParams, res *perfResults) {
 	ctx := context.Background()
 	sample := func() load {
@@ -638,11 +723,16 @@ func benchScale(t *testing.T, c *cluster, p perfParams, res *perfResults) {
 	}
 	before := idle("idle baseline, before")
 
-	for _, mode := range implementations {
-		lease := leaseName(t) + "-" + mode
+	for _, run := range scaleRuns(p) {
+		what := fmt.Sprintf("%d %s candidates", run.n, run.impl)
+		lease := fmt.Sprintf("%s-%d-%s", leaseName(t), run.n, run.impl)
 		c.createReleasedLease(t, lease)
+		m0, err := c.scrapeMetrics(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		started := time.Now()
-		ps, err := c.startProcs(p.scaleN, "n-"+mode, procOpts{mode: mode, lease: lease, timing: productionTiming})
+		ps, err := c.startProcs(run.n, fmt.Sprintf("n%d-%s", run.n, run.impl), procOpts{mode: run.mode, lease: lease, timing: productionTiming, json: run.json, user: c.serviceAccountConfig(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -657,21 +747,46 @@ func benchScale(t *testing.T, c *cluster, p perfParams, res *perfResults) {
 		}
 		t.Cleanup(stop)
 		if _, err := leaderOf(ps, electionTimeout(productionTiming)); err != nil {
-			t.Fatalf("%d %s candidates: %v", p.scaleN, mode, err)
+			t.Fatalf("%s: %v", what, err)
 		}
-		t.Logf("%d %s candidates started, one leads after %v", p.scaleN, mode, time.Since(started).Round(time.Millisecond))
+		t.Logf("%s started, one leads after %v", what, time.Since(started).Round(time.Millisecond))
+		if run.mode == modeRelect {
+			// Every registration is written: the start's storm of them
+			// is over.
+			for _, p := range ps {
+				if err := p.reqs.waitSince("POST", time.Time{}, 60*time.Second); err != nil {
+					t.Fatalf("%s: %s: %v", what, p.id, err)
+				}
+			}
+			t.Logf("%s registered after %v", what, time.Since(started).Round(time.Millisecond))
+		}
 		time.Sleep(p.scaleWarmup)
-		s0 := sample()
-		time.Sleep(p.scaleWindow)
-		s1 := sample()
-		r := window(s0, s1, fmt.Sprintf("%d %s candidates", p.scaleN, mode))
+		watchBytes := func() (n int64) {
+			for _, p := range ps {
+				n += p.reqs.watchBytes.Load()
+			}
+			return n
+		}
+		s0, wb0 := sample(), watchBytes()
+		time.Sleep(p.scaleWindowAt(run.n))
+		s1, wb1 := sample(), watchBytes()
+		r := window(s0, s1, what)
+		throttled := 0
+		for _, p := range ps {
+			throttled += int(p.reqs.throttled.Load())
+		}
+		t.Logf("%s: from their start to the window's end, the apiserver rejected %.0f requests with 429 (APF), their transports saw %d",
+			what, s1.metrics.rejected-m0.rejected, throttled)
+		res.add(scaleOf(run.n, scaleRejected), run.impl, s1.metrics.rejected-m0.rejected)
 		counted := 0
 		for _, p := range ps {
 			_, fwd := p.reqs.count(s0.at, s1.at)
 			counted += fwd
 		}
-		res.addLoad("scale", mode, r)
-		res.add(scaleCounted, mode, float64(counted)/s1.at.Sub(s0.at).Seconds())
+		secs := s1.at.Sub(s0.at).Seconds()
+		res.addLoad(scaleRunName(run.n), run.impl, r)
+		res.add(scaleOf(run.n, scaleCounted), run.impl, float64(counted)/secs)
+		res.add(scaleOf(run.n, scaleWatchBytesCounted), run.impl, float64(wb1-wb0)/secs)
 		stop()
 	}
 	after := idle("idle baseline, after")

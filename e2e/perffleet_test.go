@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"sort"
 	"strings"
@@ -135,12 +136,20 @@ type fleetKey struct {
 	mode        string // modeRelect or modeClientGo
 	n           int    // candidates
 	registryOff bool   // relect with Options.DisableRegistry
+	json        bool   // relect speaking JSON (procOpts.json)
+	apart       bool   // relect with its successors apart (perfapart_test.go)
 }
 
 func (k fleetKey) String() string {
 	s := fmt.Sprintf("%s-%d", k.mode, k.n)
 	if k.registryOff {
 		s += "-registry-off"
+	}
+	if k.json {
+		s += "-json"
+	}
+	if k.apart {
+		s += "-apart"
 	}
 	return s
 }
@@ -156,14 +165,23 @@ const (
 	fleetSettle = 200 * time.Millisecond
 )
 
-// fleetKeys are the runs of row g, in order: at each size, relect, the
-// loop, then relect with its registry off if p asks for it.
+// fleetKeys are the runs of row g, in order: at each size, relect with its
+// successors apart, the loop, then if p asks for them there relect
+// speaking JSON (successors apart), relect with every candidate in the
+// test process, and relect with its registry off (in the test process:
+// nobody's turn comes first).
 func fleetKeys(p perfParams) []fleetKey {
 	var keys []fleetKey
 	for _, n := range p.fleetNs {
-		keys = append(keys, fleetKey{modeRelect, n, false}, fleetKey{modeClientGo, n, false})
+		keys = append(keys, fleetKey{mode: modeRelect, n: n, apart: true}, fleetKey{mode: modeClientGo, n: n})
+		if slices.Contains(p.fleetJSONNs, n) {
+			keys = append(keys, fleetKey{mode: modeRelect, n: n, json: true, apart: true})
+		}
+		if slices.Contains(p.fleetInprocNs, n) {
+			keys = append(keys, fleetKey{mode: modeRelect, n: n})
+		}
 		if slices.Contains(p.fleetOffNs, n) {
-			keys = append(keys, fleetKey{modeRelect, n, true})
+			keys = append(keys, fleetKey{mode: modeRelect, n: n, registryOff: true})
 		}
 	}
 	return keys
@@ -176,10 +194,17 @@ type window struct {
 	writes  float64 // of which PUT, POST, DELETE and PATCH
 	apiCPU  time.Duration
 	selfCPU time.Duration // the test process's, which hosts the candidates
+	// watchBytes: bytes of Lease watch events the apiserver sent
+	// (apiserver_watch_events_sizes_sum); rejected: requests its API
+	// Priority and Fairness rejected (429), workloadLow: dispatched to
+	// workload-low through the FlowSchema service-accounts.
+	watchBytes, rejected, workloadLow float64
 }
 
 func windowOf(a, b load) window {
-	w := window{d: b.at.Sub(a.at), reqs: b.metrics.total() - a.metrics.total(), apiCPU: b.api - a.api, selfCPU: b.self - a.self}
+	w := window{d: b.at.Sub(a.at), reqs: b.metrics.total() - a.metrics.total(), apiCPU: b.api - a.api, selfCPU: b.self - a.self,
+		watchBytes: b.metrics.watchBytes - a.metrics.watchBytes, rejected: b.metrics.rejected - a.metrics.rejected,
+		workloadLow: b.metrics.workloadLow - a.metrics.workloadLow}
 	for _, verb := range []string{"PUT", "POST", "DELETE", "PATCH"} {
 		w.writes += b.metrics.leaseRequests[verb] - a.metrics.leaseRequests[verb]
 	}
@@ -192,6 +217,37 @@ func windowOf(a, b load) window {
 type fleetRun struct {
 	latency       []time.Duration // the leader's Run cancelled → the next OnStartedLeading
 	change, quiet []window
+	// throttled: in each change window, the 429 answers the in-process
+	// candidates' transports saw (the apiserver's count of the requests
+	// it rejected is the window's rejected).
+	throttled []int
+}
+
+// throttledBetween counts the answers with HTTP 429 that the transports of
+// ps saw to requests sent in [from, to).
+func throttledBetween(ps []*proc, from, to time.Time) int {
+	n := 0
+	for _, p := range ps {
+		for _, r := range p.reqs.all() {
+			if r.status == http.StatusTooManyRequests && !r.at.Before(from) && r.at.Before(to) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// checkAPF fails the test if relect's change of leader cw, in which the
+// transports of the in-process candidates saw throttled answers 429,
+// had a request rejected by API Priority and Fairness: under the
+// apiserver's default configuration a change of leader must not be shed.
+// The loop's are only counted.
+func checkAPF(t *testing.T, k fleetKey, cw window, throttled int) {
+	t.Helper()
+	if k.mode == modeRelect && (cw.rejected > 0 || throttled > 0) {
+		t.Errorf("%s: a change of leader under the default APF configuration: the apiserver rejected %.0f requests (429), the candidates' transports saw %d",
+			k, cw.rejected, throttled)
+	}
 }
 
 // perChange is the mean, over the changes, of a change's window minus its
@@ -318,7 +374,8 @@ func (f *fleet) sample() load {
 func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 	lt := productionTiming
 	f := &fleet{t: t, c: c, k: k, lease: leaseName(t), terms: &termLog{}}
-	f.opts = f.terms.opts(procOpts{mode: k.mode, lease: f.lease, timing: lt, disableRegistry: k.registryOff})
+	f.opts = f.terms.opts(procOpts{mode: k.mode, lease: f.lease, timing: lt, disableRegistry: k.registryOff, json: k.json,
+		user: c.serviceAccountConfig(t)})
 	c.createReleasedLease(t, f.lease)
 	t.Cleanup(func() {
 		if err := stopProcs(f.live); err != nil {
@@ -351,9 +408,13 @@ func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 
 	var run fleetRun
 	for len(run.latency) < changes {
+		before := slices.Clone(f.live)
 		next, latency, cw, qw := f.change(cur)
+		throttled := throttledBetween(before, next.at.Add(-latency), next.at.Add(productionTiming.rp+fleetSettle))
+		checkAPF(t, k, cw, throttled)
 		run.latency = append(run.latency, latency)
 		run.change, run.quiet = append(run.change, cw), append(run.quiet, qw)
+		run.throttled = append(run.throttled, throttled)
 		cur = next
 	}
 	reqs, writes, cpu := run.perChange()
@@ -408,6 +469,12 @@ func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, 
 	<-leader.done
 	time.Sleep(time.Until(next.at.Add(lt.rp + fleetSettle)))
 	b := f.sample()
+	path := pathOf(f.lease, leader, next.p, cancelled, next.at)
+	fan := ""
+	if rel, ok := leader.reqs.firstSince("PUT", f.lease, cancelled); ok && f.k.mode == modeRelect {
+		p50, last, n := fanOut(f.lease, removeProc(f.live, leader), rel.at)
+		fan = fmt.Sprintf("; the release reached half of %d followers' watches %s after it was sent, all %s after", n, ms(p50), ms(last))
+	}
 	if err := leader.stop(); err != nil {
 		t.Error(err)
 	}
@@ -421,10 +488,83 @@ func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, 
 		t.Fatal("the apiserver restarted during the run")
 	}
 	cw, qw, latency = windowOf(a, b), windowOf(q0, q1), next.at.Sub(cancelled)
-	t.Logf("%s: %s → %s in %s (their requests: %s); lease requests in the %v window %.0f (%s), in the %v quiet one %.0f (%s); apiserver CPU %v and %v",
-		f.k, leader.id, next.p.id, ms(latency), requestsBetween([]*proc{leader, next.p}, cancelled, next.at),
-		cw.d.Round(time.Millisecond), cw.reqs, byVerb(a, b), qw.d.Round(time.Millisecond), qw.reqs, byVerb(q0, q1), cw.apiCPU, qw.apiCPU)
+	t.Logf("%s: %s → %s in %s (%s%s; their requests: %s); lease requests in the %v window %.0f (%s), in the %v quiet one %.0f (%s); apiserver CPU %v and %v; watch bytes %.0f and %.0f",
+		f.k, leader.id, next.p.id, ms(latency), path, fan, requestsBetween([]*proc{leader, next.p}, cancelled, next.at),
+		cw.d.Round(time.Millisecond), cw.reqs, byVerb(a, b), qw.d.Round(time.Millisecond), qw.reqs, byVerb(q0, q1), cw.apiCPU, qw.apiCPU, cw.watchBytes, qw.watchBytes)
 	return next, latency, cw, qw
+}
+
+// handoverPath is when the steps of one change of leader happened, from
+// the cancel of the old leader's Run, as the candidates' transports saw
+// them (a negative duration: not seen).
+type handoverPath struct {
+	releaseSent, releaseAnswered time.Duration // the old leader's release (a PUT of the Lease)
+	// observed: the successor's first read of its watch on the Lease
+	// after the release was sent (relect), or the winner's last poll
+	// before its acquiring write was sent (the loop: its GET).
+	observed                     time.Duration
+	acquireSent, acquireAnswered time.Duration // the successor's acquiring write
+	started                      time.Duration // its OnStartedLeading
+}
+
+// pathOf works out the handover path of a change from old to next,
+// cancelled at cancelled.
+func pathOf(lease string, old, next *proc, cancelled, started time.Time) handoverPath {
+	since := func(t time.Time) time.Duration {
+		if t.IsZero() {
+			return -1
+		}
+		return t.Sub(cancelled)
+	}
+	p := handoverPath{releaseSent: -1, releaseAnswered: -1, observed: -1, acquireSent: -1, acquireAnswered: -1, started: started.Sub(cancelled)}
+	rel, ok := old.reqs.firstSince("PUT", lease, cancelled)
+	if ok {
+		p.releaseSent, p.releaseAnswered = since(rel.at), since(rel.answered)
+	}
+	acq, ok := next.reqs.firstSince("PUT", lease, cancelled)
+	if !ok {
+		return p
+	}
+	p.acquireSent, p.acquireAnswered = since(acq.at), since(acq.answered)
+	if next.mode == modeClientGo {
+		var poll time.Time
+		for _, r := range next.reqs.all() {
+			if r.verb == "GET" && r.lease == lease && r.at.Before(acq.at) {
+				poll = r.at
+			}
+		}
+		p.observed = since(poll)
+	} else if at, ok := next.reqs.firstReadSince(lease, rel.at); ok && !rel.at.IsZero() {
+		p.observed = since(at)
+	}
+	return p
+}
+
+// fanOut is when the reads of the followers' watches on lease first
+// returned bytes after since (the release was sent then): its median and
+// its maximum over the followers, from since, and how many read.
+func fanOut(lease string, ps []*proc, since time.Time) (p50, last time.Duration, n int) {
+	var ds []time.Duration
+	for _, p := range ps {
+		if at, ok := p.reqs.firstReadSince(lease, since); ok {
+			ds = append(ds, at.Sub(since))
+		}
+	}
+	if len(ds) == 0 {
+		return -1, -1, 0
+	}
+	return percentile(ds, 0.5), percentile(ds, 1), len(ds)
+}
+
+func (p handoverPath) String() string {
+	f := func(d time.Duration) string {
+		if d < 0 {
+			return "—"
+		}
+		return ms(d)
+	}
+	return fmt.Sprintf("release sent +%s, answered +%s; successor observed +%s; acquiring write sent +%s, answered +%s; OnStartedLeading +%s",
+		f(p.releaseSent), f(p.releaseAnswered), f(p.observed), f(p.acquireSent), f(p.acquireAnswered), f(p.started))
 }
 
 // describeFleet logs, for a run that went wrong, the Lease as stored and
@@ -699,17 +839,40 @@ func fleetSeries(n int, registryOff bool, quantity string) series {
 	return series{run, quantity}
 }
 
+// impl is the implementation the samples of k are recorded under:
+// implRelectJSON for relect speaking JSON, implRelectInProcess for relect
+// with every candidate in the test process, else k.mode (relect: with its
+// successors apart, or its registry off, whose series are apart).
+func (k fleetKey) impl() string {
+	switch {
+	case k.json:
+		return implRelectJSON
+	case k.mode == modeRelect && !k.apart && !k.registryOff:
+		return implRelectInProcess
+	}
+	return k.mode
+}
+
 // addFleet appends what run measured of the fleet k.
 func (r *perfResults) addFleet(k fleetKey, run fleetRun) {
 	s := func(q string) series { return fleetSeries(k.n, k.registryOff, q) }
+	impl := k.impl()
 	for i := range run.change {
 		reqs, writes, cpuMS := run.beyond(i)
-		r.add(s("lease requests"), k.mode, reqs)
-		r.add(s("writes"), k.mode, writes)
-		r.add(s("CPU ms"), k.mode, cpuMS)
+		r.add(s("lease requests"), impl, reqs)
+		r.add(s("writes"), impl, writes)
+		r.add(s("CPU ms"), impl, cpuMS)
 	}
-	r.addDurations(s("latency"), k.mode, run.latency)
-	r.add(s("background"), k.mode, run.background())
+	r.addDurations(s("latency"), impl, run.latency)
+	r.add(s("background"), impl, run.background())
+	for i := range run.change {
+		r.add(s("watch bytes"), impl, run.change[i].watchBytes-run.quiet[i].watchBytes*run.change[i].d.Seconds()/run.quiet[i].d.Seconds())
+		r.add(s("rejected"), impl, run.change[i].rejected)
+		r.add(s("workload-low"), impl, run.change[i].workloadLow)
+	}
+	for _, n := range run.throttled {
+		r.add(s("throttled"), impl, float64(n))
+	}
 }
 
 // The series of row h: the call → the next OnStartedLeading (ns), one per
@@ -752,7 +915,13 @@ func (r *perfResults) fleetRows() []perfRow {
 			perfRow{"g", fmt.Sprintf("N = %d: of which writes (PUT, POST, DELETE), beyond the background ³", n), s("writes"), meanWithError},
 			perfRow{"g", fmt.Sprintf("N = %d: kube-apiserver CPU ms per change, beyond the background ³", n), s("CPU ms"), meanWithError},
 			perfRow{"g", fmt.Sprintf("N = %d: the background, apiserver lease requests per second in the quiet windows", n), s("background"), value("%.2f")},
-			perfRow{"g", fmt.Sprintf("N = %d: handover, the leader's Run cancelled → the next OnStartedLeading, p50 / p99", n), s("latency"), medianP99})
+			perfRow{"g", fmt.Sprintf("N = %d: handover, the leader's Run cancelled → the next OnStartedLeading, p50 / p99 (relect: successors apart ⁵)", n), s("latency"), medianP99},
+			perfRow{"g", fmt.Sprintf("N = %d: requests rejected with HTTP 429 in the change windows, by the apiserver's API Priority and Fairness / at the in-process candidates' transports (candidates as a ServiceAccount ⁵)", n),
+				s("rejected"), r.rejectedCells(n)})
+		if len(r.get(s("latency"), implRelectInProcess)) > 0 {
+			rows = append(rows, perfRow{"g", fmt.Sprintf("N = %d, relect with every candidate in the test process, the successor too: handover p50 / p99; CPU ms per change", n),
+				s("latency"), r.inProcessCells(n)})
+		}
 		if off := fleetSeries(n, true, "latency"); len(r.get(off, modeRelect)) > 0 {
 			rows = append(rows, perfRow{"g", fmt.Sprintf("N = %d, relect with DisableRegistry (no line of succession: every follower tries at once): lease requests per change; CPU ms per change; handover p50 / p99", n),
 				fleetSeries(n, true, "lease requests"), r.registryOff(n)})
@@ -772,6 +941,42 @@ func (r *perfResults) registryOff(n int) format {
 	}
 }
 
+// rejectedCells are the cells of the 429 row of the fleets of n: the
+// requests the apiserver rejected in the change windows, and the answers
+// 429 the in-process candidates' transports saw, summed over the changes.
+func (r *perfResults) rejectedCells(n int) format {
+	return func(rel, cg []float64) (string, string, string) {
+		throttled := func(impl string) float64 { return sum(r.get(fleetSeries(n, false, "throttled"), impl)) }
+		cell := func(xs []float64, impl string) string {
+			if len(xs) == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.0f / %.0f", sum(xs), throttled(impl))
+		}
+		return cell(rel, modeRelect), cell(cg, modeClientGo), ""
+	}
+}
+
+// inProcessCells is the relect cell of the fleet of n with every
+// candidate in the test process: its handover latency (the row's series)
+// and CPU ms per change.
+func (r *perfResults) inProcessCells(n int) format {
+	latency := r.get(fleetSeries(n, false, "latency"), implRelectInProcess)
+	cpu := r.get(fleetSeries(n, false, "CPU ms"), implRelectInProcess)
+	return func(_, _ []float64) (string, string, string) {
+		p50p99, _, _ := medianP99(latency, nil)
+		return fmt.Sprintf("%s; %v", p50p99, meanSEOf(cpu)), "—", ""
+	}
+}
+
+func sum(xs []float64) float64 {
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
 // stepDownRows are the rows of row h.
 func (r *perfResults) stepDownRows() []perfRow {
 	prod := productionTiming.String()
@@ -784,6 +989,22 @@ func (r *perfResults) stepDownRows() []perfRow {
 		{"h", "HandOver: the named candidate led next, nobody else led or held the Lease in between, the old leader's work had returned (asserted)",
 			handOverClean, relectOnly(share, "no such call")},
 	}
+}
+
+// apartFootnote is footnote ⁵: how row g runs relect, and as whom every
+// candidate of rows e and g runs, with the requests APF dispatched to
+// workload-low in row g's change windows.
+func (r *perfResults) apartFootnote() string {
+	dispatched := 0.0
+	for _, k := range fleetKeys(r.p) {
+		dispatched += sum(r.get(fleetSeries(k.n, k.registryOff, "workload-low"), k.impl()))
+	}
+	return fmt.Sprintf("⁵ Row g runs relect's leader and the two successors it names first as candidate processes of their own (e2e/cmd/candidate, straight to the apiserver, "+
+		"with Priority %d, so that the line of succession names them first), the other N − %d candidates in the test process: the successor decodes one watch, as on a node "+
+		"of its own, instead of sharing one Go runtime with N − 1 decoders of every watch event. The loop's candidates are all in the test process (its followers poll; "+
+		"the first to poll after the release wins). Every candidate of rows e and g authenticates as ServiceAccount %s/%s (a client certificate), so that the apiserver's "+
+		"default API Priority and Fairness configuration puts its requests in the FlowSchema service-accounts, priority level workload-low, one flow: it dispatched %.0f "+
+		"requests there in row g's change windows.", apartPriority, apartCandidates, namespace, perfServiceAccount, dispatched)
 }
 
 // The footnotes of rows g and h.

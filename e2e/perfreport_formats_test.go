@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"encoding/xml"
+	"io"
+	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -40,5 +44,65 @@ func TestPerfFormats(t *testing.T) {
 				t.Errorf("got %q, want %q", got, tc.want)
 			}
 		})
+	}
+}
+
+// The slope's least-squares line, its extrapolation, and the plot: a line
+// through points on a line is that line; the SVG is well-formed XML that
+// names the extrapolated size; the section names it as an extrapolation.
+func TestPerfSlope(t *testing.T) {
+	r := &perfResults{p: perfParams{scaleN: 200, scaleNs: []int{50, 200, 1000}, scaleJSONNs: []int{200, 1000}}}
+	r.addLoad("idle", "", loadRates{apiCPU: 1})
+	r.addLoad("idle", "", loadRates{apiCPU: 1.2})
+	for _, n := range r.p.scaleNs {
+		r.addLoad(scaleRunName(n), modeRelect, loadRates{apiCPU: 1.1 + 0.001*float64(n)})
+		r.addLoad(scaleRunName(n), modeClientGo, loadRates{apiCPU: 1.1 + 0.03*float64(n)})
+	}
+	r.addLoad(scaleRunName(200), implRelectJSON, loadRates{apiCPU: 1.5})
+	r.addLoad(scaleRunName(1000), implRelectJSON, loadRates{apiCPU: 2.5})
+	l := r.slopeLine(modeRelect)
+	if !l.ok || math.Abs(l.a) > 1e-9 || math.Abs(l.b-0.001) > 1e-12 {
+		t.Errorf("relect's line: %+v, want 0 + 0.001·N", l)
+	}
+	if got := r.slopeLine(implRelectJSON).at(5000); math.Abs(got-6.4) > 1e-9 {
+		t.Errorf("JSON's line at 5000: %v, want 6.4", got)
+	}
+	svg := r.slopeSVG()
+	d := xml.NewDecoder(strings.NewReader(svg))
+	for {
+		if _, err := d.Token(); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("the plot is not well-formed XML: %v\n%s", err, svg)
+		}
+	}
+	if !strings.Contains(svg, "at N = 5000") {
+		t.Errorf("the plot does not name the extrapolated size:\n%s", svg)
+	}
+	if sec := r.slopeSection(); !strings.Contains(sec, "an extrapolation") {
+		t.Errorf("the section does not say it extrapolates:\n%s", sec)
+	}
+}
+
+// A run of only some rows (RELECT_PERF_ROWS) prints those rows and their
+// footnotes, and leaves out the others, in every mode.
+func TestPerfRowsLeftOut(t *testing.T) {
+	for _, size := range []string{"short", "dev", "full"} {
+		r := &perfResults{size: size, p: perfModes[size]}
+		r.addLoad(scaleRunName(r.p.scaleN), modeRelect, loadRates{apiCPU: 1})
+		r.addLoad(scaleRunName(r.p.scaleN), modeClientGo, loadRates{apiCPU: 2})
+		table := r.table("machine", time.Minute)
+		_ = r.slopeSVG()
+		if !strings.Contains(table, "| e | kube-apiserver CPU seconds per minute, raw | 1.00 | 2.00 |") {
+			t.Errorf("%s: row e is missing:\n%s", size, table)
+		}
+		for _, line := range strings.Split(table, "\n") {
+			if strings.HasPrefix(line, "| g |") || strings.HasPrefix(line, "| b |") || strings.Contains(line, "NaN") {
+				t.Errorf("%s: a row that was not run is printed: %s", size, line)
+			}
+			if strings.HasPrefix(line, "Cross-check of rows a and d") || strings.HasPrefix(line, "³") || strings.HasPrefix(line, "⁴") {
+				t.Errorf("%s: the footnote of a row that was not run is printed: %s", size, line)
+			}
+		}
 	}
 }

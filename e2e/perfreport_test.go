@@ -26,6 +26,15 @@ import (
 // window of rows a and d and its cross-check.
 type series struct{ run, quantity string }
 
+// implRelectJSON records the samples of relect candidates whose Lease
+// client speaks JSON (procOpts.json), beside modeRelect's (protobuf, the
+// default) and modeClientGo's.
+const implRelectJSON = "relect-json"
+
+// implRelectInProcess records the samples of row g's relect fleets with
+// every candidate in the test process, the successors too (fleetKey).
+const implRelectInProcess = "relect-in-process"
+
 // The series the rows read; rows g and h have theirs in perffleet_test.go.
 var (
 	// a, d1, d2: Lease requests per minute, one sample per candidate.
@@ -50,9 +59,12 @@ var (
 	// f: per idle follower.
 	followerGoroutines = series{"overhead", "goroutines"}
 	followerHeapKiB    = series{"overhead", "live heap KiB"}
-	// e: the lease requests per second that the candidates' transports
-	// counted.
-	scaleCounted = series{"scale", "lease requests per second counted by the transports"}
+	// e, with scaleOf: the lease requests per second that the candidates'
+	// transports counted, and the bytes per second of their Lease watches'
+	// bodies.
+	scaleCounted           = "lease requests per second counted by the transports"
+	scaleWatchBytesCounted = "watch bytes per second counted by the transports"
+	scaleRejected          = "requests rejected with 429, from the start to the window's end"
 )
 
 // e: what a load window measures (loadRates), N candidates on one Lease
@@ -64,6 +76,8 @@ const (
 	loadEtcdCPU       = "etcd CPU seconds per minute"
 	loadOwnCPU        = "the candidates' CPU seconds per minute"
 	loadWatches       = "lease watches open at the end"
+	loadWatchBytes    = "bytes of Lease watch events sent per second"
+	loadWatchEvents   = "Lease watch events sent per second"
 )
 
 var loadQuantities = []struct {
@@ -75,10 +89,15 @@ var loadQuantities = []struct {
 	{loadEtcdCPU, func(l loadRates) float64 { return l.etcdCPU }},
 	{loadOwnCPU, func(l loadRates) float64 { return l.selfCPU }},
 	{loadWatches, func(l loadRates) float64 { return l.openWatches }},
+	{loadWatchBytes, func(l loadRates) float64 { return l.watchBytes }},
+	{loadWatchEvents, func(l loadRates) float64 { return l.watchEvents }},
 }
 
-func scaleOf(quantity string) series { return series{"scale", quantity} }
-func idleOf(quantity string) series  { return series{"idle", quantity} }
+// scaleRunName names the runs of row e with n candidates.
+func scaleRunName(n int) string { return fmt.Sprintf("scale, N = %d", n) }
+
+func scaleOf(n int, quantity string) series { return series{scaleRunName(n), quantity} }
+func idleOf(quantity string) series         { return series{"idle", quantity} }
 
 // perfResults holds every sample of one run of the benchmark. It is safe
 // for concurrent use.
@@ -309,23 +328,24 @@ func (r *perfResults) rows() []perfRow {
 		{"d", fmt.Sprintf("relect's budget (its defaults: %.3g/s sustained, burst %d): most calls beyond the sustained rate in any interval, over rows a and d",
 			bu.rate, bu.burst), budgetExcess, relectOnly(budget(bu), "no budget")},
 		{"e", fmt.Sprintf("apiserver lease requests per second, N = %d candidates on one Lease (%s; %s windows), raw",
-			p.scaleN, prod, roundDur(p.scaleWindow)), scaleOf(loadLeaseRequests), value("%.2f")},
+			p.scaleN, prod, roundDur(p.scaleWindow)), scaleOf(p.scaleN, loadLeaseRequests), value("%.2f")},
 		{"e", fmt.Sprintf("the same, above the idle baseline (%.2f/s) ²", idleMean(loadLeaseRequests)),
-			scaleOf(loadLeaseRequests), aboveIdle(idle(loadLeaseRequests), "%.2f")},
-		{"e", "kube-apiserver CPU seconds per minute, raw", scaleOf(loadAPIServerCPU), value("%.2f")},
+			scaleOf(p.scaleN, loadLeaseRequests), aboveIdle(idle(loadLeaseRequests), "%.2f")},
+		{"e", "kube-apiserver CPU seconds per minute, raw", scaleOf(p.scaleN, loadAPIServerCPU), value("%.2f")},
 		{"e", fmt.Sprintf("the same, above the idle baseline (%.2f s/min) ²", idleMean(loadAPIServerCPU)),
-			scaleOf(loadAPIServerCPU), aboveIdle(idle(loadAPIServerCPU), "%.2f")},
-		{"e", "etcd CPU seconds per minute, raw", scaleOf(loadEtcdCPU), value("%.2f")},
+			scaleOf(p.scaleN, loadAPIServerCPU), aboveIdle(idle(loadAPIServerCPU), "%.2f")},
+		{"e", "etcd CPU seconds per minute, raw", scaleOf(p.scaleN, loadEtcdCPU), value("%.2f")},
 		{"e", fmt.Sprintf("the same, above the idle baseline (%.2f s/min) ²", idleMean(loadEtcdCPU)),
-			scaleOf(loadEtcdCPU), aboveIdle(idle(loadEtcdCPU), "%.2f")},
-		{"e", fmt.Sprintf("the %d candidates' own CPU seconds per minute (the test process)", p.scaleN), scaleOf(loadOwnCPU), value("%.2f")},
+			scaleOf(p.scaleN, loadEtcdCPU), aboveIdle(idle(loadEtcdCPU), "%.2f")},
+		{"e", fmt.Sprintf("the %d candidates' own CPU seconds per minute (the test process)", p.scaleN), scaleOf(p.scaleN, loadOwnCPU), value("%.2f")},
 		{"f", fmt.Sprintf("goroutines per idle follower (%d followers in one process; %s)", p.overheadN, prod), followerGoroutines, value("%.1f")},
 		{"f", "live heap KiB per idle follower (after GC)", followerHeapKiB, value("%.1f")},
 	}
 	return append(append(rows, r.fleetRows()...), r.stepDownRows()...)
 }
 
-// footnotes returns the table's footnotes, in order.
+// footnotes returns the table's footnotes, in order: those of the rows
+// that ran (RELECT_PERF_ROWS may have left some out).
 func (r *perfResults) footnotes() []string {
 	window := time.Duration(first(r.get(requestsWindow, "")))
 	idle := func(q string) (before, after float64) { xs := r.get(idleOf(q), ""); return first(xs), second(xs) }
@@ -334,17 +354,36 @@ func (r *perfResults) footnotes() []string {
 	etcd0, etcd1 := idle(loadEtcdCPU)
 	watches0, watches1 := idle(loadWatches)
 	at := func(s series, impl string) float64 { return first(r.get(s, impl)) }
-	return []string{
-		"¹ relect sent no request in the window: the ratio is a lower bound, computed as if each of its candidates had sent one.",
-		fmt.Sprintf("Cross-check of rows a and d (one %s window): the benchmark's transports counted %.0f lease requests sent to the apiserver; the apiserver's apiserver_request_total{resource=\"leases\"} grew by %.0f, of which its own lease traffic at the idle rate of row e accounts for %.0f.",
-			roundDur(window), at(requestsCounted, ""), at(requestsAPIServer, ""), (reqs0+reqs1)/2*window.Seconds()),
-		fmt.Sprintf("² The idle baseline is the mean of two %s windows without candidates, before and after: kube-apiserver %.2f and %.2f CPU s/min, etcd %.2f and %.2f, lease requests %.2f/s and %.2f/s.",
-			roundDur(r.p.scaleIdle), api0, api1, etcd0, etcd1, reqs0, reqs1),
-		fmt.Sprintf("Row e: lease requests per second counted by the candidates' transports: relect %.2f, client-go loop %.2f; lease watches open at the end of the window: relect %.0f, client-go loop %.0f, idle %.0f.",
-			at(scaleCounted, modeRelect), at(scaleCounted, modeClientGo), at(scaleOf(loadWatches), modeRelect), at(scaleOf(loadWatches), modeClientGo), max(watches0, watches1)),
-		fleetFootnote,
-		stepDownFootnote,
+	n := r.p.scaleN
+	ranA := len(r.get(requestsWindow, "")) > 0
+	ranE := len(r.get(idleOf(loadAPIServerCPU), "")) > 0
+	ranG := false
+	for _, k := range fleetKeys(r.p) {
+		ranG = ranG || len(r.get(fleetSeries(k.n, k.registryOff, "latency"), k.impl())) > 0
 	}
+	ranH := len(r.get(yieldLatency, modeRelect)) > 0
+	notes := []struct {
+		ran  bool
+		text string
+	}{
+		{ranA, "¹ relect sent no request in the window: the ratio is a lower bound, computed as if each of its candidates had sent one."},
+		{ranA, fmt.Sprintf("Cross-check of rows a and d (one %s window): the benchmark's transports counted %.0f lease requests sent to the apiserver; the apiserver's apiserver_request_total{resource=\"leases\"} grew by %.0f, of which its own lease traffic at the idle rate of row e accounts for %.0f.",
+			roundDur(window), at(requestsCounted, ""), at(requestsAPIServer, ""), (reqs0+reqs1)/2*window.Seconds())},
+		{ranE, fmt.Sprintf("² The idle baseline is the mean of two %s windows without candidates, before and after: kube-apiserver %.2f and %.2f CPU s/min, etcd %.2f and %.2f, lease requests %.2f/s and %.2f/s.",
+			roundDur(r.p.scaleIdle), api0, api1, etcd0, etcd1, reqs0, reqs1)},
+		{ranE, fmt.Sprintf("Row e: lease requests per second counted by the candidates' transports: relect %.2f, client-go loop %.2f; lease watches open at the end of the window: relect %.0f, client-go loop %.0f, idle %.0f.",
+			at(scaleOf(n, scaleCounted), modeRelect), at(scaleOf(n, scaleCounted), modeClientGo), at(scaleOf(n, loadWatches), modeRelect), at(scaleOf(n, loadWatches), modeClientGo), max(watches0, watches1))},
+		{ranG, fleetFootnote},
+		{ranH, stepDownFootnote},
+		{ranG, r.apartFootnote()},
+	}
+	var out []string
+	for _, f := range notes {
+		if f.ran {
+			out = append(out, f.text)
+		}
+	}
+	return out
 }
 
 // table returns the markdown report: a line on the run, the rows, the
@@ -353,16 +392,35 @@ func (r *perfResults) table(machine string, took time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "relect vs the client-go loop (elastic-agent PR #4542), one run of `%s=%s` in %v on %s.\n\n",
 		envPerf, r.size, took.Round(time.Second), machine)
-	b.WriteString("| row | measure | relect | client-go loop | client-go ÷ relect |\n|---|---|---:|---:|---:|\n")
-	for _, row := range r.rows() {
-		rel, cg, ratio := row.f(r.get(row.s, modeRelect), r.get(row.s, modeClientGo))
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", row.id, row.what, rel, cg, ratio)
-	}
-	b.WriteString("\n")
+	r.writeRows(&b, r.rows(), [2]string{modeRelect, modeClientGo}, "| row | measure | relect | client-go loop | client-go ÷ relect |")
 	for _, f := range r.footnotes() {
 		b.WriteString(f + "\n\n")
 	}
+	if rows := r.jsonRows(); len(rows) > 0 {
+		b.WriteString("relect's Lease client speaking protobuf (its default with Options.Config) and JSON (Options.Client built from a JSON rest.Config: " +
+			"every Lease and registry call in JSON, as relect sent them before it spoke protobuf), side by side in the same run:\n\n")
+		r.writeRows(&b, rows, [2]string{modeRelect, implRelectJSON}, "| row | measure | relect, protobuf | relect, JSON | JSON ÷ protobuf |")
+	}
+	if len(r.p.scaleNs) > 1 {
+		b.WriteString(r.slopeSection())
+	}
 	return b.String()
+}
+
+// writeRows writes rows as a markdown table under header, its two value
+// columns reading the samples of impls. A row with no sample in either
+// column was not run (RELECT_PERF_ROWS) and is left out.
+func (r *perfResults) writeRows(b *strings.Builder, rows []perfRow, impls [2]string, header string) {
+	b.WriteString(header + "\n|---|---|---:|---:|---:|\n")
+	for _, row := range rows {
+		xs, ys := r.get(row.s, impls[0]), r.get(row.s, impls[1])
+		if len(xs) == 0 && len(ys) == 0 {
+			continue
+		}
+		x, y, ratio := row.f(xs, ys)
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", row.id, row.what, x, y, ratio)
+	}
+	b.WriteString("\n")
 }
 
 // machine describes where the benchmark ran.

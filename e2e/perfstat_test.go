@@ -101,6 +101,18 @@ func cpuTime(pid int) (time.Duration, error) {
 type apiMetrics struct {
 	leaseRequests map[string]float64 // apiserver_request_total{resource="leases"} by verb
 	leaseWatches  float64            // apiserver_longrunning_requests{resource="leases",verb="WATCH"}: open now
+	// watchEvents and watchBytes: the Lease watch events sent to watchers,
+	// one per event and watcher, and their bytes as written
+	// (apiserver_watch_events_total and apiserver_watch_events_sizes_sum,
+	// resource="leases").
+	watchEvents, watchBytes float64
+	// rejected: requests API Priority and Fairness rejected (429), of any
+	// resource (apiserver_flowcontrol_rejected_requests_total);
+	// workloadLow: the requests it dispatched through the FlowSchema
+	// service-accounts to the priority level workload-low, where the
+	// benchmark's ServiceAccount lands
+	// (apiserver_flowcontrol_dispatched_requests_total).
+	rejected, workloadLow float64
 }
 
 func (m apiMetrics) total() float64 {
@@ -131,9 +143,23 @@ func (c *cluster) scrapeMetrics(ctx context.Context) (apiMetrics, error) {
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		request := strings.HasPrefix(line, "apiserver_request_total{")
-		longrunning := strings.HasPrefix(line, "apiserver_longrunning_requests{")
-		if !(request || longrunning) || !strings.Contains(line, `resource="leases"`) {
+		name, _, _ := strings.Cut(line, "{")
+		var into *float64
+		switch leases := strings.Contains(line, `resource="leases"`); {
+		case name == "apiserver_flowcontrol_rejected_requests_total":
+			into = &m.rejected
+		case name == "apiserver_flowcontrol_dispatched_requests_total":
+			if !strings.Contains(line, `flow_schema="service-accounts"`) || !strings.Contains(line, `priority_level="workload-low"`) {
+				continue
+			}
+			into = &m.workloadLow
+		case !leases:
+			continue
+		case name == "apiserver_watch_events_total":
+			into = &m.watchEvents
+		case name == "apiserver_watch_events_sizes_sum":
+			into = &m.watchBytes
+		case name != "apiserver_request_total" && name != "apiserver_longrunning_requests":
 			continue
 		}
 		f := strings.Fields(line)
@@ -141,11 +167,15 @@ func (c *cluster) scrapeMetrics(ctx context.Context) (apiMetrics, error) {
 		if err != nil {
 			return apiMetrics{}, fmt.Errorf("/metrics: %q: %v", line, err)
 		}
+		if into != nil {
+			*into += v
+			continue
+		}
 		verb := "?"
 		if mm := verbLabel.FindStringSubmatch(line); mm != nil {
 			verb = mm[1]
 		}
-		if request {
+		if name == "apiserver_request_total" {
 			m.leaseRequests[verb] += v
 		} else if verb == "WATCH" {
 			m.leaseWatches += v
@@ -191,6 +221,7 @@ type loadRates struct {
 	leaseReqs                float64            // lease requests per second, apiserver's count
 	leaseReqsByVerb          map[string]float64 // the same by verb
 	openWatches              float64            // lease watches open at the end
+	watchEvents, watchBytes  float64            // Lease watch events (one per watcher) and their bytes sent per second
 }
 
 func rates(a, b load) loadRates {
@@ -204,6 +235,8 @@ func rates(a, b load) loadRates {
 		leaseReqs:       (b.metrics.total() - a.metrics.total()) / w.Seconds(),
 		leaseReqsByVerb: map[string]float64{},
 		openWatches:     b.metrics.leaseWatches,
+		watchEvents:     (b.metrics.watchEvents - a.metrics.watchEvents) / w.Seconds(),
+		watchBytes:      (b.metrics.watchBytes - a.metrics.watchBytes) / w.Seconds(),
 	}
 	for v, n := range b.metrics.leaseRequests {
 		if d := n - a.metrics.leaseRequests[v]; d > 0 {
@@ -220,6 +253,6 @@ func (r loadRates) String() string {
 	}
 	sort.Strings(verbs)
 	return fmt.Sprintf("window %v: apiserver CPU %.2f s/min, etcd CPU %.2f s/min, test process CPU %.2f s/min; "+
-		"apiserver lease requests %.2f/s (%s); lease watches open %.0f",
-		r.window.Round(time.Millisecond), r.apiCPU, r.etcdCPU, r.selfCPU, r.leaseReqs, strings.Join(verbs, ", "), r.openWatches)
+		"apiserver lease requests %.2f/s (%s); lease watches open %.0f; Lease watch events sent %.1f/s, %.0f bytes/s",
+		r.window.Round(time.Millisecond), r.apiCPU, r.etcdCPU, r.selfCPU, r.leaseReqs, strings.Join(verbs, ", "), r.openWatches, r.watchEvents, r.watchBytes)
 }

@@ -15,7 +15,7 @@
 #      controller-runtime scenario in its short mode, 10 changes of leader
 #      per mode: docs/performance.md);
 #   4. the side-by-side benchmark against plain client-go in its short mode
-#      (≈ 5.5 min; prints the table; docs/performance.md has the full mode).
+#      (≈ 7 min; prints the table; docs/performance.md has the full mode).
 #
 # RELECT_SKIP_E2E=1 runs only step 1.
 #

@@ -46,6 +46,7 @@ import (
 
 	"github.com/relect/relect"
 	"github.com/relect/relect/e2e/internal/history"
+	"github.com/relect/relect/e2e/internal/leaseclient"
 	"github.com/relect/relect/internal/clientgoloop"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -63,6 +64,7 @@ type flags struct {
 	handOverTo                                           string
 	beatWindow, workCooldown, workMaxCooldown            time.Duration
 	stuckFile                                            string
+	json                                                 bool
 }
 
 func main() {
@@ -87,6 +89,7 @@ func main() {
 	flag.DurationVar(&f.workCooldown, "work-cooldown", 0, "relect Work.Cooldown (0: relect's default)")
 	flag.DurationVar(&f.workMaxCooldown, "work-max-cooldown", 0, "relect Work.MaxCooldown (0: relect's default)")
 	flag.StringVar(&f.stuckFile, "stuck-file", "", "while this file exists, the work hangs")
+	flag.BoolVar(&f.json, "json", false, "relect's Lease client speaks JSON (Options.Client from leaseclient.JSONConfig) instead of protobuf")
 	flag.Parse()
 	if f.kubeconfig == "" || f.name == "" || f.identity == "" || f.history == "" ||
 		(f.mode != "relect" && f.mode != "clientgo") || f.sample <= 0 {
@@ -180,8 +183,17 @@ func (s *sampler) sample(t0, t1 time.Time, leading bool, term int64, fence func(
 // runRelect runs a relect Elector until ctx is done and fills in the exit
 // record's counters.
 func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer, exit *history.Record) error {
+	var client kubernetes.Interface
+	if f.json {
+		cs, err := kubernetes.NewForConfig(leaseclient.JSONConfig(cfg))
+		if err != nil {
+			return err
+		}
+		client, cfg = cs, nil
+	}
 	e, err := relect.New(relect.Options{
 		Config:            cfg,
+		Client:            client,
 		Namespace:         f.namespace,
 		Name:              f.name,
 		Identity:          f.identity,

@@ -1,0 +1,223 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Row g with relect's successors apart: the leader and the two successors
+// it names first run as candidate processes of their own (e2e/cmd/candidate,
+// straight to the apiserver), with a higher Priority than the other N − 3,
+// which run in the test process as in every other run of row g. The line of
+// succession puts the higher priority first, so every change of leader is
+// from one such process to another, and the successor's path — the release
+// arriving on its watch, its acquiring write, its OnStartedLeading — runs
+// in a process that decodes one watch, not N − 1 of them.
+
+// Candidates apart from the test process in a run with fleetKey.apart.
+const (
+	apartCandidates = 3 // the leader and two successors
+	apartPriority   = 1 // the others' is 0
+)
+
+// apartFleet is a fleet whose leader and first successors are candidate
+// processes (apart), the others in-process (the embedded fleet).
+type apartFleet struct {
+	*fleet
+	apart []*candidate
+	w     *leaseWatch
+}
+
+// addApart starts one more candidate process, and returns it once it has
+// written its first record.
+func (f *apartFleet) addApart() *candidate {
+	f.t.Helper()
+	lt := productionTiming
+	args := []string{"-lease-duration", lt.ld.String(), "-renew-deadline", lt.rd.String(), "-retry-period", lt.rp.String(),
+		"-priority", fmt.Sprint(apartPriority)}
+	if f.k.json {
+		args = append(args, "-json")
+	}
+	id := fmt.Sprintf("%s-proc-%d", f.k, f.seq)
+	f.seq++
+	cand := f.c.startCandidate(f.t, id, candOpts{mode: modeRelect, lease: f.lease, direct: true, args: args, user: f.c.serviceAccountConfig(f.t)})
+	f.apart = append(f.apart, cand)
+	return cand
+}
+
+// startedSince is the first start of a term of cand after from (relect's
+// EventStartedLeading, stamped by the Elector just before it calls
+// OnStartedLeading), if any.
+func startedSince(cand *candidate, from time.Time) (time.Time, bool) {
+	if rs := cand.events("started-leading", from); len(rs) > 0 {
+		return rs[0].Time(), true
+	}
+	return time.Time{}, false
+}
+
+// line returns the successors the Lease names, first in line first.
+func (f *apartFleet) line() []string {
+	f.t.Helper()
+	l := f.c.getLease(f.t, f.lease)
+	if l == nil {
+		return nil
+	}
+	var line struct {
+		Next []struct {
+			ID string `json:"id"`
+		} `json:"next"`
+	}
+	if err := json.Unmarshal([]byte(l.Annotations["relect.io/succession"]), &line); err != nil {
+		return nil
+	}
+	var ids []string
+	for _, s := range line.Next {
+		ids = append(ids, s.ID)
+	}
+	return ids
+}
+
+// inLine waits until the Lease names every one of cands, and nobody before
+// them, first in its line of succession.
+func (f *apartFleet) inLine(cands ...*candidate) {
+	f.t.Helper()
+	var want []string
+	for _, c := range cands {
+		want = append(want, c.id)
+	}
+	waitFor(f.t, 20*time.Second, fmt.Sprintf("the line of succession to begin with %v", want), func() bool {
+		line := f.line()
+		if len(line) < len(want) {
+			return false
+		}
+		got := slices.Clone(line[:len(want)])
+		slices.Sort(got)
+		slices.Sort(want)
+		return slices.Equal(got, want)
+	})
+}
+
+// afterRenewal waits until a quarter RetryPeriod after a renewal by holder,
+// as the test's watch on the Lease saw it, sent at least RetryPeriod into
+// its term (which began at from) and now or later (fleet.betweenRenewals).
+func (f *apartFleet) afterRenewal(holder string, from time.Time) {
+	f.t.Helper()
+	lt := productionTiming
+	since := later(from.Add(lt.rp), time.Now())
+	var renewal leaseObs
+	waitFor(f.t, 2*lt.rp+slack, "a renewal by "+holder, func() bool {
+		f.w.mu.Lock()
+		defer f.w.mu.Unlock()
+		for _, o := range f.w.obs {
+			if o.exists && o.holder == holder && !o.at.Before(since) {
+				renewal = o
+				return true
+			}
+		}
+		return false
+	})
+	time.Sleep(time.Until(renewal.at.Add(lt.rp / 4)))
+}
+
+// benchFleetApart is benchFleet for relect with the successors apart
+// (fleetKey.apart): the candidate processes first, then the k.n − 3
+// in-process ones, then changes changes of leader, each the leader's
+// process sent SIGTERM (its Run cancelled: it releases) between two
+// renewals, at least RetryPeriod into its term, as in row b.
+func benchFleetApart(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
+	lt := productionTiming
+	f := &apartFleet{fleet: &fleet{t: t, c: c, k: k, lease: leaseName(t), terms: &termLog{}}}
+	f.opts = f.terms.opts(procOpts{mode: k.mode, lease: f.lease, timing: lt, json: k.json, user: c.serviceAccountConfig(t)})
+	c.createReleasedLease(t, f.lease)
+	f.w = c.watchLease(t, f.lease)
+	t.Cleanup(func() {
+		if err := stopProcs(f.live); err != nil {
+			t.Error(err)
+		}
+	})
+	begin := time.Now()
+	for range apartCandidates {
+		f.addApart()
+	}
+	leader := waitLeader(t, electionTimeout(lt), f.apart...)
+	leaderAt, _ := startedSince(leader, begin)
+	for i := range k.n - apartCandidates {
+		f.add()
+		if i%fleetBatch == fleetBatch-1 {
+			time.Sleep(fleetBatchPause)
+		}
+	}
+	f.settled(f.live...)
+	f.inLine(others(leader, f.apart...)...)
+	t.Logf("%s: %d candidates started and settled in %v; %s leads", k, k.n, time.Since(begin).Round(time.Millisecond), leader.id)
+
+	var run fleetRun
+	for len(run.latency) < changes {
+		next, nextAt, latency, cw, qw := f.change(leader, leaderAt)
+		throttled := throttledBetween(f.live, nextAt.Add(-latency), nextAt.Add(lt.rp+fleetSettle))
+		checkAPF(t, k, cw, throttled)
+		run.latency = append(run.latency, latency)
+		run.change, run.quiet = append(run.change, cw), append(run.quiet, qw)
+		run.throttled = append(run.throttled, throttled)
+		leader, leaderAt = next, nextAt
+	}
+	reqs, writes, cpu := run.perChange()
+	q := run.quietTotal()
+	t.Logf("%s: per change beyond the background: %v lease requests (%v writes), %v apiserver CPU ms; background: %.2f lease requests/s, "+
+		"CPU of kube-apiserver %.2f cores, of the test process (the %d candidates in it) %.2f cores",
+		k, reqs, writes, cpu, run.background(), q.apiCPU.Seconds()/q.d.Seconds(), k.n-apartCandidates, q.selfCPU.Seconds()/q.d.Seconds())
+	return run
+}
+
+// change makes one change of leader from leader, whose term began at
+// from, to the successor it names first; the windows are fleet.change's.
+func (f *apartFleet) change(leader *candidate, from time.Time) (next *candidate, nextAt time.Time, latency time.Duration, cw, qw window) {
+	t, lt := f.t, productionTiming
+	f.afterRenewal(leader.id, from)
+	if !leader.leading() {
+		t.Fatalf("%s stopped leading by itself", leader.id)
+	}
+	a := f.sample()
+	cancelled := leader.signal(syscall.SIGTERM)
+	waitFor(t, electionTimeout(lt), "a new leader after "+leader.id+"'s SIGTERM", func() bool {
+		for _, cand := range others(leader, f.apart...) {
+			if at, ok := startedSince(cand, cancelled); ok {
+				next, nextAt = cand, at
+				return true
+			}
+		}
+		if m := f.terms.between(cancelled, time.Now().Add(time.Hour)); len(m) > 0 {
+			t.Fatalf("after %s's SIGTERM, %s led: not a candidate apart", leader.id, m[0].p.id)
+		}
+		return false
+	})
+	select {
+	case <-leader.waited:
+	case <-time.After(lt.rd + slack):
+		t.Fatalf("%s did not exit within %v of SIGTERM", leader.id, lt.rd+slack)
+	}
+	if err := leader.err(); err != nil {
+		t.Errorf("%s: exit after SIGTERM: %v", leader.id, err)
+	}
+	time.Sleep(time.Until(nextAt.Add(lt.rp + fleetSettle)))
+	b := f.sample()
+	f.apart = others(leader, f.apart...)
+	f.addApart()
+	f.inLine(others(next, f.apart...)...)
+	f.afterRenewal(next.id, nextAt)
+	q0 := f.sample()
+	time.Sleep(b.at.Sub(a.at))
+	q1 := f.sample()
+	if a.apiPID != q1.apiPID {
+		t.Fatal("the apiserver restarted during the run")
+	}
+	cw, qw, latency = windowOf(a, b), windowOf(q0, q1), nextAt.Sub(cancelled)
+	t.Logf("%s: %s → %s in %s; lease requests in the %v window %.0f (%s), in the %v quiet one %.0f (%s); apiserver CPU %v and %v; watch bytes %.0f and %.0f",
+		f.k, leader.id, next.id, ms(latency), cw.d.Round(time.Millisecond), cw.reqs, byVerb(a, b), qw.d.Round(time.Millisecond), qw.reqs, byVerb(q0, q1),
+		cw.apiCPU, qw.apiCPU, cw.watchBytes, qw.watchBytes)
+	return next, nextAt, latency, cw, qw
+}
