@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -88,20 +89,37 @@ func TestSimulation(t *testing.T) {
 					seed := base + uint64(i)
 					s := sim.Generate(seed)
 					for _, impl := range sim.Impls {
-						synctest.Test(t, func(t *testing.T) {
-							h := sim.Play(s, impl)
-							res := totals[impl].Add(seed, h)
-							if impl != sim.Relect || len(res.Violations) == 0 {
-								return
+						var h *sim.History
+						synctest.Test(t, func(t *testing.T) { h = sim.Play(s, impl) })
+						// Checked outside the bubble: porcupine's timeout is
+						// real time.
+						res := totals[impl].Add(seed, h)
+						if impl != sim.Relect {
+							continue
+						}
+						for _, sr := range res.Stores {
+							if sr.Lin != nil && sr.Lin.Result == sim.LinUnknown {
+								t.Logf("seed %d: porcupine's check of the %s store timed out (%v): unknown", seed, sr.Store, sim.LinearizabilityTimeout)
 							}
-							bad := res.Violations
-							mu.Lock()
-							defer mu.Unlock()
-							failures = append(failures, fmt.Sprintf("seed %d: %v\n    replay: %s", seed, bad, replayCommand(seed)))
-							if timeline == "" {
-								timeline = fmt.Sprintf("schedule:\n%s\nhistory:\n%s", s, h.Timeline(false))
-							}
-						})
+						}
+						broken, nonLin := fenceBroken(res)
+						if len(res.Violations) == 0 && !broken {
+							continue
+						}
+						msg := fmt.Sprintf("seed %d: %v", seed, res.Violations)
+						if nonLin {
+							msg += " [porcupine: the fence store's history is not linearizable]"
+						}
+						msg += "\n    replay: " + replayCommand(seed)
+						if broken {
+							msg += "\n    porcupine's visualization of the fence store: " + visualize(t, seed, res)
+						}
+						mu.Lock()
+						failures = append(failures, msg)
+						if timeline == "" {
+							timeline = fmt.Sprintf("schedule:\n%s\nhistory:\n%s", s, h.Timeline(false))
+						}
+						mu.Unlock()
 					}
 				}
 			})
@@ -154,6 +172,8 @@ func simReport(n int, base uint64, workers int, wall time.Duration, totals map[s
 	b.WriteString(sim.RuleTable(sim.Impls, totals))
 	b.WriteString("\nStuck work (Options.Work; see docs/reliability.md):\n\n")
 	b.WriteString(sim.StuckTable(sim.Impls, totals))
+	b.WriteString("\nFencing: every leader's writes to a store, through a network with its candidate's faults (see docs/reliability.md):\n\n")
+	b.WriteString(sim.FencingTable(sim.Impls, totals))
 	b.WriteString("\nCalls per leadership change (see docs/reliability.md for the definition):\n\n")
 	b.WriteString(sim.ChangeTable(sim.Impls, totals))
 	if ch, seed := totals[sim.Relect].Costliest(); ch.Calls > 0 {
@@ -162,6 +182,48 @@ func simReport(n int, base uint64, workers int, wall time.Duration, totals map[s
 	b.WriteString("\nFaults applied:\n\n")
 	b.WriteString(sim.CoverageTable(sim.Impls, totals))
 	return b.String()
+}
+
+// fenceBroken reports whether relect's store guarded by its fence failed
+// in res: it accepted late writes (violations already: Check), or
+// porcupine found its history not linearizable (nonLin).
+func fenceBroken(res sim.Result) (broken, nonLin bool) {
+	for _, sr := range res.Stores {
+		if sr.Store == sim.StoreFence {
+			nonLin = sr.Lin != nil && sr.Lin.Result == sim.NotLinearizable
+			return nonLin || len(sr.Late) > 0, nonLin
+		}
+	}
+	return false, false
+}
+
+// visDir is the directory porcupine's visualizations go to:
+// RELECT_SIM_VIS, or a temporary directory made at the first.
+var visDir = sync.OnceValues(func() (string, error) {
+	if d := os.Getenv("RELECT_SIM_VIS"); d != "" {
+		return d, os.MkdirAll(d, 0o755)
+	}
+	return os.MkdirTemp("", "relect-sim-vis-")
+})
+
+// visualize writes porcupine's visualization of the fence store's history
+// of seed in res, and returns its path (or why it could not).
+func visualize(t *testing.T, seed uint64, res sim.Result) string {
+	t.Helper()
+	dir, err := visDir()
+	if err != nil {
+		return "no visualization: " + err.Error()
+	}
+	for _, sr := range res.Stores {
+		if sr.Store == sim.StoreFence && sr.Lin != nil {
+			path := filepath.Join(dir, fmt.Sprintf("seed-%d-fence.html", seed))
+			if err := sr.Lin.Visualize(path); err != nil {
+				return "no visualization: " + err.Error()
+			}
+			return path
+		}
+	}
+	return "no visualization: the fence store was not checked"
 }
 
 func replayCommand(seed uint64) string {
@@ -199,18 +261,33 @@ func simReplay(t *testing.T, seed uint64) {
 		var shown *sim.History
 		var vs []sim.Violation
 		failed := 0
+		var shownRes sim.Result
 		for range repeat {
-			synctest.Test(t, func(t *testing.T) {
-				h := sim.Play(s, impl)
-				if v := sim.Check(h); len(v) > 0 {
-					failed++
-					if vs == nil {
-						shown, vs = h, v
-					}
-				} else if vs == nil {
-					shown = h
+			var h *sim.History
+			synctest.Test(t, func(t *testing.T) { h = sim.Play(s, impl) })
+			res := (&sim.Totals{}).Add(seed, h) // outside the bubble: porcupine's timeout is real time
+			v := res.Violations
+			if _, nonLin := fenceBroken(res); nonLin {
+				v = append(v, sim.Violation{Class: sim.Safety, Rule: "fence-not-linearizable", Detail: "porcupine"})
+			}
+			if len(v) > 0 {
+				failed++
+				if vs == nil {
+					shown, vs, shownRes = h, v, res
 				}
-			})
+			} else if vs == nil {
+				shown, shownRes = h, res
+			}
+		}
+		for _, sr := range shownRes.Stores {
+			lin := "not checked"
+			if sr.Lin != nil {
+				lin = sr.Lin.Result
+			}
+			t.Logf("%s: the %s store: %d late writes; porcupine: %s", impl, sr.Store, len(sr.Late), lin)
+		}
+		if broken, _ := fenceBroken(shownRes); impl == sim.Relect && broken {
+			t.Logf("porcupine's visualization of the fence store: %s", visualize(t, seed, shownRes))
 		}
 		var lines []string
 		for _, v := range vs {

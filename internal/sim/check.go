@@ -63,11 +63,14 @@ func Check(h *History) []Violation {
 // another begins does not overlap it; anything longer does. A candidate
 // that stands by never leads (standby-led), and after a handover record
 // names a successor nobody else begins to lead before it does, while the
-// record lasts (handover-usurped).
+// record lasts (handover-usurped). The store guarded by relect's fence
+// never applies a deposed term's write after a newer term's
+// (fence-late-write, checkfence.go).
 func CheckSafety(h *History) []Violation {
 	out := checkOverlaps(h)
 	out = append(out, checkStandbys(h)...)
-	return append(out, checkHandOvers(h)...)
+	out = append(out, checkHandOvers(h)...)
+	return append(out, checkFence(h)...)
 }
 
 // internal/leadership's shapes in a History: candidates by number, instants

@@ -89,7 +89,8 @@ func (p *clientGoProcess) run(ctx context.Context) {
 		OnStartedLeading: func(ctx context.Context) {
 			n := tl.term()
 			p.r.event(p.sl, p.runID, Started, n, "")
-			cancelled := p.r.termStarted(p.sl, p.runID, n)
+			term, cancelled := p.r.termStarted(p.sl, p.runID, n)
+			p.sl.startWrites(ctx, term, []termToken{{StorePlain, ""}})
 			p.sl.work(ctx, func(context.Context) bool { return false }) // it has no beat to give
 			cancelled()
 		},

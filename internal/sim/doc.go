@@ -22,6 +22,14 @@
 //     fails for everyone (work.go).
 //   - Play(schedule, impl) runs it on a relecttest.LeaseAPI inside a
 //     testing/synctest bubble and returns a History.
+//   - Every leader writes to stores as its term's work (store.go): relect's
+//     to one guarded by its fence and one guarded by its term number, the
+//     client-go loop's to one without a guard, through a network that
+//     mirrors its candidate's faults (wire.go). LateWrites finds the writes
+//     a store accepted from a deposed term after a newer term's reached it
+//     (for the fence store, violations: Check), and CheckLinearizable checks
+//     a store's history with porcupine against a fenced register, outside
+//     the bubble (checkfence.go).
 //   - Check(history) returns the Violations (those on stuck work:
 //     checkwork.go); Explain attributes one to a known Finding;
 //     LeadershipChanges measures what each change of holder cost in Lease

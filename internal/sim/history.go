@@ -47,6 +47,33 @@ type History struct {
 	Changes []Change
 	// Checks are the calls of relect's work check (Options.Work.Check).
 	Checks []CheckCall
+	// Writes are the leaders' writes to the stores (store.go, wire.go),
+	// in the order they were sent. Final is the highest token each store
+	// had accepted at FinalAt, after every write was delivered or lost.
+	Writes  []Write
+	Final   map[Store]string
+	FinalAt time.Duration
+}
+
+// Write is one write of a leader to a store (store.go): sent while its
+// term's context was alive (or as soon as its process resumed, if paused
+// then), it travels the candidate's network (wire.go) with a context of
+// its own, not the term's.
+type Write struct {
+	Store     Store
+	Candidate int
+	Term      int    // its term: an index into Terms
+	Token     string // the token it carries ("" for StorePlain)
+	Sent      time.Duration
+	// Applied is when it reached the store, -1 if the network lost it;
+	// Order is its place among the writes the store received (from 0),
+	// -1 if lost; Accepted, whether the store took it.
+	Applied  time.Duration
+	Order    int
+	Accepted bool
+	// Answered is when the writer learnt the outcome, -1 if it never did
+	// (its timeout came first): the write is "maybe applied".
+	Answered time.Duration
 }
 
 // CheckCall is one call of a candidate's work check, [Start, End).

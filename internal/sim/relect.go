@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
@@ -82,7 +83,9 @@ func newRelectProcess(r *runner, sl *slot, runID int, prev *Run, a *Action) (pro
 			EventBuffer:         256, // drained at every instant; drops are checked
 			OnStartedLeading: func(ctx context.Context) {
 				n, _ := relect.TermFromContext(ctx)
-				cancelled := r.termStarted(sl, int(el.runID.Load()), n)
+				f, _ := relect.FenceFromContext(ctx)
+				term, cancelled := r.termStarted(sl, int(el.runID.Load()), n)
+				sl.startWrites(ctx, term, []termToken{{StoreFence, string(f)}, {StoreTerm, strconv.FormatInt(n, 10)}})
 				sl.work(ctx, relect.Beat)
 				cancelled()
 			},

@@ -37,6 +37,8 @@ type Totals struct {
 	callsBy    [2]int
 	candTimeBy [2]time.Duration
 	stuck      stuckTotals
+	// The leaders' writes, per store (store.go).
+	fencing map[Store]*fenceTotals
 }
 
 // stuckTotals is what Totals keeps of stuck work (checkwork.go).
@@ -109,18 +111,24 @@ type changeCost struct {
 	calls, peak       int
 }
 
-// Result is what Add learnt from one history: its violations. A test
-// fails on any of relect's (Explain names the fixed finding one repeats).
+// Result is what Add learnt from one history: its violations, and what
+// became of the leaders' writes to each store. A test fails on any of
+// relect's violations (Explain names the fixed finding one repeats), which
+// include the fence store's late writes, and on a fence store's history
+// that porcupine finds not linearizable.
 type Result struct {
 	Violations []Violation
+	Stores     []StoreResult
 }
 
 // Add checks h (played from the schedule of seed) and adds it to the
-// totals.
+// totals. It checks the stores' histories with porcupine, against a clock
+// of real time: it must not be called inside a synctest bubble.
 func (t *Totals) Add(seed uint64, h *History) Result {
 	vs := Check(h)
 	var res Result
 	res.Violations = vs
+	res.Stores = checkStores(h)
 	calls, candTime := Usage(h)
 	changes := LeadershipChanges(h)
 	t.mu.Lock()
@@ -140,6 +148,17 @@ func (t *Totals) Add(seed uint64, h *History) Result {
 	t.callsBy[on] += calls
 	t.candTimeBy[on] += candTime
 	t.stuck.add(seed, h)
+	if t.fencing == nil {
+		t.fencing = map[Store]*fenceTotals{}
+	}
+	for _, sr := range res.Stores {
+		ft := t.fencing[sr.Store]
+		if ft == nil {
+			ft = &fenceTotals{}
+			t.fencing[sr.Store] = ft
+		}
+		ft.add(h, sr)
+	}
 	seenClass := map[Class]bool{}
 	seenFinding := map[Finding]bool{}
 	for _, v := range vs {

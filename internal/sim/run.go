@@ -120,6 +120,12 @@ type runner struct {
 	slots     []*slot
 	// downstream: the work faults that hit everyone (FailDownstream).
 	downstream workFaults
+	// stores are the stores the leaders write to (store.go); writers
+	// are the terms' goroutines that write to them, deliveries the
+	// writes on their way (wire.go).
+	stores     map[Store]*register
+	writers    sync.WaitGroup
+	deliveries sync.WaitGroup
 }
 
 type slot struct {
@@ -131,6 +137,7 @@ type slot struct {
 	done   chan struct{} // closed when the supervisor returns
 	proc   atomic.Pointer[processBox]
 	faults workFaults // its own work faults (HangWork, FailCheck)
+	wire   *wire      // its network to the stores
 
 	// Guarded by runner.mu.
 	identity string
@@ -161,12 +168,15 @@ func newRunner(s *Schedule, impl Impl) *runner {
 		h.Budget.Rate, h.Budget.Burst = DefaultRate(t.RetryPeriod), DefaultBurst
 	}
 	r := &runner{s: s, t: t, impl: impl, api: relecttest.NewLeaseAPI(), t0: time.Now(),
-		kick: make(chan struct{}, 1), h: h, handRVs: map[string]bool{}}
+		kick: make(chan struct{}, 1), h: h, handRVs: map[string]bool{}, stores: map[Store]*register{}}
 	r.stepCtx, r.stopSteps = context.WithCancel(context.Background())
+	for _, st := range storesOf(impl) {
+		r.stores[st] = &register{store: st}
+	}
 	for i := range s.Candidates {
 		c := r.api.Client(CandidateName(i))
 		c.SetLatency(RoundTrip)
-		r.slots = append(r.slots, &slot{r: r, idx: i, client: c, cs: c.Clientset(),
+		r.slots = append(r.slots, &slot{r: r, idx: i, client: c, cs: c.Clientset(), wire: newWire(r, i),
 			cmds: make(chan command, 64), done: make(chan struct{}), identity: CandidateName(i), runID: -1})
 	}
 	return r
@@ -209,6 +219,8 @@ func (r *runner) play() *History {
 		sl.client.Resume()
 		sl.client.Heal()
 		sl.client.SetLatency(RoundTrip)
+		sl.wire.resume()
+		sl.wire.heal()
 		sl.cmds <- command{stop: true}
 		sl.cmds <- command{quit: true}
 	}
@@ -216,6 +228,10 @@ func (r *runner) play() *History {
 		<-sl.done
 	}
 	r.steps.Wait()
+	// The last writes: answered or timed out, then delivered or lost.
+	r.writers.Wait()
+	r.deliveries.Wait()
+	r.readStores()
 	close(quit)
 	<-sampled
 	stopLease()
@@ -387,15 +403,15 @@ func (r *runner) event(sl *slot, runID int, kind EventKind, term int64, detail s
 	r.poke()
 }
 
-// termStarted records a term context that became alive; the returned
-// function records its cancellation.
-func (r *runner) termStarted(sl *slot, runID int, number int64) (cancelled func()) {
+// termStarted records a term context that became alive, and returns its
+// index in History.Terms and the function that records its cancellation.
+func (r *runner) termStarted(sl *slot, runID int, number int64) (term int, cancelled func()) {
 	r.mu.Lock()
 	i := len(r.h.Terms)
 	r.h.Terms = append(r.h.Terms, Term{Candidate: sl.idx, Run: runID, Number: number, Start: r.now(), Cancelled: -1})
 	r.mu.Unlock()
 	r.poke()
-	return func() {
+	return i, func() {
 		r.mu.Lock()
 		r.h.Terms[i].Cancelled = r.now()
 		r.mu.Unlock()
@@ -441,15 +457,20 @@ func (r *runner) apply(a Action) {
 		sl.client.FailVerb(a.Verb, relecttest.Error(a.Code))
 	case Latency:
 		sl.client.SetLatency(max(a.Delay, RoundTrip))
+		sl.wire.setLatency(a.Delay)
 	case Partition:
 		sl.client.Partition()
+		sl.wire.partition()
 	case Heal:
 		sl.client.Heal()
 		sl.client.SetLatency(RoundTrip)
+		sl.wire.heal()
 	case Pause:
 		sl.client.Pause()
+		sl.wire.pause()
 	case Resume:
 		sl.client.Resume()
+		sl.wire.resume()
 	case Kill, Stop:
 		sl.cmds <- command{stop: true}
 	case Start:
@@ -688,4 +709,16 @@ func (r *runner) newProcess(sl *slot, runID int, prev *Run, a *Action) (process,
 		return newClientGoProcess(r, sl, runID, a), r.electors
 	}
 	panic("sim: unknown implementation")
+}
+
+// readStores records what each store holds once every write is delivered
+// or lost (History.Final), a nanosecond after the last delivery.
+func (r *runner) readStores() {
+	time.Sleep(time.Nanosecond)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.h.FinalAt, r.h.Final = r.now(), map[Store]string{}
+	for st, g := range r.stores {
+		r.h.Final[st] = g.read()
+	}
 }
