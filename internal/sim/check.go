@@ -326,6 +326,9 @@ func registrationOf(h *History, r Run) string {
 func checkLeader(h *History) []Violation {
 	var out []Violation
 	bound := LivenessBound(h.Timing, h.BackoffCap)
+	if h.Impl == Relect.String() {
+		bound += SuccessionAllowance(h.Timing) // its turn in a line of succession
+	}
 	deadline := h.Quiet + bound
 	// Merge leading spans of anyone; find the segment that reaches End.
 	segs := mergeSpans(h.Leading, func(Span) bool { return true })

@@ -50,6 +50,27 @@ func TestCheckSafety(t *testing.T) {
 	}
 }
 
+// relect's bound has room for its turn in a line of succession: five
+// steps of half a RetryPeriod (5 s here) more than the client-go loop's.
+func TestCheckLivenessLeaderSuccessionAllowance(t *testing.T) {
+	for _, tc := range []struct {
+		impl  Impl
+		start time.Duration
+		want  []string
+	}{
+		{Relect, 139 * s, nil},
+		{Relect, 140 * s, []string{"liveness/late-leader"}},
+		{ClientGoLoop, 135 * s, []string{"liveness/late-leader"}},
+	} {
+		h := history()
+		h.Impl = tc.impl.String()
+		h.Leading = []Span{{1, 1, tc.start, 200 * s}}
+		if got := rules(checkLeader(h)); !slices.Equal(got, tc.want) {
+			t.Errorf("%v leading from %v: got %v, want %v", tc.impl, tc.start, got, tc.want)
+		}
+	}
+}
+
 func TestCheckLivenessLeader(t *testing.T) {
 	// bound: 15 s + 4.4 s + 15 s = 34.4 s after Quiet (100 s).
 	for _, tc := range []struct {

@@ -388,6 +388,14 @@ func LivenessBound(t Timing, backoffCap time.Duration) time.Duration {
 	return t.LeaseDuration + time.Duration(2.2*float64(t.RetryPeriod)) + backoffCap
 }
 
+// SuccessionAllowance is how much later than a live first successor's
+// relect's design lets a change of leader come: five succession steps of
+// half a RetryPeriod each, when the successors in line ahead are dead or
+// cut off (docs/design.md, "Succession": the three in line, then the
+// others spread over two more steps). It is added to relect's liveness
+// bound; the client-go loop has no line.
+func SuccessionAllowance(t Timing) time.Duration { return 5 * t.RetryPeriod / 2 }
+
 func (s *Schedule) String() string {
 	var b strings.Builder
 	t := s.Timing.withDefaults()
@@ -534,7 +542,7 @@ func Generate(seed uint64) *Schedule {
 	}
 	// Long enough to judge liveness (the bound) and to see the leadership
 	// it established hold for a LeaseDuration.
-	s.Span = s.Quiet + LivenessBound(t, t.BackoffMax) + ld
+	s.Span = s.Quiet + LivenessBound(t, t.BackoffMax) + SuccessionAllowance(t) + ld
 	return s
 }
 

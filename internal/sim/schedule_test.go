@@ -29,7 +29,7 @@ func TestGenerate(t *testing.T) {
 		if sch.Candidates < 2 || sch.Candidates > 7 {
 			t.Errorf("seed %d: %d candidates", seed, sch.Candidates)
 		}
-		if sch.Span < sch.Quiet+LivenessBound(tm, tm.BackoffMax) {
+		if sch.Span < sch.Quiet+LivenessBound(tm, tm.BackoffMax)+SuccessionAllowance(tm) {
 			t.Errorf("seed %d: span %v too short to judge liveness", seed, sch.Span)
 		}
 		if !slices.IsSortedFunc(sch.Actions, func(a, b Action) int { return cmpDur(a.At, b.At) }) {
