@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"time"
 
@@ -145,6 +146,10 @@ func (c *checker) runCommand(ctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = out, out // stdin: the null device
 	cmd.WaitDelay = checkWaitDelay
 	inOwnGroup(cmd)
+	// The parent-death signal fires when the thread that forked the check
+	// exits (as for CMD, startProc): stay on it until the check is reaped.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	start := time.Now()
 	err := cmd.Run()
 	killRest(cmd)

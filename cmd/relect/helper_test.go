@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -17,9 +18,15 @@ const (
 
 // helperProcess is the test binary started as a stand-in for relect:
 // "start-and-block" starts "sleep 300" the way relect run starts CMD,
-// writes its pid to $RELECT_CMD_TEST_PIDFILE and blocks until killed.
+// writes its pid to $RELECT_CMD_TEST_PIDFILE and blocks until killed;
+// "check-and-block" runs a --check command that writes its pid there and
+// hangs, the way relect runs checks.
 func helperProcess(mode string) int {
-	if mode != "start-and-block" {
+	switch mode {
+	case "check-and-block":
+		return checkAndBlock()
+	case "start-and-block":
+	default:
 		fmt.Fprintf(os.Stderr, "unknown helper mode %q\n", mode)
 		return 2
 	}
@@ -34,4 +41,14 @@ func helperProcess(mode string) int {
 	}
 	<-p.done // never, unless sleep is killed
 	return 0
+}
+
+// checkAndBlock runs a check command that writes its own pid (exec keeps
+// it: the pid is the check's) and then hangs, with no timeout, until the
+// helper is killed.
+func checkAndBlock() int {
+	c := newChecker(workCheck{command: "echo $$ > " + os.Getenv(helperPIDFile) + ".tmp && mv " + os.Getenv(helperPIDFile) + ".tmp " + os.Getenv(helperPIDFile) + " && exec sleep 300"})
+	err := c.run(context.Background())
+	fmt.Fprintln(os.Stderr, "the check returned:", err)
+	return 1
 }

@@ -47,29 +47,38 @@ func waitDead(t *testing.T, pid int, timeout time.Duration) time.Duration {
 
 // CMD dies with relect even when relect is killed with SIGKILL: the
 // parent-death signal of the thread that started it, which stays locked.
-func TestCmdDiesWithRelect(t *testing.T) {
+func TestCmdDiesWithRelect(t *testing.T) { diesWithHelper(t, "start-and-block", "CMD") }
+
+// So does a --check command that hangs: with relect gone, nothing would
+// ever time it out.
+func TestCheckDiesWithRelect(t *testing.T) { diesWithHelper(t, "check-and-block", "the check") }
+
+// diesWithHelper starts the test binary as a helper in mode, which starts
+// a child the way relect does and writes its pid; the child must live as
+// long as the helper, and die once the helper is killed with SIGKILL.
+func diesWithHelper(t *testing.T, mode, what string) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	helper := exec.Command(os.Args[0])
-	helper.Env = append(os.Environ(), helperEnv+"=start-and-block", helperPIDFile+"="+pidFile)
+	helper.Env = append(os.Environ(), helperEnv+"="+mode, helperPIDFile+"="+pidFile)
 	helper.Stderr = os.Stderr
 	require.NoError(t, helper.Start())
 	var pid int
 	deadline := time.Now().Add(10 * time.Second)
 	for pid == 0 {
 		if data, err := os.ReadFile(pidFile); err == nil {
-			pid, err = strconv.Atoi(string(data))
+			pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
 			require.NoError(t, err)
 		}
 		require.True(t, time.Now().Before(deadline), "the helper wrote no pid")
 		time.Sleep(5 * time.Millisecond)
 	}
 	require.True(t, alive(pid))
-	time.Sleep(200 * time.Millisecond) // CMD is not killed early either
-	require.True(t, alive(pid), "CMD died while relect lived")
+	time.Sleep(200 * time.Millisecond) // the child is not killed early either
+	require.True(t, alive(pid), "%s died while relect lived", what)
 
 	require.NoError(t, helper.Process.Signal(syscall.SIGKILL))
 	_ = helper.Wait()
-	t.Logf("CMD died %v after its parent was killed", waitDead(t, pid, 10*time.Second))
+	t.Logf("%s died %v after its parent was killed", what, waitDead(t, pid, 10*time.Second))
 }
 
 // startProc puts CMD in a group of its own; when CMD exits, the rest of its
