@@ -1,6 +1,7 @@
 package relect
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -87,7 +88,7 @@ func (f Fence) Compare(g Fence) int {
 	case gv:
 		return -1
 	}
-	return cmpString(string(f), string(g))
+	return cmp.Compare(f, g)
 }
 
 // Uint64 returns f as a number, for storage that compares integers (a SQL
@@ -149,16 +150,4 @@ func LeaseFence(l *coordinationv1.Lease) Fence {
 		return ""
 	}
 	return newFence(string(m.Fence))
-}
-
-// cmpString orders strings, for Compare's order of fences that are not
-// valid.
-func cmpString(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }

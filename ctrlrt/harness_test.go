@@ -228,6 +228,17 @@ func (r *replica) callsInTerm(term int64) []call {
 	return out
 }
 
+// yield makes r's leader step down (Yield), failing the test if it cannot
+// within 30 s.
+func (r *replica) yield() {
+	r.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := r.m.Elector().Yield(ctx); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
 // awaitTerm waits until r leads, and returns the term's number and fence.
 func (r *replica) awaitTerm() (int64, relect.Fence) {
 	r.t.Helper()

@@ -217,11 +217,7 @@ func TestAddRoutesRunnables(t *testing.T) {
 			t.Fatalf("term %d: the per-term runnable did not start", term)
 		}
 		if i < 2 {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := r.m.Elector().Yield(ctx); err != nil {
-				t.Fatal(err)
-			}
-			cancel()
+			r.yield()
 		}
 	}
 	r.stop()
@@ -314,11 +310,7 @@ func TestTermManagerRefusesWhatOutlivesTerms(t *testing.T) {
 		term, _ := r.awaitTerm()
 		r.awaitReconciled(term, 1)
 		if i < 2 {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := r.m.Elector().Yield(ctx); err != nil {
-				t.Fatal(err)
-			}
-			cancel()
+			r.yield()
 		}
 	}
 	r.stop()
@@ -509,11 +501,7 @@ func TestUnmanagedControllersWork(t *testing.T) {
 		term, _ := r.awaitTerm()
 		r.awaitReconciled(term, 2)
 		if i < 2 {
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			if err := r.m.Elector().Yield(ctx); err != nil {
-				t.Fatal(err)
-			}
-			cancel()
+			r.yield()
 		}
 	}
 	r.stop()

@@ -1,6 +1,7 @@
 package relecttest
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -284,26 +285,16 @@ func (a *LeaseAPI) list(namespace string, opts metav1.ListOptions) (*coordinatio
 	defer a.mu.Unlock()
 	out := &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatUint(a.rv, 10)}}
 	for _, k := range slices.SortedFunc(maps.Keys(a.leases), func(x, y types.NamespacedName) int {
-		if c := cmpString(x.Namespace, y.Namespace); c != 0 {
+		if c := cmp.Compare(x.Namespace, y.Namespace); c != 0 {
 			return c
 		}
-		return cmpString(x.Name, y.Name)
+		return cmp.Compare(x.Name, y.Name)
 	}) {
 		if (namespace == "" || k.Namespace == namespace) && (sel == "" || sel == k.Name) && lsel.Matches(labels.Set(a.leases[k].Labels)) {
 			out.Items = append(out.Items, *a.leases[k].DeepCopy())
 		}
 	}
 	return out, nil
-}
-
-func cmpString(x, y string) int {
-	switch {
-	case x < y:
-		return -1
-	case x > y:
-		return 1
-	}
-	return 0
 }
 
 // nameSelector accepts an empty field selector or one that selects a single

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -343,7 +344,7 @@ func (h *History) Timeline(withCalls bool) string {
 		}
 	}
 	slices.SortStableFunc(lines, func(a, b line) int {
-		if c := cmpDur(a.at, b.at); c != 0 {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
 			return c
 		}
 		return a.seq - b.seq

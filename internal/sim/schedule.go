@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"math/rand/v2"
@@ -521,7 +522,7 @@ func Generate(seed uint64) *Schedule {
 	// Work liveness and its faults (issue 20) draw from a fourth stream:
 	// the schedules without it are those of before.
 	acts = addWork(rand.New(rand.NewPCG(seed, 0x776f726b)), s, acts, faultEnd) // "work"
-	slices.SortStableFunc(acts, func(a, b Action) int { return cmpDur(a.At, b.At) })
+	slices.SortStableFunc(acts, func(a, b Action) int { return cmp.Compare(a.At, b.At) })
 
 	// Each start knows how its incarnation ends.
 	for i := range acts {
@@ -676,7 +677,7 @@ func leave(r *rand.Rand, acts []Action, c int, faultEnd time.Duration) []Action 
 
 func sortedByAt(acts []Action) []Action {
 	out := slices.Clone(acts)
-	slices.SortStableFunc(out, func(a, b Action) int { return cmpDur(a.At, b.At) })
+	slices.SortStableFunc(out, func(a, b Action) int { return cmp.Compare(a.At, b.At) })
 	return out
 }
 
@@ -725,16 +726,6 @@ func drawTiming(r *rand.Rand) Timing {
 func scale(d time.Duration, f float64) time.Duration { return time.Duration(float64(d) * f) }
 
 func roundMs(d time.Duration) time.Duration { return d.Round(time.Millisecond) }
-
-func cmpDur(a, b time.Duration) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
 
 // fmtDur formats an offset with millisecond precision, as "12.345s".
 func fmtDur(d time.Duration) string {

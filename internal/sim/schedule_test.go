@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"context"
 	"reflect"
 	"slices"
@@ -32,7 +33,7 @@ func TestGenerate(t *testing.T) {
 		if sch.Span < sch.Quiet+LivenessBound(tm, tm.BackoffMax)+SuccessionAllowance(tm) {
 			t.Errorf("seed %d: span %v too short to judge liveness", seed, sch.Span)
 		}
-		if !slices.IsSortedFunc(sch.Actions, func(a, b Action) int { return cmpDur(a.At, b.At) }) {
+		if !slices.IsSortedFunc(sch.Actions, func(a, b Action) int { return cmp.Compare(a.At, b.At) }) {
 			t.Errorf("seed %d: actions out of order", seed)
 		}
 		if len(sch.Priority) != sch.Candidates || len(sch.Standby) != sch.Candidates {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"strconv"
 	"sync"
 
@@ -58,17 +59,7 @@ func compareTokens(s Store, a, b string) int {
 		}
 		x, _ := strconv.ParseInt(a, 10, 64)
 		y, _ := strconv.ParseInt(b, 10, 64)
-		return cmpInt64(x, y)
-	}
-	return 0
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
+		return cmp.Compare(x, y)
 	}
 	return 0
 }
