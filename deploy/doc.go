@@ -14,7 +14,9 @@
 //     under `relect run` on the leader only — with its RBAC and the
 //     Dockerfile that adds relect to the program's image.
 //   - relect-sidecar: a 2-replica Deployment of a program that asks a
-//     native `relect sidecar` whether it leads, with its RBAC.
+//     native `relect sidecar` whether it leads and beats on its loopback
+//     control address, with its RBAC and a NetworkPolicy that admits only
+//     the read-only port, from the namespace and Prometheus.
 //   - monitoring: a Grafana dashboard and a PrometheusRule for relect's
 //     metrics, checked by a module of its own (see its package doc).
 //

@@ -19,6 +19,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -105,7 +106,7 @@ var manifestSets = []manifestSet{
 	},
 	{
 		dir:      "relect-sidecar",
-		kinds:    []string{"Deployment", "Role", "RoleBinding", "ServiceAccount"},
+		kinds:    []string{"Deployment", "NetworkPolicy", "Role", "RoleBinding", "ServiceAccount"},
 		replicas: 2,
 		fieldEnv: map[string]string{"POD_NAME": "metadata.name", "POD_NAMESPACE": "metadata.namespace"},
 		relect:   &relectUse{container: "relect", subcommand: "sidecar", native: true},
@@ -265,7 +266,10 @@ func checkSet(t *testing.T, m manifestSet, objs []object) {
 		t.Errorf("the workload's selector %v does not select its pod template's labels %v (err %v)", selector, template.Labels, err)
 	}
 	if m.relect != nil {
-		checkRelectPod(t, m, template.Spec, sa)
+		port := checkRelectPod(t, m, template.Spec, sa)
+		if slices.Contains(m.kinds, "NetworkPolicy") {
+			checkNetworkPolicy(t, only[*networkingv1.NetworkPolicy](t, objs), template, port)
+		}
 		return
 	}
 	checkPod(t, m, template.Spec, sa)
@@ -424,8 +428,10 @@ var varRef = regexp.MustCompile(`\$\(([A-Za-z_][A-Za-z0-9_]*)\)`)
 // container's arguments are the subcommand, flags the command defines, one
 // LEASE in the ServiceAccount's namespace and, for run, a CMD after --; the
 // variables they refer to come from the downward API; the liveness probe is
-// /healthz on the port of --http-addr; --file lies on a writable volume.
-func checkRelectPod(t *testing.T, m manifestSet, pod corev1.PodSpec, sa *corev1.ServiceAccount) {
+// /healthz on the port of --http-addr; --file lies on a writable volume;
+// with --beat-window, --control-addr is written out, loopback, and no port
+// of the pod. It returns --http-addr's port.
+func checkRelectPod(t *testing.T, m manifestSet, pod corev1.PodSpec, sa *corev1.ServiceAccount) (httpPort string) {
 	t.Helper()
 	use := m.relect
 	if pod.ServiceAccountName != sa.Name {
@@ -527,6 +533,71 @@ func checkRelectPod(t *testing.T, m manifestSet, pod corev1.PodSpec, sa *corev1.
 			return !v.ReadOnly && strings.HasPrefix(path.Dir(file)+"/", strings.TrimSuffix(v.MountPath, "/")+"/")
 		}) {
 			t.Errorf("--file=%s is on no writable volume of container %s", file, c.Name)
+		}
+	}
+	checkControlAddr(t, c, flags)
+	return port
+}
+
+// checkControlAddr checks where a relect sidecar with --beat-window serves
+// POST /beat: the manifest says it (--control-addr written out), on a
+// loopback address — a beat is not authenticated, and whoever sends one
+// keeps a leader leading — never exposed, and not listed as a port of the
+// pod.
+func checkControlAddr(t *testing.T, c corev1.Container, flags map[string]string) {
+	t.Helper()
+	if _, beats := flags["beat-window"]; !beats {
+		if _, ok := flags["control-addr"]; ok {
+			t.Errorf("container %s: --control-addr without --beat-window (relect refuses it)", c.Name)
+		}
+		return
+	}
+	addr, ok := flags["control-addr"]
+	if !ok {
+		t.Fatalf("container %s: --beat-window without --control-addr: say where POST /beat is served", c.Name)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("--control-addr=%q: %v", addr, err)
+	}
+	if ip := net.ParseIP(host); ip == nil || !ip.IsLoopback() {
+		t.Errorf("--control-addr=%s is not a loopback IP: anyone who reaches it can keep a stuck leader leading", addr)
+	}
+	if _, ok := flags["expose-control"]; ok {
+		t.Errorf("container %s: --expose-control in an example", c.Name)
+	}
+	if slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return fmt.Sprint(p.ContainerPort) == port }) {
+		t.Errorf("container %s lists --control-addr's port %s as a port of the pod: it is loopback only", c.Name, port)
+	}
+}
+
+// checkNetworkPolicy checks a NetworkPolicy beside a relect pod: it selects
+// the pod template, isolates its ingress, and admits relect's --http-addr
+// port only (httpPort; the read-only endpoints), from somewhere named —
+// never from everywhere, never another port.
+func checkNetworkPolicy(t *testing.T, np *networkingv1.NetworkPolicy, template corev1.PodTemplateSpec, httpPort string) {
+	t.Helper()
+	sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+	if err != nil || sel.Empty() || !sel.Matches(labels.Set(template.Labels)) {
+		t.Errorf("NetworkPolicy %s: podSelector %v does not select the pod template's labels %v (err %v)", np.Name, np.Spec.PodSelector, template.Labels, err)
+	}
+	if !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+		t.Errorf("NetworkPolicy %s: policyTypes %v, want Ingress: the pods' ingress is what it restricts", np.Name, np.Spec.PolicyTypes)
+	}
+	if len(np.Spec.Ingress) == 0 {
+		t.Errorf("NetworkPolicy %s admits nothing: the probes' port must stay open to Prometheus and the namespace", np.Name)
+	}
+	for i, rule := range np.Spec.Ingress {
+		if len(rule.From) == 0 {
+			t.Errorf("NetworkPolicy %s ingress[%d] admits every source: name them", np.Name, i)
+		}
+		if len(rule.Ports) == 0 {
+			t.Errorf("NetworkPolicy %s ingress[%d] admits every port: want --http-addr's %s only", np.Name, i, httpPort)
+		}
+		for _, p := range rule.Ports {
+			if p.Port == nil || p.Port.String() != httpPort || (p.Protocol != nil && *p.Protocol != corev1.ProtocolTCP) || p.EndPort != nil {
+				t.Errorf("NetworkPolicy %s ingress[%d] admits port %+v: want TCP %s (--http-addr) only", np.Name, i, p, httpPort)
+			}
 		}
 	}
 }

@@ -77,11 +77,22 @@ func (s *settings) resolveWork(fs *pflag.FlagSet) []error {
 			}
 		}
 	}
+	if iv := s.opts.Work.CheckInterval; c.configured() && iv > 0 && iv < minCheckInterval {
+		errs = append(errs, usagef("--check-interval %v is below %v: checks back to back cost a core and fill the log, and judge stuck work no better", iv, minCheckInterval))
+	}
 	if c.configured() {
 		s.opts.Work.Check = func(context.Context) error { return nil } // a stand-in, for relect.New to check the flags
 	}
 	return errs
 }
+
+// minCheckInterval is the shortest --check-interval: each check starts a
+// shell or opens a connection, and its failures are logged (-v), so a
+// check every few microseconds (--check-interval=1ns was accepted) ran
+// back to back and the log dropped records; stuck work is judged over
+// --check-failures checks anyway. 100 ms still lets a test or a demo judge
+// stuck work within a second (the command's own tests use it).
+const minCheckInterval = 100 * time.Millisecond
 
 // checkURL checks the form of --check-url: http or https, with a host.
 func checkURL(raw string) error {

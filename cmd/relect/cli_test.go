@@ -233,6 +233,20 @@ func TestBadCommandLines(t *testing.T) {
 		{"sidecar: --standby with --beat-window", []string{"sidecar", "--standby", "--beat-window=10s", "default/job"}, exitUsage,
 			[]string{"work liveness (--check, --check-url or --beat-window) is set, but --standby is too"}},
 
+		// POST /beat is served on a loopback --control-addr only, unless --expose-control.
+		{"sidecar: --control-addr on every interface", []string{"sidecar", "--beat-window=10s", "--control-addr=:4041", "default/job"}, exitUsage,
+			[]string{`--control-addr ":4041" is not a loopback address`, "--expose-control"}},
+		{"sidecar: --control-addr on another host's address", []string{"sidecar", "--beat-window=10s", "--control-addr=10.0.0.7:4041", "default/job"}, exitUsage,
+			[]string{`--control-addr "10.0.0.7:4041" is not a loopback address`}},
+		{"sidecar: --expose-control of a loopback address", []string{"sidecar", "--beat-window=10s", "--expose-control", "default/job"}, exitUsage,
+			[]string{"--expose-control is set, but --control-addr 127.0.0.1:4041 is a loopback address"}},
+		{"sidecar: --control-addr without beats", []string{"sidecar", "--control-addr=127.0.0.1:5000", "default/job"}, exitUsage,
+			[]string{"--control-addr is set, but there is nothing to serve on it"}},
+		{"sidecar: malformed --control-addr", []string{"sidecar", "--beat-window=10s", "--control-addr=4041", "default/job"}, exitUsage,
+			[]string{`--control-addr "4041": want HOST:PORT`}},
+		{"sidecar: --control-addr in use", []string{"sidecar", "--kubeconfig=" + kc, "--http-addr=127.0.0.1:0", "--beat-window=10s", "--control-addr=" + inUse, "default/job"}, exitFailure,
+			[]string{"HTTP server: --control-addr " + inUse, "address already in use"}},
+
 		{"version: arguments", []string{"version", "x"}, exitUsage, []string{"takes no arguments"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -322,6 +336,17 @@ func TestGoodCommandLineStopsWhenCancelled(t *testing.T) {
 
 	r = runCLI(t, "sidecar", "--kubeconfig="+kc, "--http-addr=127.0.0.1:0", "default/job")
 	assert.Equal(t, exitOK, r.code, r.stderr)
+	for _, args := range [][]string{
+		{"--control-addr=127.0.0.1:0"}, {"--control-addr=[::1]:0"}, {"--control-addr=localhost:0"},
+		{"--control-addr=:0", "--expose-control"}, // the explicit opt-in
+	} {
+		r = runCLI(t, append([]string{"sidecar", "--kubeconfig=" + kc, "--http-addr=127.0.0.1:0", "--beat-window=10s"}, append(args, "default/job")...)...)
+		if strings.Contains(r.stderr, "cannot assign requested address") {
+			continue // no IPv6 loopback here
+		}
+		assert.Equal(t, exitOK, r.code, "%q: %s", args, r.stderr)
+	}
+	assert.Contains(t, r.stderr, "not loopback (--expose-control)", "an exposed control address is warned of")
 }
 
 // /healthz must not report the command's own stop as an overrun: CMD's grace

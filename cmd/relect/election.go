@@ -49,38 +49,58 @@ func checkOptions(s settings, lease leaseRef) error {
 	return err
 }
 
-// httpServer serves GET /leader (JSON), /healthz (relect's health check)
-// and /metrics (relect's metrics, on a registry of its own), and for the
-// sidecar POST /beat.
+// httpServer is one listener of the command's HTTP endpoints (startHTTP,
+// startControl).
 type httpServer struct {
 	srv    *http.Server
 	served chan struct{}
 }
 
-// errHTTP wraps a failure of the HTTP server: to listen, or after it
+// errHTTP wraps a failure of an HTTP server: to listen, or after it
 // started. It is a failure while running (exit 1), not a usage error.
 var errHTTP = errors.New("HTTP server")
 
-// checkHTTPAddr checks the form of --http-addr: HOST:PORT or :PORT, with a
-// port number. A malformed one is a usage error (exit 2); one that cannot
-// be listened on — in use, not this machine's, not allowed — is known only
-// when startHTTP listens, and is a failure of the server (exit 1).
-func checkHTTPAddr(addr string) error {
+// checkAddr checks the form of an address flag (--http-addr,
+// --control-addr): HOST:PORT or :PORT, with a port number. A malformed one
+// is a usage error (exit 2); one that cannot be listened on — in use, not
+// this machine's, not allowed — is known only when the server listens, and
+// is a failure of the server (exit 1).
+func checkAddr(flag, addr string) error {
 	_, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usagef("--http-addr %q: want HOST:PORT or :PORT, e.g. :4040", addr)
+		return usagef("--%s %q: want HOST:PORT or :PORT, e.g. :4040", flag, addr)
 	}
 	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
-		return usagef("--http-addr %q: the port must be a number from 0 to 65535", addr)
+		return usagef("--%s %q: the port must be a number from 0 to 65535", flag, addr)
 	}
 	return nil
 }
 
-// startHTTP listens on addr at once, so that an address that cannot be
-// listened on fails before the campaign (errHTTP), and serves until stop;
-// with beats, POST /beat too. If serving fails later, it calls fail with
-// the error.
-func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.HealthOptions, beats bool, fail func(error)) (*httpServer, error) {
+// checkHTTPAddr checks --http-addr (checkAddr).
+func checkHTTPAddr(addr string) error { return checkAddr("http-addr", addr) }
+
+// isLoopbackHost reports whether host, of a HOST:PORT, names only this
+// machine's loopback: "localhost" or a loopback IP. "" (every interface)
+// is not.
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// startHTTP listens on addr (--http-addr) at once, so that an address that
+// cannot be listened on fails before the campaign (errHTTP), and serves the
+// read-only endpoints until stop: GET /leader (JSON), /healthz (relect's
+// health check) and /metrics (relect's metrics, on a registry of its own).
+// They are for the kubelet's probes, Prometheus and other pods, on the pod
+// IP. Nothing served here changes the election: POST /beat, which keeps a
+// leader leading, is served on the control address only (startControl);
+// here it is refused with 404 and where it is (beatsAt: the control
+// address, or "" when no beats are expected). If serving fails later, it
+// calls fail with the error.
+func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.HealthOptions, beatsAt string, fail func(error)) (*httpServer, error) {
 	collector, err := metrics.NewCollector(e, metrics.Options{})
 	if err != nil {
 		return nil, err
@@ -93,27 +113,54 @@ func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.H
 	mux.HandleFunc("GET /leader", func(w http.ResponseWriter, _ *http.Request) {
 		writeState(w, http.StatusOK, view.state())
 	})
-	if beats {
-		// A beat's answer is the state after it: 200 when it counted,
-		// 409 Conflict when this candidate does not lead.
-		mux.HandleFunc("POST /beat", func(w http.ResponseWriter, _ *http.Request) {
-			st, counted := view.beat()
-			code := http.StatusOK
-			if !counted {
-				code = http.StatusConflict
-			}
-			writeState(w, code, st)
-		})
-	}
 	mux.Handle("GET /healthz", e.HealthHandler(health))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	refusal := "relect: no beats are expected here (relect sidecar serves POST /beat with --beat-window, on --control-addr only)\n"
+	if beatsAt != "" {
+		refusal = "relect: POST /beat is served on --control-addr " + beatsAt + " only, not on --http-addr " + addr + "\n"
+	}
+	mux.HandleFunc("POST /beat", func(w http.ResponseWriter, _ *http.Request) {
+		http.Error(w, refusal, http.StatusNotFound)
+	})
+	return serve("http-addr", addr, mux, false, fail)
+}
 
+// startControl listens on addr (--control-addr) at once and serves the
+// endpoints that change the election's course until stop: POST /beat, the
+// program's work made progress (--beat-window). Its answer is the state
+// after it: 200 when it counted, 409 Conflict when this candidate does not
+// lead. A beat is not authenticated, and whoever can send one can keep a
+// leader whose work is stuck leading: unless exposed (--expose-control),
+// the address must be loopback — 127.0.0.1 or ::1, which the kernel lets
+// only this network namespace (the pod's containers) reach — and is
+// checked again once bound, so that a host name resolving elsewhere fails
+// (errHTTP).
+func startControl(addr string, view *leaderView, exposed bool, fail func(error)) (*httpServer, error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /beat", func(w http.ResponseWriter, _ *http.Request) {
+		st, counted := view.beat()
+		code := http.StatusOK
+		if !counted {
+			code = http.StatusConflict
+		}
+		writeState(w, code, st)
+	})
+	return serve("control-addr", addr, mux, !exposed, fail)
+}
+
+// serve listens on addr, the value of --flag, refusing an address bound to
+// anything but loopback if loopbackOnly, and serves h until stop.
+func serve(flag, addr string, h http.Handler, loopbackOnly bool, fail func(error)) (*httpServer, error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --http-addr %s: %v", errHTTP, addr, err)
+		return nil, fmt.Errorf("%w: --%s %s: %v", errHTTP, flag, addr, err)
+	}
+	if tcp, ok := l.Addr().(*net.TCPAddr); loopbackOnly && (!ok || !tcp.IP.IsLoopback()) {
+		l.Close()
+		return nil, fmt.Errorf("%w: --%s %s: bound to %v, not a loopback address", errHTTP, flag, addr, l.Addr())
 	}
 	s := &httpServer{
-		srv:    &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
+		srv:    &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second},
 		served: make(chan struct{}),
 	}
 	go func() {

@@ -28,6 +28,22 @@ type optionFlag struct {
 	// ("Options.LeaseDuration"), so that they can be told in terms of flags.
 	field  string
 	define func(fs *pflag.FlagSet, s *settings)
+	// zero reports whether the field holds its type's zero value, which
+	// the library takes for "the default"; nil for a flag whose zero is a
+	// value of its own (a bool, --priority, --beat-window: see zeroIsValue)
+	// or that sets no field itself (--check). An explicit zero of such a
+	// flag is refused (refuseZeros): it would silently become the default.
+	zero func(s *settings) bool
+	// def is the default, as the refusal of a zero names it.
+	def string
+}
+
+// zeroIsValue marks f as a flag whose zero is a value of its own, not the
+// default: --priority 0 is a rank, --beat-window 0 expects no beats (which
+// is also its default, said so in its help).
+func (f optionFlag) zeroIsValue() optionFlag {
+	f.zero = nil
+	return f
 }
 
 // optionValue are the field types a flag can set.
@@ -39,7 +55,12 @@ type optionValue interface {
 // flag's default: the library's, or zero where the library derives it (say
 // so in usage).
 func option[T optionValue](name, field string, ptr func(*settings) *T, def T, usage string) optionFlag {
-	return optionFlag{name: name, field: field, define: func(fs *pflag.FlagSet, s *settings) {
+	var zero T
+	f := optionFlag{name: name, field: field, def: defaultText(def, usage)}
+	if _, isBool := any(zero).(bool); !isBool {
+		f.zero = func(s *settings) bool { return *ptr(s) == zero }
+	}
+	f.define = func(fs *pflag.FlagSet, s *settings) {
 		switch p := any(ptr(s)).(type) {
 		case *time.Duration:
 			fs.DurationVar(p, name, any(def).(time.Duration), usage)
@@ -54,7 +75,51 @@ func option[T optionValue](name, field string, ptr func(*settings) *T, def T, us
 		case *rate.Limit:
 			fs.Float64Var((*float64)(p), name, float64(any(def).(rate.Limit)), usage)
 		}
-	}}
+	}
+	return f
+}
+
+// defaultText is how a refused zero names the default: def itself, or,
+// when the library derives it (def is zero), what the usage says of it
+// ("(default: --retry-period)").
+func defaultText[T optionValue](def T, usage string) string {
+	var zero T
+	if def != zero {
+		return fmt.Sprint(def)
+	}
+	if _, after, ok := strings.Cut(usage, "(default: "); ok {
+		if i := strings.LastIndex(after, ")"); i >= 0 {
+			return after[:i]
+		}
+	}
+	return "the library's"
+}
+
+// refuseZeros returns an error for each flag of tables given on fs with a
+// zero value (an empty string for --identity) that the library would take
+// for its default: --work-cooldown=0s became one minute, --check-failures=0
+// three, --lease-duration=0s 15 s, silently. A flag left out still means
+// the default.
+func (s *settings) refuseZeros(fs *pflag.FlagSet, tables ...[]optionFlag) []error {
+	var errs []error
+	for _, t := range tables {
+		for _, f := range t {
+			if f.zero != nil && fs.Changed(f.name) && f.zero(s) {
+				errs = append(errs, zeroFlagError(fs, f.name, f.def))
+			}
+		}
+	}
+	return errs
+}
+
+// zeroFlagError is the refusal of an explicit zero of flag name, whose
+// default def it would silently mean.
+func zeroFlagError(fs *pflag.FlagSet, name, def string) error {
+	v := fs.Lookup(name).Value
+	if v.Type() == "string" {
+		return usagef("--%s is empty, which would mean the default (%s): leave the flag out for the default, or give a non-empty value", name, def)
+	}
+	return usagef("--%s is %s, which would mean the default (%s): leave the flag out for the default, or give a positive value", name, v.String(), def)
 }
 
 // electionFlags are the library's Options as flags, in the order of the
@@ -82,7 +147,7 @@ var electionFlags = []optionFlag{
 	option("keep-lease-on-cancel", "Options.KeepLeaseOnCancel", func(s *settings) *bool { return &s.opts.KeepLeaseOnCancel }, false,
 		"on SIGTERM or SIGINT keep the lease instead of releasing it: followers then take over only after --lease-duration"),
 	option("priority", "Options.Priority", func(s *settings) *int32 { return &s.opts.Priority }, int32(0),
-		"rank in succession: when the lease is released or expires, the leader's successors are the live candidates of highest priority; never ousts a leader"),
+		"rank in succession: when the lease is released or expires, the leader's successors are the live candidates of highest priority; never ousts a leader").zeroIsValue(),
 	option("disable-registry", "Options.DisableRegistry", func(s *settings) *bool { return &s.opts.DisableRegistry }, false,
 		"publish no registration beside the Lease (then list and delete on leases are not needed); followers race for a released lease"),
 	option("registration-renewal", "Options.RegistrationRenewal", func(s *settings) *time.Duration { return &s.opts.RegistrationRenewal }, relect.DefaultRegistrationRenewal,
@@ -107,7 +172,7 @@ var workFlags = []optionFlag{
 		fs.StringVar(&s.check.url, "check-url", "", "work check over HTTP, instead of --check: GET this URL, healthy on a 2xx answer (default: none)")
 	}},
 	option("check-interval", "Options.Work.CheckInterval", func(s *settings) *time.Duration { return &s.opts.Work.CheckInterval }, relect.DefaultWorkCheckInterval,
-		"time between two work checks"),
+		"time between two work checks; at least 100ms: each check starts a shell or opens a connection, and stuck work is judged over --check-failures checks anyway, so a shorter interval costs CPU and log lines and judges no better"),
 	option("check-timeout", "Options.Work.CheckTimeout", func(s *settings) *time.Duration { return &s.opts.Work.CheckTimeout }, 0,
 		"longest a work check may take: then it is killed and counts as a failure; at most --check-interval (default: half of --check-interval)"),
 	option("check-failures", "Options.Work.CheckFailures", func(s *settings) *int { return &s.opts.Work.CheckFailures }, relect.DefaultWorkCheckFailures,
@@ -122,7 +187,7 @@ var workFlags = []optionFlag{
 // POST /beat).
 var beatFlags = []optionFlag{
 	option("beat-window", "Options.Work.BeatWindow", func(s *settings) *time.Duration { return &s.opts.Work.BeatWindow }, 0,
-		"expect the program to POST /beat at least this often while this replica leads, counted from the term's start, then from each beat: a term that goes this long without one has stuck work (default: no beats expected)"),
+		"expect the program to POST /beat on --control-addr at least this often while this replica leads, counted from the term's start, then from each beat: a term that goes this long without one has stuck work; 0 expects none (default: no beats expected, and no --control-addr served)").zeroIsValue(),
 }
 
 // healthFlags are the library's HealthOptions as flags, for the commands

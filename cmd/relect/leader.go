@@ -49,6 +49,14 @@ type leaderState struct {
 	// it still leads meanwhile. Absent when false.
 	WorkStuck      bool       `json:"work_stuck,omitempty"`
 	WorkStuckSince *time.Time `json:"work_stuck_since,omitempty"`
+	// WorkStreak, while this candidate leads, is the fleet's stuck
+	// handovers in a row that its term took over (relect's
+	// Stats.WorkStreak), and WorkHoldUntil when its hold ends
+	// (Stats.WorkHoldUntil): stuck or not, it hands over for stuck work no
+	// sooner. Absent when there is no streak (none came before this term,
+	// or its work proved healthy once it had held).
+	WorkStreak    int        `json:"work_streak,omitempty"`
+	WorkHoldUntil *time.Time `json:"work_hold_until,omitempty"`
 	// WorkCheckFailures is how many work checks failed in a row, as a
 	// leader or in the line of succession (a successor whose check fails
 	// stands back); absent when none.
@@ -156,6 +164,10 @@ func (v *leaderView) state() leaderState {
 		if s.WorkStuck {
 			since := s.WorkStuckSince.Round(0).UTC().Truncate(time.Millisecond)
 			st.WorkStuck, st.WorkStuckSince = true, &since
+		}
+		if s.WorkStreak > 0 {
+			hold := s.WorkHoldUntil.Round(0).UTC().Truncate(time.Millisecond)
+			st.WorkStreak, st.WorkHoldUntil = s.WorkStreak, &hold
 		}
 	}
 	st.WorkCheckFailures = s.WorkCheckFailures

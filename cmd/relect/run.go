@@ -222,9 +222,9 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 	fs.DurationVar(&p.grace, "grace", 0, "how long CMD has to exit after --signal before its process group is killed; less than --lease-duration − --renew-deadline (default: half of that)")
 	fs.StringVar(&restart, "restart", string(restartNever),
 		"when CMD exits by itself while leading: never (release the Lease and exit with CMD's status: a job), always (run it again: a service), or on-failure (again unless its status is 0)")
-	fs.DurationVar(&p.restartDelay, "restart-delay", time.Second, "pause before CMD is run again (--restart)")
-	fs.DurationVar(&p.timeout, "timeout", 0, "give up, exiting 124, if this candidate has not begun to lead this long after starting (default: campaign until stopped)")
-	fs.StringVar(&p.httpAddr, "http-addr", "", "address to serve GET /leader, /healthz and /metrics on, e.g. :4040 (default: none)")
+	fs.DurationVar(&p.restartDelay, "restart-delay", time.Second, "pause before CMD is run again (--restart); 0 runs it again at once")
+	fs.DurationVar(&p.timeout, "timeout", 0, "give up, exiting 124, if this candidate has not begun to lead this long after starting; 0 never gives up (default: campaign until stopped)")
+	fs.StringVar(&p.httpAddr, "http-addr", "", "address to serve GET /leader, /healthz and /metrics on, e.g. :4040 (every interface, for the kubelet's probes); all read-only: run serves nothing that changes the election (default: none)")
 	defineOptions(fs, &p.s, workFlags, healthFlags)
 	p.logs.define(fs)
 
@@ -276,7 +276,12 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 			bad(err)
 		}
 	}
-	if err := p.resolveGrace(); err != nil {
+	for _, err := range p.s.refuseZeros(fs, electionFlags, workFlags, healthFlags) {
+		bad(err)
+	}
+	if fs.Changed("grace") && p.grace == 0 {
+		bad(zeroFlagError(fs, "grace", "half of --lease-duration − --renew-deadline"))
+	} else if err := p.resolveGrace(); err != nil {
 		bad(err)
 	}
 	for _, err := range p.s.resolveWork(fs) {
@@ -368,7 +373,7 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	check.setEnv(e.Identity(), plan.lease) // before Run, which alone calls it
 	r.identity, r.view = e.Identity(), newLeaderView(e, plan.lease, 0)
 	if plan.httpAddr != "" {
-		srv, err := startHTTP(plan.httpAddr, e, r.view, plan.s.health, false, func(err error) { stop(err) })
+		srv, err := startHTTP(plan.httpAddr, e, r.view, plan.s.health, "", func(err error) { stop(err) })
 		if err != nil {
 			return report(stderr, "run", err)
 		}

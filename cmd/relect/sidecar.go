@@ -5,25 +5,39 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"strings"
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/spf13/pflag"
 )
 
 const sidecarHead = `Usage: relect sidecar [flags] NAMESPACE/NAME
 
 Campaigns for the Lease NAMESPACE/NAME, for a program that would rather ask
-whether it leads than be started by relect run, and serves on --http-addr:
+whether it leads than be started by relect run, and serves on --http-addr
+(default :4040, every interface: the kubelet's probes come to the pod IP)
+what only reads:
 
   GET /leader   {"lease":"default/my-app","identity":"my-app-7d9f-x2x",
                  "leader":"my-app-7d9f-x2x","leading":true,"term":4,
                  "fence":"84213","valid_until":"2026-01-02T15:04:05.123Z"}
   GET /healthz  relect's health check (liveness): 200 "ok", or 503 and why
   GET /metrics  relect's Prometheus metrics
-  POST /beat    the program's work made progress (--beat-window): 200 and
-                the /leader JSON while this candidate leads, 409 Conflict
-                and the same JSON when it does not (no beat recorded)
+
+and, with --beat-window only, on --control-addr (default 127.0.0.1:4041,
+loopback: the pod's own containers share it, nothing outside the pod
+reaches it) what changes the election's course:
+
+  POST /beat    the program's work made progress: 200 and the /leader
+                JSON while this candidate leads, 409 Conflict and the same
+                JSON when it does not (no beat recorded)
+
+A beat is not authenticated: whoever can send one can keep a leader whose
+work is stuck leading. So POST /beat is never served on --http-addr (404
+there), and --control-addr must be loopback unless --expose-control says
+otherwise (then deny everyone but the program with a NetworkPolicy).
 
 With --file PATH it also keeps that JSON in a file, replaced atomically
 (written beside it, then renamed) on every change, including every renewal.
@@ -63,7 +77,9 @@ SIGTERM), and this replica stays a candidate, passed over for
 --work-cooldown. While a stuck leader still leads — it must hold, as stuck
 handovers came in a row (the work fails everywhere), or nobody else can
 take over — /leader and the file say "work_stuck":true and since when;
-"work_check_failures" counts the failed checks in a row.
+"work_streak" is the stuck handovers in a row it took over and
+"work_hold_until" when its hold ends (it hands over for stuck work no
+sooner); "work_check_failures" counts the failed checks in a row.
 
 Do not point a readiness probe at leadership: a Deployment would see its
 standbys as unavailable and a rolling update would stall. To reach the
@@ -86,12 +102,12 @@ const sidecarTail = `Examples:
   # without a beat hands over, and so does one that cannot reach the API
   # it works on:
   relect sidecar --beat-window=30s --check-url=https://api.internal/healthz default/my-app
-  curl -fsS -X POST localhost:4040/beat >/dev/null   # in the program's loop
+  curl -fsS -X POST 127.0.0.1:4041/beat >/dev/null   # in the program's loop
 
 Exit codes:
   0  stopped by SIGTERM or SIGINT (the lease released)
-  1  relect failed: its HTTP server (--http-addr in use, say), or --file
-     could not be written at start
+  1  relect failed: its HTTP server (--http-addr or --control-addr in use,
+     say), or --file could not be written at start
   2  bad command line or kubeconfig (the message names the flag)
 `
 
@@ -102,9 +118,18 @@ type sidecarPlan struct {
 	s        settings
 	lease    leaseRef
 	httpAddr string
-	file     string
-	validFor time.Duration // resolved: never zero
+	// controlAddr serves POST /beat when beats are expected (--beat-window);
+	// loopback unless exposeControl.
+	controlAddr   string
+	exposeControl bool
+	file          string
+	validFor      time.Duration // resolved: never zero
 }
+
+// defaultControlAddr is --control-addr's default: loopback, which the
+// pod's containers share and nothing outside the pod reaches, on the port
+// after --http-addr's default.
+const defaultControlAddr = "127.0.0.1:4041"
 
 func sidecarCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	plan, helped, err := parseSidecar(args, stdout)
@@ -129,7 +154,9 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	fs := newFlagSet("sidecar")
 	p.cluster.define(fs)
 	defineOptions(fs, &p.s, electionFlags, standbyFlags)
-	fs.StringVar(&p.httpAddr, "http-addr", ":4040", "address to serve GET /leader, /healthz, /metrics and POST /beat on")
+	fs.StringVar(&p.httpAddr, "http-addr", ":4040", "address to serve the read-only endpoints on, GET /leader, /healthz and /metrics: every interface by default, for the kubelet's probes and Prometheus on the pod IP")
+	fs.StringVar(&p.controlAddr, "control-addr", defaultControlAddr, "address to serve POST /beat on, with --beat-window: loopback, so that only the pod's own containers (or this machine's processes) can beat; must be a loopback address unless --expose-control")
+	fs.BoolVar(&p.exposeControl, "expose-control", false, "WARNING: allow a --control-addr that is not loopback. A beat is not authenticated: whoever reaches --control-addr can keep a leader whose work is stuck leading. Only behind a NetworkPolicy that admits the program alone")
 	fs.StringVar(&p.file, "file", "", "also keep the /leader JSON in this file, replaced atomically on every change (default: none)")
 	fs.DurationVar(&p.validFor, "valid-for", 0, "longest validity handed out: each valid_until is at most this long after the answer, and a graceful stop keeps the lease until the latest one has passed, so a handover leaves no leader for up to this long; programs must ask again within it to go on acting; at most --renew-deadline (default: --renew-deadline)")
 	defineOptions(fs, &p.s, beatFlags, workFlags, healthFlags)
@@ -149,7 +176,12 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 		}
 		p.lease = lease
 	}
-	if err := p.resolveValidFor(); err != nil {
+	for _, err := range p.s.refuseZeros(fs, electionFlags, beatFlags, workFlags, healthFlags) {
+		errs = append(errs, err.Error())
+	}
+	if fs.Changed("valid-for") && p.validFor == 0 {
+		errs = append(errs, zeroFlagError(fs, "valid-for", "--renew-deadline").Error())
+	} else if err := p.resolveValidFor(); err != nil {
 		errs = append(errs, err.Error())
 	}
 	// The work waits up to --valid-for after its term (holdTerm).
@@ -157,6 +189,9 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	if p.httpAddr == "" {
 		errs = append(errs, "--http-addr is empty: the sidecar serves /leader, /healthz and /metrics")
 	} else if err := checkHTTPAddr(p.httpAddr); err != nil {
+		errs = append(errs, err.Error())
+	}
+	if err := p.checkControl(fs); err != nil {
 		errs = append(errs, err.Error())
 	}
 	for _, err := range p.s.resolveWork(fs) {
@@ -169,6 +204,36 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 		return nil, false, usagef("%s", strings.Join(errs, "\n"))
 	}
 	return p, false, nil
+}
+
+// checkControl checks --control-addr and --expose-control: a control
+// address only with beats to serve, of the form of checkAddr, loopback
+// unless exposed, and --expose-control only for an address that is not.
+func (p *sidecarPlan) checkControl(fs *pflag.FlagSet) error {
+	if p.s.opts.Work.BeatWindow <= 0 {
+		switch {
+		case fs.Changed("control-addr"):
+			return usagef("--control-addr is set, but there is nothing to serve on it: POST /beat is served with --beat-window only")
+		case p.exposeControl:
+			return usagef("--expose-control is set, but there is nothing to serve on --control-addr: POST /beat is served with --beat-window only")
+		}
+		return nil
+	}
+	if p.controlAddr == "" {
+		return usagef("--control-addr is empty: with --beat-window the sidecar serves POST /beat there (default %s)", defaultControlAddr)
+	}
+	if err := checkAddr("control-addr", p.controlAddr); err != nil {
+		return err
+	}
+	host, _, _ := net.SplitHostPort(p.controlAddr)
+	switch loopback := isLoopbackHost(host); {
+	case !loopback && !p.exposeControl:
+		return usagef("--control-addr %q is not a loopback address: a beat is not authenticated, and whoever reaches it can keep a leader whose work is stuck leading; "+
+			"use 127.0.0.1:PORT (the pod's containers share it), or pass --expose-control to serve it there anyway", p.controlAddr)
+	case loopback && p.exposeControl:
+		return usagef("--expose-control is set, but --control-addr %s is a loopback address: there is nothing to expose", p.controlAddr)
+	}
+	return nil
 }
 
 // resolveValidFor checks --valid-for against --renew-deadline and applies
@@ -221,11 +286,27 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 			return report(stderr, "sidecar", err)
 		}
 	}
-	srv, err := startHTTP(plan.httpAddr, e, view, plan.s.health, true, func(err error) { stop(err) })
+	beats := plan.s.opts.Work.BeatWindow > 0
+	controlAddr := ""
+	if beats {
+		controlAddr = plan.controlAddr
+	}
+	srv, err := startHTTP(plan.httpAddr, e, view, plan.s.health, controlAddr, func(err error) { stop(err) })
 	if err != nil {
 		return report(stderr, "sidecar", err)
 	}
 	defer srv.stop()
+	if beats {
+		ctl, err := startControl(plan.controlAddr, view, plan.exposeControl, func(err error) { stop(err) })
+		if err != nil {
+			return report(stderr, "sidecar", err)
+		}
+		defer ctl.stop()
+		if plan.exposeControl {
+			log.Warn("POST /beat is served on an address that is not loopback (--expose-control): whoever reaches it can keep a leader whose work is stuck leading",
+				"control_addr", plan.controlAddr)
+		}
+	}
 
 	events := e.Events()
 	pumped := make(chan struct{})
@@ -237,7 +318,7 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 		tick := min(orDefault(plan.s.opts.RetryPeriod, relect.DefaultRetryPeriod), plan.validFor) / 4
 		pump(events, log, plan.lease.String(), view, file, max(tick, 10*time.Millisecond))
 	}()
-	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", plan.httpAddr, "file", plan.file)
+	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", plan.httpAddr, "control_addr", controlAddr, "file", plan.file)
 	err = e.Run(ctx)
 	<-pumped
 	if errors.Is(err, errHTTP) {

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -31,6 +32,7 @@ func freeAddr(t *testing.T) string {
 // testSidecar is one relect sidecar in-process, on an in-memory Lease API.
 type testSidecar struct {
 	id, addr, file string
+	control        string // --control-addr, with --beat-window
 	cancel         context.CancelFunc
 	exited         chan struct{} // closed when the sidecar returned code
 	code           int
@@ -46,7 +48,13 @@ type testSidecar struct {
 func startSidecar(t *testing.T, api *relecttest.LeaseAPI, id string, extra ...string) *testSidecar {
 	t.Helper()
 	s := &testSidecar{id: id, addr: freeAddr(t), file: filepath.Join(t.TempDir(), "leader.json"), exited: make(chan struct{}), log: &syncBuffer{}}
-	args := append(append([]string{"--identity=" + id, "--http-addr=" + s.addr, "--file=" + s.file}, testDurations...), extra...)
+	args := append([]string{"--identity=" + id, "--http-addr=" + s.addr, "--file=" + s.file}, testDurations...)
+	if slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--beat-window=") }) &&
+		!slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--control-addr=") }) {
+		s.control = freeAddr(t)
+		args = append(args, "--control-addr="+s.control)
+	}
+	args = append(args, extra...)
 	plan, _, err := parseSidecar(append(args, "default/job"), io.Discard)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -4,10 +4,13 @@ package main
 
 import (
 	"encoding/json"
+	"io"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -87,13 +90,13 @@ func TestSidecarBeats(t *testing.T) {
 	a := startSidecar(t, api, "a", "--beat-window=400ms", "--work-stuck-timeout=300ms")
 	eventually(t, "a leads", func() bool { return a.leader(t).Leading })
 	for range 8 {
-		code, st := post(t, "http://"+a.addr+"/beat")
+		code, st := post(t, "http://"+a.control+"/beat")
 		require.Equal(t, http.StatusOK, code)
 		require.True(t, st.Leading, "the answer is the state after the beat")
 		require.False(t, st.WorkStuck)
 		time.Sleep(100 * time.Millisecond)
 	}
-	code, _ := get(t, "http://"+a.addr+"/beat")
+	code, _ := get(t, "http://"+a.control+"/beat")
 	assert.Equal(t, http.StatusMethodNotAllowed, code, "a beat is a POST")
 
 	// Alone, a leader that stops beating leads on, stuck.
@@ -107,7 +110,7 @@ func TestSidecarBeats(t *testing.T) {
 		code, body := get(t, "http://"+a.addr+"/healthz")
 		return code == http.StatusServiceUnavailable && strings.Contains(body, "stuck")
 	})
-	code, st = post(t, "http://"+a.addr+"/beat")
+	code, st = post(t, "http://"+a.control+"/beat")
 	require.Equal(t, http.StatusOK, code)
 	eventually(t, "a beat ends it", func() bool { return !a.leader(t).WorkStuck && !a.fileState(t).WorkStuck })
 	code, body := get(t, "http://"+a.addr+"/healthz")
@@ -124,20 +127,20 @@ func TestSidecarBeats(t *testing.T) {
 				return
 			case <-time.After(100 * time.Millisecond):
 			}
-			if resp, err := http.Post("http://"+a.addr+"/beat", "", nil); err == nil {
+			if resp, err := http.Post("http://"+a.control+"/beat", "", nil); err == nil {
 				resp.Body.Close()
 			}
 		}
 	}()
 	b := startSidecar(t, api, "b", "--beat-window=400ms")
 	eventually(t, "b follows a", func() bool { return b.leader(t).Leader == "a" })
-	code, st = post(t, "http://"+b.addr+"/beat")
+	code, st = post(t, "http://"+b.control+"/beat")
 	assert.Equal(t, http.StatusConflict, code, "a follower's beat")
 	assert.False(t, st.Leading)
 	close(stopBeating)
 	<-beating
 	eventually(t, "b leads", func() bool { return b.leader(t).Leading })
-	code, st = post(t, "http://"+a.addr+"/beat")
+	code, st = post(t, "http://"+a.control+"/beat")
 	assert.Equal(t, http.StatusConflict, code, "a beat after the stuck handover")
 	assert.False(t, st.Leading)
 	eventually(t, "a follows b", func() bool { return a.leader(t).Leader == "b" })
@@ -170,4 +173,65 @@ func TestSidecarCheck(t *testing.T) {
 	assert.False(t, st.Leading)
 	assert.GreaterOrEqual(t, st.WorkCheckFailures, 3)
 	assert.Contains(t, a.log.String(), "the work check failed 3 times in a row")
+}
+
+// POST /beat is served on the loopback --control-addr only. --http-addr
+// (every interface by default, for the kubelet's probes on the pod IP)
+// answers the probes and refuses a beat; the control address cannot be
+// reached on another address at all. 127.0.0.2 stands for the pod IP: a
+// listener on every interface answers there, one bound to 127.0.0.1 does
+// not. Before, the sidecar served POST /beat on --http-addr, and a loop of
+// beats from another host kept a leader whose program never beat leading.
+func TestBeatsOnlyOnTheLoopbackControlAddr(t *testing.T) {
+	l, err := net.Listen("tcp", ":0")
+	require.NoError(t, err)
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	require.NoError(t, l.Close())
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	a := startSidecar(t, api, "a", "--http-addr=:"+port, "--beat-window=400ms")
+	a.addr = "127.0.0.1:" + port
+	eventually(t, "a leads", func() bool { return a.leader(t).Leading })
+	_, controlPort, err := net.SplitHostPort(a.control)
+	require.NoError(t, err)
+	podIP := "127.0.0.2"
+
+	for _, path := range []string{"/healthz", "/leader", "/metrics"} {
+		code, body := get(t, "http://"+podIP+":"+port+path)
+		assert.Equal(t, http.StatusOK, code, "GET %s on the pod IP: %s", path, body)
+	}
+	for _, host := range []string{podIP, "127.0.0.1"} {
+		resp, err := http.Post("http://"+host+":"+port+"/beat", "", nil)
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		assert.Equal(t, http.StatusNotFound, resp.StatusCode, "POST /beat on --http-addr (%s)", host)
+		assert.Contains(t, string(body), "served on --control-addr "+a.control+" only")
+	}
+	_, err = http.Post("http://"+podIP+":"+controlPort+"/beat", "", nil)
+	require.Error(t, err, "the control address answers on another address than loopback")
+	assert.Contains(t, err.Error(), "connection refused")
+	code, st := post(t, "http://"+a.control+"/beat")
+	assert.Equal(t, http.StatusOK, code)
+	assert.True(t, st.Leading)
+
+	// The finding's loop: beats sent to the pod's address do not keep a
+	// leader whose program does not beat from being stuck.
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(50 * time.Millisecond):
+			}
+			if resp, err := http.Post("http://"+podIP+":"+port+"/beat", "", nil); err == nil {
+				resp.Body.Close()
+			}
+		}
+	}()
+	eventually(t, "a stuck, whatever reaches its --http-addr", func() bool { return a.leader(t).WorkStuck })
+	close(stop)
+	<-stopped
 }
