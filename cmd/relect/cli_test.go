@@ -274,7 +274,7 @@ func TestHelp(t *testing.T) {
 			"--rate-limit", "--rate-burst", "--degraded-after", "--keep-lease-on-cancel", "--cut-off-after", "--work-stop-timeout",
 			"--signal", "--restart", "--kubeconfig", "--context", "half of that margin"}},
 		{[]string{"run", "-h"}, []string{"Usage: relect run"}},
-		{[]string{"status", "--help"}, []string{"--watch", "-o, --output", "estimate", "Exit codes:", "does not exist"}},
+		{[]string{"status", "--help"}, []string{"--watch", "-o, --output", "estimate", "Exit codes:", "does not exist", "handover (", "Stuck work", "the WORK column"}},
 		{[]string{"sidecar", "--help"}, []string{"/leader", "/healthz", "/metrics", "--file", "valid_until", "Exit codes:",
 			"POST /beat", "--beat-window", "--check", "--check-url", "named in the line of succession", "work_stuck", "--work-stuck-timeout"}},
 		{[]string{"run", "--help"}, []string{"--check string", "--check-url", "--check-interval", "--check-timeout", "--check-failures",

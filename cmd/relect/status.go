@@ -27,10 +27,21 @@ term where its relect holder published one, how long ago it was renewed,
 whether it is still valid, when it expires, and the candidates where the
 library knows them (this relect publishes none).
 
-States: held (a holder, still valid), expired (a holder that stopped
-renewing), released (no holder, leaseDurationSeconds 1: a release by
-client-go or relect), no-holder (emptied otherwise, by hand: relect
-candidates wait it out), missing (no such Lease).
+States: held (a holder, still valid), handover (a relect leader handed
+the lease over: the record names the successor, shown as from → to, who
+may take it until the validity ends; nobody leads meanwhile), expired (a
+holder that stopped renewing, or a handover nobody took), released (no
+holder, leaseDurationSeconds 1: a release by client-go or relect),
+no-holder (emptied otherwise, by hand: relect candidates wait it out),
+missing (no such Lease).
+
+Stuck work (relect's work liveness). The Lease carries the fleet's streak
+of stuck handovers in a row and the candidates cooling after one (passed
+over in the line of succession); the WORK column and a "work:" line show
+them, the cooldowns' seconds left as of the status, and, while the holder
+must hold before it may hand over for stuck work in turn, about when its
+hold ends (the leader's own /leader says it exactly). Whether the holder's
+work is stuck now only the holder knows: its /leader says work_stuck.
 
 Validity. A follower judges a lease valid until leaseDurationSeconds after
 the LOCAL time at which it first saw the current record; it never compares
@@ -75,7 +86,7 @@ type leaseStatus struct {
 	Time   time.Time `json:"time"`
 	Lease  string    `json:"lease"`
 	Exists bool      `json:"exists"`
-	// State is held, expired, released, no-holder or missing.
+	// State is held, handover, expired, released, no-holder or missing.
 	State  string `json:"state"`
 	Holder string `json:"holder"`
 	// Term is the Lease's leaseTransitions, for people and logs.
@@ -105,6 +116,13 @@ type leaseStatus struct {
 	Candidates      []candidateStatus `json:"candidates"`
 	CandidatesKnown bool              `json:"candidates_known"`
 	CandidatesError string            `json:"candidates_error,omitempty"`
+	// Work is what the Lease says of stuck work: the fleet's streak of
+	// stuck handovers, the holder's hold, the candidates cooling; absent
+	// when it says nothing (workStatus).
+	Work *workStatus `json:"work,omitempty"`
+	// HandOver is present when the record is a handover: the state is
+	// "handover" while it is valid, "expired" once nobody took it.
+	HandOver *handoverStatus `json:"handover,omitempty"`
 	// PendingRequest is the operator's request (relect yield, relect
 	// handover; relect.PendingRequest) that the holder has yet to honour
 	// or refuse; absent if there is none. A stale one — addressed to an
@@ -157,6 +175,7 @@ type candidateStatus struct {
 // The states of a Lease.
 const (
 	stateHeld     = "held"
+	stateHandover = "handover"
 	stateExpired  = "expired"
 	stateReleased = "released"
 	stateNoHolder = "no-holder"
@@ -207,8 +226,24 @@ func statusOf(ref leaseRef, lease *coordinationv1.Lease, now, observedAt time.Ti
 		age := now.Sub(t).Seconds()
 		st.RenewTime, st.RenewAgeSeconds = &t, &age
 	}
+	written := time.Time{} // when the record was written or observed: the basis of validity and cooldowns
+	switch {
+	case !observedAt.IsZero():
+		written = observedAt
+	case st.RenewTime != nil:
+		written = *st.RenewTime
+	case st.AcquireTime != nil:
+		written = *st.AcquireTime
+	}
+	if !written.IsZero() {
+		st.Work = workOf(lease, st.Holder, now, written)
+	}
 	if st.Holder == "" {
 		st.State = stateNoHolder
+		// NOTE: the library's release rule (record.go's releaseRecord and
+		// released) written out again instead of asked of the library,
+		// which exports none; a later refactor moves the Lease's format
+		// into a subpackage whose reader this will call (statuswork.go).
 		if st.LeaseDurationSeconds == 1 {
 			st.State = stateReleased
 		}
@@ -230,6 +265,12 @@ func statusOf(ref leaseRef, lease *coordinationv1.Lease, now, observedAt time.Ti
 		st.Expires = &expires
 		if now.Before(expires) {
 			st.Valid, st.State = true, stateHeld
+		}
+	}
+	if h := handOverOf(lease); h != nil {
+		st.HandOver = &handoverStatus{From: h.From, To: h.To, Until: st.Expires}
+		if st.Valid {
+			st.State = stateHandover
 		}
 	}
 	return st
@@ -492,8 +533,9 @@ type statusPrinter struct {
 	header bool
 	cols   watchColumns
 	// note is the candidates line a watch's table printed last, request
-	// its request line ("": none).
-	note, request string
+	// its request line ("": none), work what its work line said but the
+	// seconds, which change at every renewal (workKey).
+	note, request, work string
 }
 
 func newStatusPrinter(w io.Writer, output string, watching bool) *statusPrinter {
@@ -501,11 +543,11 @@ func newStatusPrinter(w io.Writer, output string, watching bool) *statusPrinter 
 }
 
 // statusHeader are the table's columns; a watch's has TIME first.
-var statusHeader = []string{"LEASE", "STATE", "HOLDER", "TERM", "RENEWED", "VALID", "EXPIRES"}
+var statusHeader = []string{"LEASE", "STATE", "HOLDER", "TERM", "FENCE", "RENEWED", "VALID", "EXPIRES", "WORK"}
 
 // cells are st's cells under statusHeader.
 func cells(st leaseStatus) []string {
-	return []string{st.Lease, st.State, orDash(st.Holder), termCell(st), renewedCell(st), validCell(st), expiresCell(st)}
+	return []string{st.Lease, st.State, holderCell(st), termCell(st), orDash(st.Fence), renewedCell(st), validCell(st), expiresCell(st), workCell(st)}
 }
 
 func (p *statusPrinter) print(st leaseStatus) {
@@ -523,11 +565,10 @@ func (p *statusPrinter) print(st leaseStatus) {
 		fmt.Fprintln(p.tw, strings.Join(cells(st), "\t"))
 		p.tw.Flush()
 		fmt.Fprintln(p.w, candidatesNote(st))
-		if st.Fence != "" {
-			fmt.Fprintf(p.w, "fence: %s (the holder's fencing token for term %d)\n", st.Fence, st.Term)
-		}
-		if note := requestNote(st); note != "" {
-			fmt.Fprintln(p.w, note)
+		for _, note := range []string{handoverNote(st), workNote(st), requestNote(st)} {
+			if note != "" {
+				fmt.Fprintln(p.w, note)
+			}
 		}
 		if st.ValidityBasis == "renew-time" {
 			fmt.Fprintln(p.w, "* estimate: renewTime + leaseDurationSeconds against this machine's clock (assumes synchronized clocks; --watch judges as a follower does)")
@@ -550,6 +591,16 @@ func (p *statusPrinter) printWatchRow(st leaseStatus) {
 			note = "request: none pending"
 		}
 		fmt.Fprintln(p.w, note)
+	}
+	if key := workKey(st); key != p.work {
+		note := workNote(st)
+		if note == "" {
+			note = "work: no stuck handover in a row, nobody cooling"
+		}
+		if key != "" || p.work != "" {
+			fmt.Fprintln(p.w, note)
+		}
+		p.work = key
 	}
 	row := append([]string{st.Time.Format("15:04:05.000")}, cells(st)...)
 	if !p.header {
@@ -587,9 +638,9 @@ func (c *watchColumns) fit(row []string, st leaseStatus) {
 		for _, cand := range st.Candidates {
 			holder = max(holder, len(cand.Identity))
 		}
-		// TIME, LEASE, STATE, HOLDER, TERM, RENEWED, VALID, EXPIRES
-		*c = []int{len("15:04:05.000"), len(st.Lease), len(stateNoHolder), holder, len("TERM"),
-			len("59.999s ago"), len("VALID"), len("in 59.999s")}
+		// TIME, LEASE, STATE, HOLDER, TERM, FENCE, RENEWED, VALID, EXPIRES, WORK
+		*c = []int{len("15:04:05.000"), len(st.Lease), len(stateNoHolder), holder, len("TERM"), len("123456789"),
+			len("59.999s ago"), len("VALID"), len("in 59.999s"), len("WORK")}
 	}
 	for i, cell := range row {
 		(*c)[i] = max((*c)[i], len(cell))
@@ -660,6 +711,96 @@ func requestNote(st leaseStatus) string {
 		by = " by " + r.By
 	}
 	return fmt.Sprintf("request pending: %s, asked of %s (term %d)%s at %s", what, r.Holder, r.Term, by, r.At.Format(time.RFC3339))
+}
+
+// holderCell is the record's holder, or, for a handover, from → to.
+func holderCell(st leaseStatus) string {
+	if h := st.HandOver; h != nil {
+		return h.From + " → " + h.To
+	}
+	return orDash(st.Holder)
+}
+
+// workCell sums up st.Work: the streak of stuck handovers, how many
+// candidates cool; "-" when the Lease says nothing of stuck work.
+func workCell(st leaseStatus) string {
+	w := st.Work
+	if w == nil {
+		return "-"
+	}
+	var parts []string
+	if w.Streak > 0 {
+		parts = append(parts, fmt.Sprintf("streak %d", w.Streak))
+	}
+	if n := len(w.Cooling); n > 0 {
+		parts = append(parts, fmt.Sprintf("%d cooling", n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// workNote is the table's line for st.Work, "" if there is none.
+func workNote(st leaseStatus) string {
+	w := st.Work
+	if w == nil {
+		return ""
+	}
+	var parts []string
+	if w.Streak > 0 {
+		s := fmt.Sprintf("%d stuck handover(s) in a row", w.Streak)
+		if w.HoldUntil != nil {
+			s += fmt.Sprintf(": %s holds until about %s (%s) before it may hand over for stuck work; whether its work is stuck now, its own /leader says",
+				st.Holder, w.HoldUntil.UTC().Format(time.RFC3339), relative(st.Time, *w.HoldUntil))
+		}
+		parts = append(parts, s)
+	}
+	if len(w.Cooling) > 0 {
+		var cs []string
+		for _, c := range w.Cooling {
+			cs = append(cs, fmt.Sprintf("%s (%s left)", c.Identity, age(time.Duration(c.SecondsLeft*float64(time.Second)))))
+		}
+		parts = append(parts, "cooling after a stuck handover, passed over in the line of succession: "+strings.Join(cs, ", "))
+	}
+	return "work: " + strings.Join(parts, "; ")
+}
+
+// workKey is what the work line of st says but the seconds, which change
+// at every renewal: a watch prints the line again when it changes.
+func workKey(st leaseStatus) string {
+	w := st.Work
+	if w == nil {
+		return ""
+	}
+	ids := []string{fmt.Sprint(w.Streak), fmt.Sprint(w.HoldUntil != nil)}
+	for _, c := range w.Cooling {
+		ids = append(ids, c.Identity)
+	}
+	return strings.Join(ids, " ")
+}
+
+// handoverNote is the table's line for a handover record, "" if st is not
+// one.
+func handoverNote(st leaseStatus) string {
+	h := st.HandOver
+	if h == nil {
+		return ""
+	}
+	if h.Until == nil {
+		return fmt.Sprintf("handover: %s → %s", h.From, h.To)
+	}
+	if st.Valid {
+		return fmt.Sprintf("handover: %s → %s until %s (%s): %s may take the lease at once, nobody leads meanwhile, then succession resumes",
+			h.From, h.To, h.Until.UTC().Format(time.RFC3339Nano), relative(st.Time, *h.Until), h.To)
+	}
+	return fmt.Sprintf("handover: %s → %s lapsed at %s (%s): %s did not take the lease; succession resumes",
+		h.From, h.To, h.Until.UTC().Format(time.RFC3339Nano), relative(st.Time, *h.Until), h.To)
+}
+
+// relative says when t is from now: "in 3s", "2s ago".
+func relative(now, t time.Time) string {
+	if d := t.Sub(now); d > 0 {
+		return "in " + age(d)
+	}
+	return age(now.Sub(t)) + " ago"
 }
 
 func orDash(s string) string {

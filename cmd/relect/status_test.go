@@ -1,18 +1,18 @@
 package main
 
 import (
-	"errors"
-
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/relect/relect"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -83,8 +83,8 @@ func TestStatusTable(t *testing.T) {
 	p.print(statusOf(jobLease, lease("pod-a", 15, 4, now.Add(-2*time.Second)), now, time.Time{}))
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	require.Len(t, lines, 4, out.String())
-	assert.Equal(t, []string{"LEASE", "STATE", "HOLDER", "TERM", "RENEWED", "VALID", "EXPIRES"}, strings.Fields(lines[0]))
-	assert.Equal(t, []string{"default/job", "held", "pod-a", "4", "2s", "ago", "yes*", "in", "13s"}, strings.Fields(lines[1]))
+	assert.Equal(t, []string{"LEASE", "STATE", "HOLDER", "TERM", "FENCE", "RENEWED", "VALID", "EXPIRES", "WORK"}, strings.Fields(lines[0]))
+	assert.Equal(t, []string{"default/job", "held", "pod-a", "4", "-", "2s", "ago", "yes*", "in", "13s", "-"}, strings.Fields(lines[1]))
 	assert.Equal(t, "candidates: not listed", lines[2])
 
 	out.Reset()
@@ -181,14 +181,17 @@ func TestWatchStatus(t *testing.T) {
 
 // --watch's table keeps its columns aligned from row to row: each row is
 // printed as it comes, and a tabwriter flushed per row aligned each row
-// alone, so that rows after the first were misaligned.
+// alone, so that rows after the first were misaligned. It has a FENCE
+// column (it had none: the fence was shown only by a single look).
 func TestWatchTableStaysAligned(t *testing.T) {
 	now := time.Date(2026, 1, 2, 15, 4, 5, 0, time.UTC)
 	cands := []relect.Candidate{{Identity: "pod-a", Leader: true}, {Identity: "pod-bb", Successor: 1}}
+	fenced := lease("pod-a", 15, 4, now.Add(-60*time.Millisecond))
+	fenced.Annotations = map[string]string{"relect.io/fence": `{"holder":"pod-a","term":4,"fence":"1234567"}`}
 	var out bytes.Buffer
 	p := newStatusPrinter(&out, "table", true)
 	for _, st := range []leaseStatus{
-		statusOf(jobLease, lease("pod-a", 15, 4, now.Add(-60*time.Millisecond)), now, now),
+		statusOf(jobLease, fenced, now, now),
 		statusOf(jobLease, lease("pod-bb", 15, 12, now.Add(-12345*time.Millisecond)), now.Add(time.Second), now),
 		statusOf(jobLease, lease("", 1, 12, now), now.Add(2*time.Second), time.Time{}),
 		statusOf(jobLease, nil, now.Add(3*time.Second), time.Time{}),
@@ -206,7 +209,10 @@ func TestWatchTableStaysAligned(t *testing.T) {
 			starts = append(starts, i)
 		}
 	}
-	require.Len(t, starts, 8, header)
+	require.Len(t, starts, 10, header)
+	assert.Equal(t, []string{"TIME", "LEASE", "STATE", "HOLDER", "TERM", "FENCE", "RENEWED", "VALID", "EXPIRES", "WORK"}, strings.Fields(header))
+	assert.Equal(t, "1234567", strings.Fields(lines[2])[5], "the fence of the first row")
+	assert.Equal(t, "-", strings.Fields(lines[3])[5], "no fence published")
 	for _, row := range lines[2:] {
 		for _, at := range starts {
 			if assert.Greater(t, len(row), at, "row %q shorter than the header %q", row, header) {
@@ -327,7 +333,7 @@ func TestStatusShowsTheFence(t *testing.T) {
 	var out bytes.Buffer
 	current := withFence(`{"holder":"pod-a","term":4,"fence":"8231"}`)
 	newStatusPrinter(&out, "table", false).print(statusOf(jobLease, current, now, time.Time{}))
-	assert.Contains(t, out.String(), "\nfence: 8231 (the holder's fencing token for term 4)\n")
+	assert.Equal(t, "8231", strings.Fields(strings.Split(out.String(), "\n")[1])[4], "the FENCE column:\n%s", out.String())
 	out.Reset()
 	newStatusPrinter(&out, "json", false).print(statusOf(jobLease, current, now, time.Time{}))
 	assert.Contains(t, out.String(), `"fence": "8231"`)
@@ -340,7 +346,122 @@ func TestStatusShowsTheFence(t *testing.T) {
 		for _, output := range []string{"table", "json"} {
 			out.Reset()
 			newStatusPrinter(&out, output, false).print(statusOf(jobLease, withFence(mark), now, time.Time{}))
-			assert.NotContains(t, out.String(), "fence", "%s fence, -o %s", name, output)
+			assert.NotContains(t, out.String(), "8231", "%s fence, -o %s", name, output)
 		}
 	}
+}
+
+// status shows what the Lease says of stuck work, as the library writes
+// it: the streak of stuck handovers, the holder's hold and about when it
+// ends, the candidates cooling with their seconds left as of the status.
+// Two candidates whose work never beats: a is stuck and hands over to b,
+// which must hold for the cooldown, stuck too. status showed a plain,
+// healthy "held".
+func TestStatusShowsStuckWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased("default", "job")
+		withWork := func(o *relect.Options) {
+			o.Work = relect.WorkOptions{BeatWindow: 5 * time.Second, Cooldown: time.Minute}
+		}
+		a := startElector(t, api, "a", withWork)
+		time.Sleep(time.Minute) // a leads, and has registered
+		require.True(t, a.IsLeader())
+		b := startElector(t, api, "b", withWork)
+		require.Eventually(t, func() bool { return b.Stats().Leading && b.Stats().WorkStuck }, 5*time.Minute, 100*time.Millisecond,
+			"b leads, stuck, holding")
+		time.Sleep(10 * time.Second) // some renewals later
+		bs := b.Stats()
+		require.Equal(t, 1, bs.WorkStreak)
+
+		now := time.Now()
+		l := api.Lease("default", "job")
+		st := statusOf(jobLease, l, now, time.Time{})
+		assert.Equal(t, stateHeld, st.State)
+		require.NotNil(t, st.Work, "the Lease says b holds: %v", l.Annotations)
+		assert.Equal(t, int32(1), st.Work.Streak)
+		require.Len(t, st.Work.Cooling, 1)
+		c := st.Work.Cooling[0]
+		assert.Equal(t, "a", c.Identity)
+		assert.InDelta(t, bs.WorkHoldUntil.Sub(now).Seconds(), c.SecondsLeft, 1.5, "a cools as long as b holds")
+		assert.Greater(t, c.SecondsLeft, 30.0)
+		require.NotNil(t, st.Work.HoldUntil)
+		assert.WithinDuration(t, bs.WorkHoldUntil, *st.Work.HoldUntil, 1500*time.Millisecond, "the hold's end, estimated from the Lease")
+
+		var out bytes.Buffer
+		newStatusPrinter(&out, "table", false).print(st)
+		t.Logf("relect status of a holding leader:\n%s", out.String())
+		lines := strings.Split(out.String(), "\n")
+		assert.Equal(t, "streak 1, 1 cooling", strings.Join(strings.Fields(lines[1])[10:], " "), out.String())
+		assert.Contains(t, out.String(), "\nwork: 1 stuck handover(s) in a row: b holds until about ")
+		assert.Contains(t, out.String(), "cooling after a stuck handover, passed over in the line of succession: a (")
+		out.Reset()
+		newStatusPrinter(&out, "json", false).print(st)
+		var js map[string]any
+		require.NoError(t, json.Unmarshal(out.Bytes(), &js))
+		work, _ := js["work"].(map[string]any)
+		require.NotNil(t, work, out.String())
+		assert.Equal(t, 1.0, work["streak"])
+		assert.NotEmpty(t, work["hold_until"])
+		cooling, _ := work["cooling"].([]any)
+		require.Len(t, cooling, 1)
+		assert.Equal(t, "a", cooling[0].(map[string]any)["identity"])
+		assert.InDelta(t, c.SecondsLeft, cooling[0].(map[string]any)["seconds_left"], 1e-9)
+
+		// With --watch the seconds count from the observation.
+		watched := statusOf(jobLease, l, now, now.Add(-20*time.Second))
+		assert.InDelta(t, st.Work.Cooling[0].SecondsLeft-20+now.Sub(l.Spec.RenewTime.Time).Seconds(), watched.Work.Cooling[0].SecondsLeft, 1e-6)
+	})
+}
+
+// A handover record shows as one: from → to, until the successor's time
+// to take it ends; then, not taken, as expired. It showed as a "held" term
+// of the named successor.
+func TestStatusShowsAHandover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased("default", "job")
+		a := startElector(t, api, "a", nil)
+		time.Sleep(time.Minute)
+		require.True(t, a.IsLeader())
+		// To a candidate that does not run: the record stays until its time passes.
+		require.NoError(t, a.HandOver(context.Background(), "z", relect.AllowUnregistered()))
+		l := api.Lease("default", "job")
+		now := time.Now()
+		st := statusOf(jobLease, l, now, time.Time{})
+		assert.Equal(t, stateHandover, st.State)
+		assert.Equal(t, "z", st.Holder)
+		require.NotNil(t, st.HandOver, "%v", l.Annotations)
+		assert.Equal(t, handoverStatus{From: "a", To: "z", Until: st.Expires}, *st.HandOver)
+		var out bytes.Buffer
+		newStatusPrinter(&out, "table", false).print(st)
+		t.Logf("relect status of a handover:\n%s", out.String())
+		fields := strings.Fields(strings.Split(out.String(), "\n")[1])
+		assert.Equal(t, []string{"default/job", "handover", "a", "→", "z"}, fields[:5], out.String())
+		assert.Contains(t, out.String(), "\nhandover: a → z until ")
+		assert.Contains(t, out.String(), "z may take the lease at once, nobody leads meanwhile")
+		out.Reset()
+		newStatusPrinter(&out, "json", false).print(st)
+		assert.Contains(t, out.String(), `"handover": {`)
+		assert.Contains(t, out.String(), `"from": "a"`)
+
+		lapsed := statusOf(jobLease, l, st.Expires.Add(time.Second), time.Time{})
+		assert.Equal(t, stateExpired, lapsed.State)
+		out.Reset()
+		newStatusPrinter(&out, "table", false).print(lapsed)
+		assert.Contains(t, out.String(), "handover: a → z lapsed at ")
+
+		// One written for another holder or term is no handover.
+		for name, raw := range map[string]string{
+			"another holder": `{"term":` + fmt.Sprint(st.Term) + `,"from":"a","to":"y"}`,
+			"another term":   `{"term":` + fmt.Sprint(st.Term+1) + `,"from":"a","to":"z"}`,
+			"malformed":      `{"term":`,
+		} {
+			edited := l.DeepCopy()
+			edited.Annotations["relect.io/handover"] = raw
+			got := statusOf(jobLease, edited, now, time.Time{})
+			assert.Nil(t, got.HandOver, name)
+			assert.Equal(t, stateHeld, got.State, name)
+		}
+	})
 }

@@ -148,6 +148,15 @@ func TestSidecarBeats(t *testing.T) {
 	// b does not beat either, but it must hold for --work-cooldown (1
 	// minute by default) after a stuck handover: it leads on, stuck.
 	eventually(t, "b stuck, holding", func() bool { st := b.leader(t); return st.Leading && st.WorkStuck })
+	// Its answer says so: the streak it took over, and when its hold ends.
+	st = b.leader(t)
+	assert.Equal(t, 1, st.WorkStreak)
+	require.NotNil(t, st.WorkHoldUntil, "a holding leader's /leader says until when it holds")
+	assert.WithinDuration(t, time.Now().Add(time.Minute), *st.WorkHoldUntil, 5*time.Second, "the default --work-cooldown after the first stuck handover")
+	eventually(t, "b's file says it holds", func() bool { return b.fileState(t).WorkStreak == 1 })
+	st = a.leader(t)
+	assert.Zero(t, st.WorkStreak, "a follower holds nothing")
+	assert.Nil(t, st.WorkHoldUntil)
 }
 
 // The sidecar's work check runs on a follower named in the line of
