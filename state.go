@@ -184,10 +184,10 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if l != nil {
-		s.succession.line = successionOf(l)
 		if l.ResourceVersion != s.seenRV {
 			s.seenRV, s.seenAt = l.ResourceVersion, time.Now()
 		}
+		s.succession.line, s.succession.lineAt = successionOf(l), s.seenAt
 	}
 	if p := rec.PreferredHolder; p != "" && p != s.cfg.identity && rec.HolderIdentity == s.cfg.identity &&
 		s.term.leading(time.Now()) && s.term.stepDown == nil && s.mayHandOverLocked(p) {

@@ -403,8 +403,11 @@ func sortCandidates(cs []Candidate) {
 // The state holds it under its mutex.
 type lineage struct {
 	// line is the line of succession published with the Lease last
-	// observed (nil: none).
-	line *succession
+	// observed (nil: none), and lineAt when this candidate first observed
+	// the record that carries it: its cooldowns' seconds count from there
+	// (not from when they are read), as a follower's do (standsBack).
+	line   *succession
+	lineAt time.Time
 	// view is the leader's view of the registry, by registration name;
 	// nil while it has none (not leading, or not listed yet).
 	view map[string]*seenCandidate
@@ -530,7 +533,7 @@ func (g *lineage) acquired(identity, expired string, now time.Time) {
 			if g.cooling == nil {
 				g.cooling = map[string]time.Time{}
 			}
-			if until := now.Add(time.Duration(c.Seconds) * time.Second); until.After(g.cooling[c.Identity]) {
+			if until := g.coolingEnd(c, now); until.After(g.cooling[c.Identity]) {
 				g.cooling[c.Identity] = until
 			}
 		}
@@ -559,6 +562,20 @@ func (g *lineage) acquired(identity, expired string, now time.Time) {
 	for _, id := range g.line.Passed {
 		pass(id)
 	}
+}
+
+// coolingEnd is when c, a cooldown of the line observed, ends on the local
+// clock: its seconds counted from when the record carrying them was first
+// observed (lineAt; now if unknown). One clock rule for every candidate,
+// the next leader included: counted from its acquisition instead, every
+// takeover by expiry during a cooldown would lengthen it by up to a lease
+// duration.
+func (g *lineage) coolingEnd(c cooling, now time.Time) time.Time {
+	from := g.lineAt
+	if from.IsZero() || from.After(now) {
+		from = now
+	}
+	return from.Add(time.Duration(c.Seconds) * time.Second)
 }
 
 // renewed ends c's being passed over once its registration is seen
@@ -665,7 +682,7 @@ func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string)
 			cools = map[string]time.Time{}
 		}
 		for _, c := range l.Cooling {
-			if until := now.Add(time.Duration(c.Seconds) * time.Second); c.Seconds > 0 && until.After(cools[c.Identity]) {
+			if until := g.coolingEnd(c, now); c.Seconds > 0 && until.After(cools[c.Identity]) {
 				cools[c.Identity] = until
 			}
 		}

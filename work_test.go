@@ -2,6 +2,7 @@ package relect_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -428,6 +429,67 @@ func TestStreakSurvivesATermThatNeverRenewed(t *testing.T) {
 		s := third.e.Stats()
 		assert.Equal(t, 1, s.WorkStreak, "%s took over from %s, which took over from a stuck leader: it holds for the streak", third.name, second.name)
 		assert.True(t, s.WorkHoldUntil.After(time.Now()), "a hold")
+		second.client.Heal()
+		stopAll(cs...)
+	})
+}
+
+// coolingLeft returns the seconds of cooldown the Lease's line of
+// succession gives identity, and whether it names it cooling at all.
+func coolingLeft(t *testing.T, api *relecttest.LeaseAPI, identity string) (time.Duration, bool) {
+	t.Helper()
+	raw := api.Lease(ns, lease).Annotations["relect.io/succession"]
+	var line struct {
+		Cooling []struct {
+			ID string `json:"id"`
+			S  int32  `json:"s"`
+		} `json:"cooling"`
+	}
+	if raw == "" {
+		return 0, false
+	}
+	require.NoError(t, json.Unmarshal([]byte(raw), &line), raw)
+	for _, c := range line.Cooling {
+		if c.ID == identity {
+			return time.Duration(c.S) * time.Second, true
+		}
+	}
+	return 0, false
+}
+
+// A cooldown ends when it ends, whoever carries it: every candidate counts
+// the seconds left from when it observed them, the leader that takes the
+// lease by expiry too. Counted from its acquisition instead, each takeover
+// by expiry during a cooldown lengthened it by up to a lease duration (a
+// stuck leader was back in line 75 s after its handover, not 60 s).
+func TestCooldownCountsFromItsObservation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const cooldown = time.Minute
+		api := newAPI()
+		ws := make([]*worker, 3)
+		cs := fleet(t, api, len(ws), func(i int, o *relect.Options) {
+			ws[i] = &worker{}
+			o.OnStartedLeading, o.Work.BeatWindow, o.Work.Cooldown = ws[i].run, 5*time.Second, cooldown
+		})
+		a := cs[0]
+		require.True(t, a.e.IsLeader())
+		ws[0].hung.Store(true)
+		waitFor(t, 5*time.Second+2*rp, "a's stuck handover", func() bool { return len(stuckEvents(a)) == 1 && !a.e.IsLeader() })
+		handedOver := stuckEvents(a)[0].Time
+		waitFor(t, 2*rp, "a successor", func() bool { return len(leaders(cs...)) == 1 })
+		second := named(cs, leaders(cs...)[0])
+		time.Sleep(10 * time.Second)
+		second.client.Fail(relecttest.Error(500)) // it is cut off: its lease expires, a third takes it
+		waitFor(t, rd+ld+4*rp, "a third leader", func() bool {
+			l := leaders(cs...)
+			return len(l) == 1 && l[0] != second.name
+		})
+		time.Sleep(2 * rp) // its first renewals
+		left, ok := coolingLeft(t, api, a.name)
+		require.True(t, ok, "the third leader carries a's cooldown")
+		ends := time.Now().Add(left)
+		assert.WithinDuration(t, handedOver.Add(cooldown), ends, 2*time.Second,
+			"a's cooldown ends %v after its handover, not %v", ends.Sub(handedOver), cooldown)
 		second.client.Heal()
 		stopAll(cs...)
 	})
