@@ -50,13 +50,20 @@ func New(opts Options) (*Elector, error) {
 	events := newEventQueue(cfg.EventBuffer)
 	logs := newLogQueue(cfg.Logger.Handler())
 	st := newState(cfg, events, logs)
+	klog := cfg.Logger.Handler()
+	if _, ok := klog.(defaultWarnings); ok {
+		// No Logger: relect's own warnings go to slog.Default(), not
+		// client-go's errors, one per failed retry (relect warns of runs
+		// of failures, at 2, then each time the run doubles).
+		klog = slog.DiscardHandler
+	}
 	return &Elector{
 		cfg:     cfg,
 		st:      st,
 		gw:      newGateway(cfg, st),
 		events:  events,
 		logs:    logs,
-		klogger: logr.FromSlogHandler(queuedHandler{logs, cfg.Logger.Handler()}),
+		klogger: logr.FromSlogHandler(queuedHandler{logs, klog}),
 	}, nil
 }
 

@@ -61,6 +61,11 @@ const (
 	// with the same Err, then EventReleased — unless the term must hold
 	// (the fleet's streak of stuck handovers) or nobody else can take over.
 	EventWorkStuck
+	// EventWorkRecovered: after EventWorkStuck, the same term's work is no
+	// longer stuck — it beat again, or its check passed (Term, Fence; Delay:
+	// how long it was stuck). Only a term that led on stuck sees it: one
+	// that must hold, or that nobody else could relieve.
+	EventWorkRecovered
 )
 
 var eventKindNames = [...]string{
@@ -76,6 +81,7 @@ var eventKindNames = [...]string{
 	EventHandedOver:     "handed-over",
 	EventLeaseMissing:   "lease-missing",
 	EventWorkStuck:      "work-stuck",
+	EventWorkRecovered:  "work-recovered",
 }
 
 // String returns the kind's name in lower case, for logs.
@@ -93,18 +99,25 @@ type Event struct {
 	// Time is when it happened, from the local clock.
 	Time time.Time
 	// Leader is the holder identity concerned (EventNewLeader,
-	// EventStartedLeading, EventStoppedLeading, EventReleased).
+	// EventStartedLeading, EventStoppedLeading, EventReleased,
+	// EventWorkStuck, EventWorkRecovered: this candidate; EventHandedOver:
+	// the successor).
 	Leader string
 	// Term is the lease's leaseTransitions: the number of the term that
-	// started, stopped, was released or handed over, or had stuck work;
-	// or the value observed with a new leader.
+	// started, stopped, was released or handed over, or had stuck work or
+	// recovered from it; or the value observed with a new leader.
 	Term int64
-	// Fence is the fencing token of the term that started, stopped, or had
-	// stuck work (see Fence); "" for other kinds, or a term without one.
+	// Fence is the fencing token of the term concerned (see Fence) for
+	// EventStartedLeading, EventStoppedLeading, EventReleased,
+	// EventHandedOver, EventWorkStuck and EventWorkRecovered; "" for other
+	// kinds, for a term without one, and for a release of an acquiring
+	// write that began no term.
 	Fence Fence
-	// Err is the cause of EventStoppedLeading and EventError.
+	// Err is the cause of EventStoppedLeading, EventError, EventDegraded
+	// and EventWorkStuck.
 	Err error
-	// Delay is the wait of EventBackoff and EventLeaseMissing.
+	// Delay is the wait of EventBackoff and EventLeaseMissing, and how
+	// long the work was stuck for EventWorkRecovered.
 	Delay time.Duration
 }
 
@@ -115,7 +128,7 @@ func (e Event) String() string {
 		s += " leader=" + e.Leader
 	}
 	switch e.Kind {
-	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased, EventHandedOver, EventWorkStuck:
+	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased, EventHandedOver, EventWorkStuck, EventWorkRecovered:
 		s += fmt.Sprintf(" term=%d", e.Term)
 	}
 	if e.Fence != "" {

@@ -1,8 +1,13 @@
 package relect
 
 import (
+	"cmp"
 	"context"
+	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -28,8 +33,55 @@ type logQueue struct {
 
 	mu      sync.Mutex // guards the fields below
 	queue   []queuedLog
-	dropped int
+	dropped droppedLogs
 	active  bool // a Run is active: records are handled as they come
+}
+
+// droppedLogs sums up the records dropped since the last drain, for the
+// warning that reports them: how many, of which levels, their messages
+// (the most frequent), and when the oldest and the newest were written.
+type droppedLogs struct {
+	n              int
+	levels         map[slog.Level]int
+	messages       map[string]int // at most maxDroppedMessages; others counted in n only
+	oldest, newest time.Time
+}
+
+// maxDroppedMessages bounds the distinct messages droppedLogs keeps.
+const maxDroppedMessages = 16
+
+func (d *droppedLogs) add(r slog.Record) {
+	if d.n == 0 {
+		d.levels, d.messages, d.oldest = map[slog.Level]int{}, map[string]int{}, r.Time
+	}
+	d.n++
+	d.levels[r.Level]++
+	if _, ok := d.messages[r.Message]; ok || len(d.messages) < maxDroppedMessages {
+		d.messages[r.Message]++
+	}
+	d.newest = r.Time
+}
+
+// record is the warning that reports d: "dropped" the count, "levels"
+// (e.g. "INFO×30 DEBUG×7"), "messages" the three most frequent with their
+// counts, "oldest" and "newest" when they were written.
+func (d *droppedLogs) record() slog.Record {
+	r := slog.NewRecord(time.Now(), slog.LevelWarn, fmt.Sprintf(
+		"relect: %d log records dropped, unhandled: the Logger's handler was too slow (more than %d waited)", d.n, maxQueuedLogs), 0)
+	var levels []string
+	for _, l := range slices.Sorted(maps.Keys(d.levels)) {
+		levels = append(levels, fmt.Sprintf("%v×%d", l, d.levels[l]))
+	}
+	msgs := slices.SortedFunc(maps.Keys(d.messages), func(a, b string) int {
+		return cmp.Or(cmp.Compare(d.messages[b], d.messages[a]), cmp.Compare(a, b))
+	})
+	var top []string
+	for _, m := range msgs[:min(len(msgs), 3)] {
+		top = append(top, fmt.Sprintf("%q×%d", m, d.messages[m]))
+	}
+	r.Add("dropped", d.n, "levels", strings.Join(levels, " "), "messages", strings.Join(top, " "),
+		"oldest", d.oldest.Format(time.RFC3339Nano), "newest", d.newest.Format(time.RFC3339Nano))
+	return r
 }
 
 // queuedLog is a record and the handler it is for (the user's, or one
@@ -56,8 +108,8 @@ func (q *logQueue) push(h slog.Handler, r slog.Record) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if len(q.queue) == maxQueuedLogs {
+		q.dropped.add(q.queue[0].r)
 		q.queue = q.queue[1:]
-		q.dropped++
 	}
 	q.queue = append(q.queue, queuedLog{h, r})
 	if q.active {
@@ -86,15 +138,13 @@ func (q *logQueue) start() (stop func()) {
 func (q *logQueue) drain() bool {
 	q.mu.Lock()
 	batch, dropped := q.queue, q.dropped
-	q.queue, q.dropped = nil, 0
+	q.queue, q.dropped = nil, droppedLogs{}
 	q.mu.Unlock()
-	if len(batch) == 0 && dropped == 0 {
+	if len(batch) == 0 && dropped.n == 0 {
 		return false
 	}
-	if dropped > 0 {
-		r := slog.NewRecord(time.Now(), slog.LevelWarn, "relect: log records dropped: the Logger's handler was too slow", 0)
-		r.Add("dropped", dropped)
-		handle(q.handler, r)
+	if dropped.n > 0 {
+		handle(q.handler, dropped.record())
 	}
 	for _, l := range batch {
 		handle(l.h, l.r)
@@ -138,4 +188,37 @@ func (qh queuedHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 
 func (qh queuedHandler) WithGroup(name string) slog.Handler {
 	return queuedHandler{qh.q, qh.h.WithGroup(name)}
+}
+
+// defaultWarnings is the handler relect logs to when Options.Logger is
+// nil: slog.Default()'s, as it is when each record is handled, for
+// warnings and errors only — a stuck leader's warning, a registry turned
+// off for lack of RBAC, failing calls — so that a program that gave no
+// Logger still hears of them, and not of every event.
+type defaultWarnings struct {
+	with []func(slog.Handler) slog.Handler // WithAttrs and WithGroup, in order
+}
+
+func (d defaultWarnings) handler() slog.Handler {
+	h := slog.Default().Handler()
+	for _, f := range d.with {
+		h = f(h)
+	}
+	return h
+}
+
+func (d defaultWarnings) Enabled(ctx context.Context, level slog.Level) bool {
+	return level >= slog.LevelWarn && slog.Default().Handler().Enabled(ctx, level)
+}
+
+func (d defaultWarnings) Handle(ctx context.Context, r slog.Record) error {
+	return d.handler().Handle(ctx, r)
+}
+
+func (d defaultWarnings) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return defaultWarnings{append(slices.Clip(d.with), func(h slog.Handler) slog.Handler { return h.WithAttrs(attrs) })}
+}
+
+func (d defaultWarnings) WithGroup(name string) slog.Handler {
+	return defaultWarnings{append(slices.Clip(d.with), func(h slog.Handler) slog.Handler { return h.WithGroup(name) })}
 }

@@ -133,3 +133,45 @@ func hasAttr(r slog.Record, key string) bool {
 	})
 	return found
 }
+
+// With no Logger, relect's own warnings reach slog.Default() — a stuck
+// leader, calls failing in a row, degraded — and nothing else: not its
+// Info records, not client-go's lines. Nothing at all was logged.
+func TestNoLoggerWarnsToTheDefaultLogger(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var recs []slog.Record
+		prev := slog.Default()
+		slog.SetDefault(slog.New(levelFilter{slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}), func(r slog.Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			recs = append(recs, r.Clone())
+		}}))
+		defer slog.SetDefault(prev)
+		w := &worker{}
+		a := newCandidate(t, newAPI(), "a", func(o *relect.Options) {
+			o.OnStartedLeading, o.Work.BeatWindow = w.run, 5*time.Second
+			require.Nil(t, o.Logger)
+		})
+		a.start()
+		time.Sleep(rp)
+		w.hung.Store(true) // alone: it leads on, stuck, and warns
+		time.Sleep(10 * time.Second)
+		a.client.Fail(relecttest.Error(503))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		a.client.Heal()
+		a.stop()
+		mu.Lock()
+		defer mu.Unlock()
+		var msgs []string
+		for _, r := range recs {
+			assert.GreaterOrEqual(t, r.Level, slog.LevelWarn, "only warnings and errors: %s", r.Message)
+			msgs = append(msgs, r.Message)
+		}
+		assert.Contains(t, msgs, "relect: the leader's work is stuck, and no other candidate is known to take over: leading on")
+		assert.Contains(t, msgs, "relect: Lease API calls are failing")
+		assert.Contains(t, msgs, "relect: degraded")
+		assert.Contains(t, msgs, "relect: work-stuck")
+	})
+}

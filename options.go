@@ -295,8 +295,12 @@ type Options struct {
 	EventBuffer int
 
 	// Logger receives relect's logs and those of the wrapped client-go
-	// elector (through klog's contextual logging). Nil discards them; a
-	// Logger without a handler (a zero slog.Logger) is refused by New.
+	// elector (through klog's contextual logging). Nil sends relect's own
+	// warnings and errors (Warn and above: a stuck leader, calls failing in
+	// a row, a registry off for lack of RBAC) to slog.Default(), as it is
+	// when each record is handled, and nothing else — not client-go's
+	// lines, an error per failed retry; a Logger without a handler (a zero
+	// slog.Logger) is refused by New.
 	// Levels: Info for each event (Debug for EventError, which can be
 	// many) and the wait for a missing Lease, with when it ends; Warn when
 	// calls fail in a row (at 2, then each time the run doubles), when
@@ -305,7 +309,8 @@ type Options struct {
 	// Records reach its handler in order from a goroutine of relect's,
 	// never from one that runs the election, so a slow handler delays only
 	// the log: when more than 1,024 records wait, the oldest are dropped
-	// and a warning says how many. Run returns once every record queued
+	// and a warning says how many, of which levels, their most frequent
+	// messages, and when the oldest and newest were written. Run returns once every record queued
 	// during it was handled. Only the handler's Enabled is called on the
 	// election's goroutines (slog asks that it be quick).
 	Logger *slog.Logger
@@ -653,7 +658,7 @@ func resolveDelivery(o *Options, p *problems) {
 	}
 	switch {
 	case o.Logger == nil:
-		o.Logger = slog.New(slog.DiscardHandler)
+		o.Logger = slog.New(defaultWarnings{})
 	case o.Logger.Handler() == nil:
 		p.bad("Logger", "has no handler (a zero slog.Logger): use slog.New, or leave Logger nil")
 	}

@@ -124,6 +124,8 @@ func (s *state) emitLocked(ev Event) {
 	switch ev.Kind {
 	case EventNewLeader, EventStartedLeading, EventStoppedLeading, EventReleased, EventHandedOver, EventWorkStuck:
 		attrs = append(attrs, "term", ev.Term)
+	case EventWorkRecovered:
+		attrs = append(attrs, "term", ev.Term, "stuckFor", ev.Delay.Round(time.Millisecond))
 	case EventBackoff, EventLeaseMissing:
 		attrs = append(attrs, "delay", ev.Delay)
 	}
@@ -710,6 +712,9 @@ func (s *state) snapshot(now time.Time) snapshot {
 	snap.DroppedEvents = s.events.droppedCount()
 	if t := s.term; t.leading(now) {
 		snap.stuck, snap.stuckAt = t.stuck, t.stuckAt
+		if why := s.stuckReasonLocked(t, now); why != nil && t.stuck != nil {
+			snap.stuck = why // as of now, not as judged
+		}
 		if t.streak > 0 {
 			snap.WorkStreak, snap.WorkHoldUntil = t.streak, t.holdUntil
 		}
@@ -921,12 +926,14 @@ func (s *state) evaluateWorkLocked(t *term, now time.Time) {
 	why := s.stuckReasonLocked(t, now)
 	switch {
 	case why == nil && t.stuck != nil:
-		s.logs.log(slog.LevelInfo, "relect: the leader's work is no longer stuck", "lease", s.cfg.describe, "term", t.number,
-			"stuckFor", now.Sub(t.stuckAt).Round(time.Millisecond))
+		s.emitLocked(Event{Kind: EventWorkRecovered, Leader: s.cfg.identity, Term: t.number, Fence: t.fence,
+			Delay: now.Sub(t.stuckAt)})
 		t.stuck = nil
 	case why != nil && t.stuck == nil:
 		t.stuck, t.stuckAt = why, now
 		s.emitLocked(Event{Kind: EventWorkStuck, Leader: s.cfg.identity, Term: t.number, Fence: t.fence, Err: why})
+	case why != nil:
+		t.stuck = why // as of now: the failures counted so far, the time since the last beat
 	}
 	t.value.stuck.Store(t.stuck != nil)
 	s.stats.WorkStuck, s.stats.WorkStuckSince = t.stuck != nil, time.Time{}

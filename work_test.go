@@ -494,3 +494,46 @@ func TestCooldownCountsFromItsObservation(t *testing.T) {
 		stopAll(cs...)
 	})
 }
+
+// A leader that leads on stuck (alone: nobody to hand over to) says what
+// its work is doing as of now: the health check's message gives the
+// failures counted so far (it gave the count at the judgment, "failed 3
+// times in a row" while the metric said 12), and when the work recovers an
+// EventWorkRecovered says so, with how long it was stuck (there was none:
+// work-stuck, then nothing).
+func TestStuckWorkSaysItsCountAndRecovers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var failing atomic.Bool
+		failing.Store(true)
+		cs := fleet(t, newAPI(), 1, func(_ int, o *relect.Options) {
+			o.Work.Check = func(context.Context) error {
+				if failing.Load() {
+					return errors.New("downstream unreachable")
+				}
+				return nil
+			}
+		})
+		a := cs[0]
+		check := a.e.HealthCheck(relect.HealthOptions{WorkStuckTimeout: time.Second})
+		time.Sleep(12*relect.DefaultWorkCheckInterval + time.Second)
+		synctest.Wait()
+		require.True(t, a.e.IsLeader(), "alone: it leads on")
+		require.Len(t, stuckEvents(a), 1)
+		assert.ErrorContains(t, stuckEvents(a)[0].Err, fmt.Sprintf("failed %d times in a row", relect.DefaultWorkCheckFailures), "the event: as judged")
+		n := a.e.Stats().WorkCheckFailures
+		require.Greater(t, n, relect.DefaultWorkCheckFailures+5)
+		assert.ErrorContains(t, probe(check), fmt.Sprintf("the work check failed %d times in a row", n), "the health check: as of now")
+
+		failing.Store(false)
+		time.Sleep(relect.DefaultWorkCheckInterval + time.Second)
+		synctest.Wait()
+		assert.NoError(t, probe(check))
+		recovered := a.eventsOf(relect.EventWorkRecovered)
+		require.Len(t, recovered, 1, "work-recovered")
+		assert.Equal(t, stuckEvents(a)[0].Term, recovered[0].Term)
+		assert.Equal(t, stuckEvents(a)[0].Fence, recovered[0].Fence)
+		assert.Greater(t, recovered[0].Delay, 9*relect.DefaultWorkCheckInterval, "how long it was stuck")
+		assert.Equal(t, "work-recovered", relect.EventWorkRecovered.String())
+		stopAll(cs...)
+	})
+}

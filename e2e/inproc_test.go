@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -380,6 +381,7 @@ func (c *cluster) startProc(o procOpts) (*proc, error) {
 			BackoffMax:       o.backoffMax,
 			DisableRegistry:  o.disableRegistry,
 			OnStartedLeading: work,
+			Logger:           slog.New(slog.DiscardHandler), // candidates log nothing
 		}
 		if o.json {
 			cs, err := kubernetes.NewForConfig(leaseclient.JSONConfig(cfg))

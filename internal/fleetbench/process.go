@@ -2,6 +2,7 @@ package fleetbench
 
 import (
 	"context"
+	"log/slog"
 
 	"github.com/go-logr/logr"
 	"github.com/relect/relect"
@@ -39,6 +40,7 @@ func newRelectProcess(identity string, cs kubernetes.Interface, onStarted func(s
 		Namespace: namespace,
 		Name:      leaseName,
 		Identity:  identity,
+		Logger:    slog.New(slog.DiscardHandler), // a fleet logs nothing
 		OnStartedLeading: func(ctx context.Context) {
 			onStarted(identity)
 			<-ctx.Done()

@@ -1,0 +1,77 @@
+package relect
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// blockingHandler keeps every record it handles, and blocks in Handle
+// until release is closed.
+type blockingHandler struct {
+	release chan struct{}
+	mu      *sync.Mutex
+	recs    *[]slog.Record
+}
+
+func (h blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h blockingHandler) Handle(_ context.Context, r slog.Record) error {
+	<-h.release
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.recs = append(*h.recs, r)
+	return nil
+}
+func (h blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
+
+// When a slow handler lets more than maxQueuedLogs records wait, the
+// warning that reports the oldest dropped says what they were: how many,
+// their levels, their most frequent messages, and when. It said how many
+// only ("log records dropped: the Logger's handler was too slow").
+func TestDroppedLogsSayWhatWasDropped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var recs []slog.Record
+		h := blockingHandler{make(chan struct{}), &mu, &recs}
+		q := newLogQueue(h)
+		stop := q.start()
+		q.log(slog.LevelInfo, "first") // the handler blocks on it
+		synctest.Wait()
+		for i := range maxQueuedLogs + 30 {
+			if i < 20 {
+				q.log(slog.LevelInfo, "relect: started-leading")
+			} else {
+				q.log(slog.LevelDebug, "relect: the work check failed")
+			}
+		}
+		close(h.release)
+		stop()
+
+		var warning *slog.Record
+		for i, r := range recs {
+			if strings.Contains(r.Message, "log records dropped") {
+				warning = &recs[i]
+			}
+		}
+		require.NotNil(t, warning, "a warning of the records dropped")
+		assert.Equal(t, slog.LevelWarn, warning.Level)
+		attrs := map[string]string{}
+		warning.Attrs(func(a slog.Attr) bool {
+			attrs[a.Key] = a.Value.String()
+			return true
+		})
+		assert.Equal(t, "30", attrs["dropped"])
+		assert.Equal(t, "DEBUG×10 INFO×20", attrs["levels"])
+		assert.Equal(t, `"relect: started-leading"×20 "relect: the work check failed"×10`, attrs["messages"])
+		assert.NotEmpty(t, attrs["oldest"])
+		assert.Contains(t, warning.Message, "30 log records dropped")
+		assert.Len(t, recs, 1+maxQueuedLogs+1, "the first, the warning, and the records kept")
+	})
+}
