@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 )
 
@@ -289,9 +291,12 @@ func AllowUnregistered() HandOverOption {
 // resumes. This candidate stays a candidate, as with Yield.
 //
 // identity must be a live registered candidate that may lead, as this
-// leader knows them (Candidates): otherwise HandOver returns an error that
-// wraps ErrUnknownCandidate and leaves the term alone — unless
-// AllowUnregistered is given (for a candidate outside the registry). A
+// leader knows them (Candidates) or as one read of its registration shows
+// it (it may have registered since the leader's list): otherwise HandOver
+// returns an error that wraps ErrUnknownCandidate, says which case it is
+// (not registered, yet or at all; gone; standing by), and leaves the term
+// alone — unless AllowUnregistered is given (for a candidate outside the
+// registry). A
 // leader lists the registry half a RetryPeriod into its term; a HandOver
 // called before then waits for the list, one RetryPeriod at most (the
 // list can be later if the registry's calls fail or wait for the token
@@ -331,8 +336,24 @@ func (e *Elector) stepDown(ctx context.Context, to string, unregistered bool) er
 	// A HandOver early in a term waits for the registry's list, which is
 	// due half a retry period into the term: a retry period at most.
 	var unlisted <-chan time.Time
+	confirmed, readErr := false, error(nil)
 	for {
-		done, wait, err := e.st.stepDown(to, unregistered)
+		done, wait, err := e.st.stepDown(to, unregistered, confirmed, readErr)
+		if err == errConfirm {
+			// Unknown to the view: one read of its registration before
+			// refusing (it may have registered since the leader's list).
+			var l *coordinationv1.Lease
+			err = e.gw.doSpare(ctx, VerbListCandidates, true, func(ctx context.Context) error {
+				var err error
+				l, err = e.cfg.leases.Get(ctx, registrationName(e.cfg.Name, to), metav1.GetOptions{})
+				return err
+			})
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			confirmed, readErr = true, e.st.candidateRead(to, l, err)
+			continue
+		}
 		if err != nil {
 			return err
 		}

@@ -44,9 +44,12 @@ var (
 	ErrNotLeader = errors.New("relect: not leading")
 
 	// ErrUnknownCandidate is returned by HandOver when the identity it
-	// names is not a candidate this leader knows may take the lease: not
-	// registered (a typo, a process that is gone, a plain client-go
-	// candidate, one with the registry off), lapsed, or standing by. A
+	// names is not a candidate this leader knows may take the lease, even
+	// after one read of its registration: not registered (a typo, a
+	// candidate that has just started and registers within 1.5
+	// RetryPeriods, one that stopped, a plain client-go candidate, one with
+	// the registry off), gone (its registration lapsed), or standing by;
+	// the error's message says which. A
 	// handover to it would leave the lease to nobody for twice the retry
 	// period. AllowUnregistered hands over to an unregistered one anyway.
 	ErrUnknownCandidate = errors.New("relect: unknown candidate")

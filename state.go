@@ -11,6 +11,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // state is what an Elector knows and counts: what it observed of the Lease,
@@ -258,8 +259,11 @@ func (s *state) requestedLocked(l *coordinationv1.Lease) {
 			why = "this leader's candidate registry is off, so it knows of no candidate (ask with Unregistered, relect handover --unregistered)"
 		case !listed:
 			why = "this leader has not listed the registry yet, half a retry period into its term: ask again"
+		case !ok && s.succession.viewed(r.To) != nil:
+			why = "it is gone: its registration lapsed unrenewed (it stopped without deregistering, or cannot reach the API)"
 		case !ok:
-			why = "it is not a live registered candidate"
+			why = "it is not registered (a relect candidate registers half a retry period to 1.5 retry periods after it starts: ask again then; " +
+				"a plain client-go candidate, or one with the registry off, never does: ask with Unregistered, relect handover --unregistered)"
 		}
 	}
 	switch {
@@ -741,7 +745,13 @@ func (s *state) snapshot(now time.Time) snapshot {
 // registry (half a retry period into its term), it cannot tell: then
 // stepDown returns a channel closed at the next change (wait), and the
 // caller asks again (for a retry period at most: Elector.stepDown).
-func (s *state) stepDown(to string, unregistered bool) (done <-chan error, wait <-chan struct{}, err error) {
+//
+// A candidate the loaded view does not know as one that may lead is not
+// refused at once: stepDown returns errConfirm, the caller reads its
+// registration (candidateRead) and asks again with confirmed (and the
+// read's error if it failed otherwise than NotFound), and only then is it
+// refused, saying which case it is (unknownLocked).
+func (s *state) stepDown(to string, unregistered, confirmed bool, readErr error) (done <-chan error, wait <-chan struct{}, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
@@ -764,12 +774,61 @@ func (s *state) stepDown(to string, unregistered bool) (done <-chan error, wait 
 		case !registry:
 			return nil, nil, fmt.Errorf("%w: %q: the candidate registry is off for this candidate, so it knows of none; "+
 				"pass relect.AllowUnregistered() to hand over to it anyway", ErrUnknownCandidate, to)
+		case !confirmed:
+			return nil, nil, errConfirm
 		default:
-			return nil, nil, fmt.Errorf("%w: %q is not a live registered candidate of this Lease "+
-				"(a plain client-go candidate, or one with the registry off: pass relect.AllowUnregistered())", ErrUnknownCandidate, to)
+			return nil, nil, s.unknownLocked(to, now, readErr)
 		}
 	}
 	return s.stepDownLocked(to), nil, nil
+}
+
+// errConfirm asks the caller of stepDown to read the registration of the
+// candidate named, which the leader's view does not know as one that may
+// lead, and to ask again (Elector.stepDown).
+var errConfirm = errors.New("relect: confirm the candidate's registration")
+
+// candidateRead records what a read of to's registration found, for a
+// HandOver to a candidate the view did not know (stepDown): the
+// registration (found), or none (err, NotFound among them). A registration
+// the view lacked — written after the leader's list, its watch event not
+// in yet — joins the view as a change would. It returns err unless it is
+// NotFound (an answer, not a failure).
+func (s *state) candidateRead(to string, l *coordinationv1.Lease, err error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err == nil:
+		if c, ok := candidateFrom(l); ok && c.Identity == to {
+			s.succession.changed(c, time.Now())
+		} else {
+			s.succession.gone(l.Name) // departed: its holder emptied
+		}
+	case apierrors.IsNotFound(err):
+		s.succession.gone(registrationName(s.cfg.Name, to))
+	default:
+		return err
+	}
+	return nil
+}
+
+// unknownLocked is the refusal of a HandOver to to, which the view does
+// not know as a live registered candidate that may lead even after a read
+// of its registration: it says which case it is. Requires mu.
+func (s *state) unknownLocked(to string, now time.Time, readErr error) error {
+	if err := readErr; err != nil {
+		return fmt.Errorf("%w: %q is not a live registered candidate as this leader knows them, and reading its registration failed (%v): "+
+			"try again, or pass relect.AllowUnregistered()", ErrUnknownCandidate, to, err)
+	}
+	if c := s.succession.viewed(to); c != nil {
+		return fmt.Errorf("%w: %q is gone: its registration was not renewed for %v (its lease duration, %ds, has passed; "+
+			"its own clock last stamped it at %s): the candidate stopped without deregistering, or cannot reach the API",
+			ErrUnknownCandidate, to, now.Sub(c.seenAt).Round(time.Second), c.seconds, c.RenewedAt.UTC().Format(time.RFC3339))
+	}
+	return fmt.Errorf("%w: %q is not registered: it has no registration. A relect candidate registers %v to %v after it starts "+
+		"(half a RetryPeriod to 1.5 RetryPeriods), so one that has just started is not registered yet: try again then; "+
+		"one that stopped has deregistered; a plain client-go candidate, or one with the registry off, never registers: "+
+		"pass relect.AllowUnregistered() to hand over to it", ErrUnknownCandidate, to, s.cfg.RetryPeriod/2, s.cfg.RetryPeriod*3/2)
 }
 
 // stepDownLocked asks the current, leading term to step down for to (see

@@ -105,7 +105,7 @@ const (
 
 	VerbRegister        CallVerb = "register"         // a read or write of this candidate's registration
 	VerbDeregister      CallVerb = "deregister"       // its deletion when Run returns
-	VerbListCandidates  CallVerb = "list-candidates"  // the leader's list of the registry
+	VerbListCandidates  CallVerb = "list-candidates"  // the leader's list of the registry, or its read of one registration (HandOver)
 	VerbWatchCandidates CallVerb = "watch-candidates" // the leader's watch of it
 	VerbDeleteCandidate CallVerb = "delete-candidate" // the leader's deletion of a lapsed registration
 )

@@ -601,6 +601,16 @@ func (g *lineage) standingBy(identity string) bool {
 	return false
 }
 
+// viewed returns the view's registration of identity, nil if it has none.
+func (g *lineage) viewed(identity string) *seenCandidate {
+	for _, c := range g.view {
+		if c.Identity == identity {
+			return c
+		}
+	}
+	return nil
+}
+
 // mayLead says what the leader's view knows of identity at now: whether
 // it is a live registered candidate that may lead, and whether the view is
 // loaded at all (known is meaningless before).

@@ -337,6 +337,56 @@ func TestHandOverRefusesUnknown(t *testing.T) {
 	})
 }
 
+// A HandOver to a candidate the leader's view does not know yet reads its
+// registration once before refusing: one that registered after the
+// leader's list (its watch event not in) is handed over to. A refusal says
+// which case it is: not registered (yet), or gone. It was refused as "not
+// a live registered candidate … pass AllowUnregistered", advice that skips
+// both registry checks, for the 1–3 s a candidate waits to register.
+func TestHandOverConfirmsAnUnknownCandidate(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		a := newCandidate(t, api, "a", nil)
+		a.client.FailVerb(relecttest.VerbWatch, relecttest.Error(500)) // the leader's view of the registry is its first list only
+		a.start()
+		time.Sleep(rp)
+		require.True(t, a.e.IsLeader())
+		a.client.FailVerb(relecttest.VerbList, relecttest.Error(500))
+
+		b := newCandidate(t, api, "b", nil)
+		b.start()
+		err := a.e.HandOver(context.Background(), "b")
+		require.ErrorIs(t, err, relect.ErrUnknownCandidate, "b has just started: not registered yet")
+		assert.ErrorContains(t, err, `"b" is not registered: it has no registration`)
+		assert.ErrorContains(t, err, "one that has just started is not registered yet: try again")
+		time.Sleep(2 * rp) // b registers; a's view does not see it
+		registered := false
+		for _, l := range api.Leases(ns) {
+			registered = registered || (l.Name != lease && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == "b")
+		}
+		require.True(t, registered, "b's registration")
+		for _, c := range a.e.Candidates() {
+			require.NotEqual(t, "b", c.Identity, "a's view lags behind")
+		}
+		require.NoError(t, a.e.HandOver(context.Background(), "b"), "confirmed by a read of b's registration")
+		waitFor(t, rp, "b leads", b.e.IsLeader)
+		stopAll(a, b)
+	})
+
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 2, func(_ int, o *relect.Options) { o.RegistrationRenewal = time.Minute })
+		a, b := cs[0], cs[1]
+		b.client.Pause()            // b is stopped, its registration left behind
+		time.Sleep(4 * time.Minute) // it lapses after three renewal periods
+		err := a.e.HandOver(context.Background(), b.name)
+		require.ErrorIs(t, err, relect.ErrUnknownCandidate)
+		assert.ErrorContains(t, err, fmt.Sprintf("%q is gone: its registration was not renewed for", b.name))
+		b.client.Resume()
+		stopAll(cs...)
+	})
+}
+
 // A standby never campaigns: it observes and reports the leader, appears in
 // the leader's candidates as standing by, and when it is the only candidate
 // left, nobody leads.

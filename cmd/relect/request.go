@@ -389,9 +389,11 @@ func checkCandidate(ctx context.Context, plan *requestPlan, client kubernetes.In
 	if plan.unregistered {
 		return exitOK
 	}
-	fmt.Fprintf(stderr, "relect handover: refused: %q is not a registered candidate of %s; registered: %s. "+
-		"A plain client-go candidate, or a relect one with --disable-registry, is not registered: pass --unregistered to hand over to it\n",
-		plan.to, plan.lease, registered(cands))
+	fmt.Fprintf(stderr, "relect handover: refused: %q is not a registered candidate of %s: it has no registration; registered: %s. "+
+		"A relect candidate registers 1 to 3 s after it starts (half a --retry-period to 1.5 of it), so if %s has just started, "+
+		"it is not registered yet: try again in a few seconds. One that stopped has deregistered. "+
+		"A plain client-go candidate, or a relect one with --disable-registry, never registers: pass --unregistered to hand over to it\n",
+		plan.to, plan.lease, registered(cands), plan.to)
 	return exitRefused
 }
 

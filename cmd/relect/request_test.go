@@ -142,7 +142,8 @@ func TestHandOverChecksTheIdentity(t *testing.T) {
 			args []string
 			want string
 		}{
-			{[]string{"handover", "default/job", "bb"}, `"bb" is not a registered candidate of default/job; registered: a (leader), b, s (standby)`},
+			{[]string{"handover", "default/job", "bb"}, `"bb" is not a registered candidate of default/job: it has no registration; registered: a (leader), b, s (standby). ` +
+				`A relect candidate registers 1 to 3 s after it starts (half a --retry-period to 1.5 of it), so if bb has just started, it is not registered yet: try again`},
 			{[]string{"handover", "default/job", "s"}, `"s" stands by (--standby) and never leads`},
 			{[]string{"handover", "--unregistered", "default/job", "s"}, `"s" stands by`},
 		} {
