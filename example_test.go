@@ -2,7 +2,9 @@ package relect_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/relect/relect"
 	"github.com/relect/relect/relecttest"
@@ -99,4 +101,74 @@ func ExampleNew_invalid() {
 	// Output:
 	// relect: Options.LeaseDuration 1.5s is not a whole number of seconds (the Lease stores whole seconds)
 	// Options.LeaseDuration: 1.5s is not a whole number of seconds (the Lease stores whole seconds)
+}
+
+// Work liveness: a leader whose work stops beating hands the lease over to
+// the next in line, which can do the work, instead of holding it while
+// nothing gets done. Here pod-a's work hangs at once; pod-b leads within
+// BeatWindow and two retry periods, and pod-a stays a candidate, passed
+// over in the line for Cooldown.
+func ExampleOptions_work() {
+	api := relecttest.NewLeaseAPI() // in production: Config: restConfig
+	api.PutReleased("default", "reporter")
+	ctx, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	candidate := func(identity string, work func(ctx context.Context)) *relect.Elector {
+		e, err := relect.New(relect.Options{
+			Client:           api.Client(identity).Clientset(),
+			Namespace:        "default",
+			Name:             "reporter",
+			Identity:         identity,
+			LeaseDuration:    3 * time.Second,
+			RenewDeadline:    2 * time.Second,
+			RetryPeriod:      500 * time.Millisecond,
+			OnStartedLeading: work,
+			Work: relect.WorkOptions{
+				BeatWindow: time.Second, // no beat for a second: the work is stuck
+				Cooldown:   time.Minute, // then passed over in the line for a minute
+			},
+		})
+		if err != nil {
+			panic(err)
+		}
+		return e
+	}
+	a := candidate("pod-a", func(ctx context.Context) { <-ctx.Done() }) // hung: never beats
+	b := candidate("pod-b", func(ctx context.Context) {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				relect.Beat(ctx) // a round of the work done
+			}
+		}
+	})
+	aEvents := a.Events()
+	done := make(chan struct{})
+	go func() { _ = a.Run(ctx); close(done) }()
+	for ev := range aEvents {
+		if ev.Kind == relect.EventStartedLeading {
+			break
+		}
+	}
+	bDone := make(chan struct{})
+	go func() { _ = b.Run(ctx); close(bDone) }()
+	for ev := range aEvents {
+		if ev.Kind == relect.EventWorkStuck {
+			fmt.Println("pod-a:", errors.Is(ev.Err, relect.ErrWorkStuck), "— its work is stuck; it hands over")
+			break
+		}
+	}
+	if _, err := b.WaitForTerm(ctx); err == nil {
+		fmt.Println("pod-b leads; pod-a leads:", a.IsLeader())
+	}
+	shutdown()
+	<-done
+	<-bDone
+	// Output:
+	// pod-a: true — its work is stuck; it hands over
+	// pod-b leads; pod-a leads: false
 }

@@ -17,7 +17,9 @@ import (
 // the highest fence it has accepted and refuses a write that carries a
 // lower one: a deposed leader's late write — from a paused process, or a
 // request stuck in a proxy — then never lands after a newer leader's
-// (Kleppmann's fencing argument). See docs/design.md, "Fencing tokens".
+// (Kleppmann's fencing argument). Recipes for SQL, etcd and Kubernetes
+// objects: docs/fencing.md; the argument: docs/design.md, "Fencing tokens,
+// and term numbers".
 //
 // Every acquisition writes the Lease, and every write gets a larger
 // resourceVersion than any before it (it is etcd's revision, which keeps

@@ -83,7 +83,7 @@ func TestLogLevelsForOperators(t *testing.T) {
 		missing, warnedAt, degraded := 0, []int64{}, 0
 		for _, r := range recs {
 			switch {
-			case strings.HasPrefix(r.Message, "relect: the Lease does not exist"):
+			case strings.HasPrefix(r.Message, "relect: waiting for the missing Lease"):
 				missing++
 				assert.Equal(t, slog.LevelInfo, r.Level)
 				assert.True(t, hasAttr(r, "notBefore"), "says when the wait ends")

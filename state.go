@@ -139,9 +139,9 @@ func (s *state) emitLocked(ev Event) {
 	msg, level := "relect: "+ev.Kind.String(), slog.LevelInfo
 	switch ev.Kind {
 	case EventLeaseMissing:
-		msg = "relect: the Lease does not exist; it is created only once it has been seen missing for " +
-			"LeaseDuration, in case it was deleted while someone held it"
-		attrs = append(attrs, "notBefore", ev.Time.Add(ev.Delay).Format(time.RFC3339))
+		msg = "relect: waiting for the missing Lease: a candidate creates it once it has watched it missing for " +
+			"LeaseDuration, in case it was deleted while someone held it, and leads then"
+		attrs = append(attrs, "notBefore", ev.Time.Add(ev.Delay).Format(time.RFC3339Nano))
 	case EventError:
 		level = slog.LevelDebug // API errors can be many; they are Events too (runs of them: called warns)
 	case EventDegraded, EventWorkStuck:

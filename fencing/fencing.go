@@ -6,8 +6,8 @@
 //
 // A Guard is for storage that lives in one process. For storage of its
 // own, do the same comparison in the store, in the same transaction as the
-// write: docs/design.md ("Fencing tokens") has recipes for SQL, etcd and
-// Kubernetes objects.
+// write: docs/fencing.md has recipes for SQL, etcd and Kubernetes objects
+// (and docs/design.md, "Fencing tokens, and term numbers", the argument).
 package fencing
 
 import (

@@ -189,12 +189,12 @@ func (s *httpServer) stop() {
 	<-s.served
 }
 
-// pump logs the events of one Run (logEvent) and shows them to view until
+// pump shows the events of one Run to view (the library logs them) until
 // Run closes the channel. With a file it also rewrites the file whenever the state
 // changes: after each event, when a term's work begins or ends (view's
 // signal), and every tick (renewals extend the validity without an
 // event).
-func pump(events <-chan relect.Event, log *slog.Logger, lease string, view *leaderView, file *stateFile, tick time.Duration) {
+func pump(events <-chan relect.Event, log *slog.Logger, view *leaderView, file *stateFile, tick time.Duration) {
 	var ticks <-chan time.Time
 	if file != nil {
 		t := time.NewTicker(tick)
@@ -206,7 +206,6 @@ func pump(events <-chan relect.Event, log *slog.Logger, lease string, view *lead
 		select {
 		case ev, ok := <-events:
 			if open = ok; ok {
-				logEvent(log, lease, ev)
 				view.observe(ev)
 			}
 		case <-view.changed:
@@ -221,20 +220,4 @@ func pump(events <-chan relect.Event, log *slog.Logger, lease string, view *lead
 			return
 		}
 	}
-}
-
-// logEvent logs what the library does not of one relect event. The
-// library logs every event itself, at Info (the command's Logger shows
-// them by default) — EventError at Debug, as API errors can be many, and
-// warns of what an operator must know (runs of failing calls, the registry
-// off for lack of RBAC, stuck work). The command adds its own words for a
-// first deployment's silence: the wait for a missing Lease, with when it
-// ends.
-func logEvent(log *slog.Logger, lease string, ev relect.Event) {
-	if ev.Kind != relect.EventLeaseMissing {
-		return
-	}
-	log.Info("waiting for the missing Lease: a candidate creates it once it has watched it missing for --lease-duration, "+
-		"in case it was deleted while someone held it; the first leader is elected then",
-		"lease", lease, "until", ev.Time.Add(ev.Delay).Round(time.Millisecond), "lease_duration", ev.Delay)
 }

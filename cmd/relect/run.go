@@ -384,7 +384,7 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	pumped := make(chan struct{})
 	go func() {
 		defer close(pumped)
-		pump(events, log, plan.lease.String(), r.view, nil, 0)
+		pump(events, log, r.view, nil, 0)
 	}()
 	var timer sync.WaitGroup
 	if plan.timeout > 0 {

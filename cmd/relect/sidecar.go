@@ -316,7 +316,7 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 		// validity handed out lasts --valid-for: look four times as often
 		// as the shorter.
 		tick := min(orDefault(plan.s.opts.RetryPeriod, relect.DefaultRetryPeriod), plan.validFor) / 4
-		pump(events, log, plan.lease.String(), view, file, max(tick, 10*time.Millisecond))
+		pump(events, log, view, file, max(tick, 10*time.Millisecond))
 	}()
 	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", plan.httpAddr, "control_addr", controlAddr, "file", plan.file)
 	err = e.Run(ctx)
