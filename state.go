@@ -714,6 +714,7 @@ func (s *state) snapshot(now time.Time) snapshot {
 		snap.ValidUntil, snap.Fence = s.term.validUntil, s.term.fence
 	}
 	snap.DroppedEvents = s.events.droppedCount()
+	snap.WorkCooling = s.succession.coolingAt(now)
 	if t := s.term; t.leading(now) {
 		snap.stuck, snap.stuckAt = t.stuck, t.stuckAt
 		if why := s.stuckReasonLocked(t, now); why != nil && t.stuck != nil {

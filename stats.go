@@ -84,6 +84,14 @@ type Stats struct {
 	// LastBeat is when the current term's work last called Beat; zero
 	// when not working, or before the first beat.
 	LastBeat time.Time
+	// WorkCooling are the candidates in their cooldown after a stuck
+	// handover, passed over in the lines of succession, as this candidate
+	// knows them — the line of the Lease it last observed, and as leader
+	// its own — by identity, with when each cooldown ends on the local
+	// clock (counted from when the record that carried it was first
+	// observed). Nil when none; every candidate carries them, with or
+	// without Options.Work.
+	WorkCooling map[string]time.Time
 }
 
 // CallKey names a class of Lease API calls in Stats.Calls.

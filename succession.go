@@ -564,6 +564,32 @@ func (g *lineage) acquired(identity, expired string, now time.Time) {
 	}
 }
 
+// coolingAt returns the cooldowns that have not ended at now, as this
+// candidate knows them (Stats.WorkCooling): its own (cooling, kept from
+// the lines it acquired under and its stuck releases) and the line
+// observed's; nil when none. It changes nothing.
+func (g *lineage) coolingAt(now time.Time) map[string]time.Time {
+	var out map[string]time.Time
+	add := func(id string, until time.Time) {
+		if !until.After(now) || !until.After(out[id]) {
+			return
+		}
+		if out == nil {
+			out = map[string]time.Time{}
+		}
+		out[id] = until
+	}
+	for id, until := range g.cooling {
+		add(id, until)
+	}
+	if g.line != nil {
+		for _, c := range g.line.Cooling {
+			add(c.Identity, g.coolingEnd(c, now))
+		}
+	}
+	return out
+}
+
 // coolingEnd is when c, a cooldown of the line observed, ends on the local
 // clock: its seconds counted from when the record carrying them was first
 // observed (lineAt; now if unknown). One clock rule for every candidate,

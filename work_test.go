@@ -490,6 +490,13 @@ func TestCooldownCountsFromItsObservation(t *testing.T) {
 		ends := time.Now().Add(left)
 		assert.WithinDuration(t, handedOver.Add(cooldown), ends, 2*time.Second,
 			"a's cooldown ends %v after its handover, not %v", ends.Sub(handedOver), cooldown)
+		for _, c := range cs { // Stats.WorkCooling says so on every candidate
+			assert.WithinDuration(t, handedOver.Add(cooldown), c.e.Stats().WorkCooling[a.name], 2*time.Second, c.name)
+		}
+		time.Sleep(cooldown)
+		for _, c := range cs {
+			assert.Empty(t, c.e.Stats().WorkCooling, "%s: the cooldown is over", c.name)
+		}
 		second.client.Heal()
 		stopAll(cs...)
 	})

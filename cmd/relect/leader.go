@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -61,6 +63,17 @@ type leaderState struct {
 	// leader or in the line of succession (a successor whose check fails
 	// stands back); absent when none.
 	WorkCheckFailures int `json:"work_check_failures,omitempty"`
+	// WorkCooling are the candidates cooling after a stuck handover,
+	// passed over in the line of succession, with when each cooldown ends
+	// (relect's Stats.WorkCooling: as this replica knows them from the
+	// Lease, on every replica); absent when none.
+	WorkCooling []coolingState `json:"work_cooling,omitempty"`
+}
+
+// coolingState is one candidate in its cooldown (leaderState.WorkCooling).
+type coolingState struct {
+	Identity string    `json:"identity"`
+	Until    time.Time `json:"until"`
 }
 
 // leaderView computes leaderState from an Elector. It is safe for
@@ -171,6 +184,9 @@ func (v *leaderView) state() leaderState {
 		}
 	}
 	st.WorkCheckFailures = s.WorkCheckFailures
+	for _, id := range slices.Sorted(maps.Keys(s.WorkCooling)) {
+		st.WorkCooling = append(st.WorkCooling, coolingState{Identity: id, Until: s.WorkCooling[id].Round(0).UTC().Truncate(time.Millisecond)})
+	}
 	return st
 }
 

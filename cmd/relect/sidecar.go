@@ -79,7 +79,9 @@ handovers came in a row (the work fails everywhere), or nobody else can
 take over — /leader and the file say "work_stuck":true and since when;
 "work_streak" is the stuck handovers in a row it took over and
 "work_hold_until" when its hold ends (it hands over for stuck work no
-sooner); "work_check_failures" counts the failed checks in a row.
+sooner); "work_check_failures" counts the failed checks in a row;
+"work_cooling" lists the candidates cooling after a stuck handover, with
+when each cooldown ends.
 
 Do not point a readiness probe at leadership: a Deployment would see its
 standbys as unavailable and a rolling update would stall. To reach the

@@ -154,6 +154,13 @@ func TestSidecarBeats(t *testing.T) {
 	require.NotNil(t, st.WorkHoldUntil, "a holding leader's /leader says until when it holds")
 	assert.WithinDuration(t, time.Now().Add(time.Minute), *st.WorkHoldUntil, 5*time.Second, "the default --work-cooldown after the first stuck handover")
 	eventually(t, "b's file says it holds", func() bool { return b.fileState(t).WorkStreak == 1 })
+	// Both say who cools, and until when: a, after its stuck handover.
+	for _, s := range []*testSidecar{a, b} {
+		st := s.leader(t)
+		require.Len(t, st.WorkCooling, 1, "%+v", st)
+		assert.Equal(t, "a", st.WorkCooling[0].Identity)
+		assert.WithinDuration(t, time.Now().Add(time.Minute), st.WorkCooling[0].Until, 5*time.Second)
+	}
 	st = a.leader(t)
 	assert.Zero(t, st.WorkStreak, "a follower holds nothing")
 	assert.Nil(t, st.WorkHoldUntil)
