@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/relect/relect"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
@@ -17,9 +19,9 @@ import (
 
 // The defaults: LeaseDuration 15 s, RenewDeadline 10 s, RetryPeriod 2 s.
 const (
-	ld = relect.DefaultLeaseDuration
-	rd = relect.DefaultRenewDeadline
-	rp = relect.DefaultRetryPeriod
+	ld = defaults.LeaseDuration
+	rd = defaults.RenewDeadline
+	rp = defaults.RetryPeriod
 )
 
 // The elastic-agent PR #4542 scenario, with two candidates on one Lease.

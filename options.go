@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -23,48 +25,21 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// Defaults applied by New to zero-valued Options fields. The three durations
-// are the values Kubernetes' own control-plane components use; client-go
-// itself applies no defaults.
+// Limits and derived constants of Options; the defaults New applies to
+// zero-valued fields are in internal/defaults, and each field's
+// documentation states its own.
 const (
-	DefaultLeaseDuration = 15 * time.Second
-	DefaultRenewDeadline = 10 * time.Second
-	DefaultRetryPeriod   = 2 * time.Second
-
-	// DefaultEventBuffer is the capacity of the Events channel.
-	DefaultEventBuffer = 64
-
 	// maxEventBuffer bounds Options.EventBuffer: the channel is allocated
 	// up front.
 	maxEventBuffer = 1 << 20
-
-	// DefaultDegradedAfter is the default of Options.DegradedAfter.
-	DefaultDegradedAfter = 5
 
 	// warnFailuresAfter is how many Lease API calls must fail in a row
 	// before the log warns (then at each doubling: 2, 4, 8, ...).
 	warnFailuresAfter = 2
 
-	// DefaultRegistrationRenewal is the default of
-	// Options.RegistrationRenewal: a registered candidate makes one call
-	// every 15 minutes while idle.
-	DefaultRegistrationRenewal = 15 * time.Minute
-
 	// registrationLives is how many renewal periods a registration stays
 	// live after its last renewal was observed.
 	registrationLives = 3
-
-	// DefaultRateBurst is the token bucket's default burst: what a
-	// candidate needs within a second or two without waiting — starting to
-	// follow (a Get and a Watch), losing one race for a released lease (the
-	// conflicting Update), winning the next (its Update; client-go's Get,
-	// resuming Update and first renewal of it are answered without a call
-	// after a follower's write, but cost 3 calls when client-go polls) and
-	// releasing at once (one Update), as in a quick rolling restart, with
-	// tokens to spare for the candidate registry. With a burst of 6 the release of a leader stopped right
-	// after its election waited up to 1/RateLimit for a token
-	// (docs/performance.md).
-	DefaultRateBurst = 10
 
 	// minRateBurst is the smallest burst that lets an acquisition and a
 	// renewal run without waiting on the bucket: when client-go polls, its
@@ -141,14 +116,14 @@ type Options struct {
 	// LeaseDuration is how long, after they last saw the Lease change,
 	// followers wait before they may take it over. It is written into the
 	// Lease in whole seconds, so it must be a whole number of seconds.
-	// Zero means DefaultLeaseDuration (15 s). Must be greater than
+	// Zero means 15 s. Must be greater than
 	// RenewDeadline.
 	LeaseDuration time.Duration
 
 	// RenewDeadline is how long after sending its last successful renewal a
 	// leader still considers itself leader: IsLeader turns false and the
 	// term context is cancelled at that instant at the latest. Zero means
-	// DefaultRenewDeadline (10 s). Must be greater than 1.2 × RetryPeriod
+	// 10 s. Must be greater than 1.2 × RetryPeriod
 	// and less than LeaseDuration (client-go's rules); LeaseDuration −
 	// RenewDeadline is the margin for clock-rate drift. It must also be
 	// greater than RetryPeriod + 1 s: validity counts from the first renewal
@@ -160,7 +135,7 @@ type Options struct {
 
 	// RetryPeriod is the pause between renewals of a leader, and between
 	// acquisition tries of a follower (which client-go jitters up to 2.2 ×
-	// RetryPeriod). Zero means DefaultRetryPeriod (2 s).
+	// RetryPeriod). Zero means 2 s.
 	RetryPeriod time.Duration
 
 	// OnStartedLeading runs the leader's work for one term. Required. It is
@@ -215,7 +190,7 @@ type Options struct {
 	RateLimit rate.Limit
 
 	// RateBurst is the token bucket's size in calls. Zero means
-	// DefaultRateBurst (10). Must be at least 4, the calls of an acquisition
+	// 10. Must be at least 4, the calls of an acquisition
 	// and the first renewal. Ignored when RateLimit is rate.Inf.
 	RateBurst int
 
@@ -261,8 +236,8 @@ type Options struct {
 	// leader, 3 renewal periods after it last saw it change, on the
 	// leader's clock; the leader deletes those it has seen unchanged for
 	// twice as long (a candidate whose registration is gone creates it
-	// again at its next renewal). Zero means DefaultRegistrationRenewal (15
-	// minutes). Must be at least LeaseDuration.
+	// again at its next renewal). Zero means 15
+	// minutes. Must be at least LeaseDuration.
 	RegistrationRenewal time.Duration
 
 	// Work makes the leader's work part of its leadership: a leader whose
@@ -277,7 +252,7 @@ type Options struct {
 	// DegradedAfter is how many Lease API calls must fail in a row before
 	// the Elector reports itself degraded (EventDegraded, Stats.Degraded)
 	// until it next hears from the API: a call succeeds, or a watch
-	// delivers an event. Zero means DefaultDegradedAfter (5).
+	// delivers an event. Zero means 5.
 	DegradedAfter int
 
 	// EventRecorder, if not nil, receives Kubernetes Events (type Normal,
@@ -290,7 +265,7 @@ type Options struct {
 	EventRecorder resourcelock.EventRecorder
 
 	// EventBuffer is the capacity of the Events channel. Zero means
-	// DefaultEventBuffer (64); at most 1,048,576 (it is allocated up front). When the buffer is full the oldest event is
+	// 64; at most 1,048,576 (it is allocated up front). When the buffer is full the oldest event is
 	// dropped (see Elector.Events).
 	EventBuffer int
 
@@ -475,9 +450,9 @@ func resolveDurations(o *Options, p *problems) (ok bool) {
 		v     *time.Duration
 		def   time.Duration
 	}{
-		{"LeaseDuration", &o.LeaseDuration, DefaultLeaseDuration},
-		{"RenewDeadline", &o.RenewDeadline, DefaultRenewDeadline},
-		{"RetryPeriod", &o.RetryPeriod, DefaultRetryPeriod},
+		{"LeaseDuration", &o.LeaseDuration, defaults.LeaseDuration},
+		{"RenewDeadline", &o.RenewDeadline, defaults.RenewDeadline},
+		{"RetryPeriod", &o.RetryPeriod, defaults.RetryPeriod},
 	} {
 		switch {
 		case *d.v == 0:
@@ -551,7 +526,7 @@ func resolvePacing(o *Options, durationsOK bool, p *problems) {
 	case o.RateBurst > 0 && o.RateBurst < minRateBurst && o.RateLimit != rate.Inf:
 		p.bad("RateBurst", "%d is below %d, the calls of an acquisition and its first renewal", o.RateBurst, minRateBurst)
 	case o.RateBurst == 0:
-		o.RateBurst = DefaultRateBurst
+		o.RateBurst = defaults.RateBurst
 	}
 	if !limitOK || o.RateLimit == rate.Inf || !durationsOK {
 		return // no bucket (RateBurst is ignored), or nothing to check against
@@ -575,7 +550,7 @@ func resolveRegistry(o *Options, durationsOK bool, p *problems) {
 	case o.RegistrationRenewal/time.Second*registrationLives > math.MaxInt32:
 		p.bad("RegistrationRenewal", "%v is too long for a registration's 32-bit leaseDurationSeconds", o.RegistrationRenewal)
 	case o.RegistrationRenewal == 0:
-		o.RegistrationRenewal = DefaultRegistrationRenewal
+		o.RegistrationRenewal = defaults.RegistrationRenewal
 	case durationsOK && o.RegistrationRenewal < o.LeaseDuration:
 		p.bad("RegistrationRenewal", "%v is shorter than %s %v", o.RegistrationRenewal, fieldRef("LeaseDuration"), o.LeaseDuration)
 	}
@@ -615,7 +590,7 @@ func resolveWork(o *Options, p *problems) {
 		return
 	}
 	if w.CheckInterval == 0 {
-		w.CheckInterval = DefaultWorkCheckInterval
+		w.CheckInterval = defaults.WorkCheckInterval
 	}
 	if w.CheckTimeout == 0 {
 		w.CheckTimeout = w.CheckInterval / 2
@@ -624,13 +599,13 @@ func resolveWork(o *Options, p *problems) {
 		p.bad("Work.CheckTimeout", "%v is longer than %s %v: calls of the check would overlap", w.CheckTimeout, fieldRef("Work.CheckInterval"), w.CheckInterval)
 	}
 	if w.CheckFailures == 0 {
-		w.CheckFailures = DefaultWorkCheckFailures
+		w.CheckFailures = defaults.WorkCheckFailures
 	}
 	if w.Cooldown == 0 {
-		w.Cooldown = DefaultWorkCooldown
+		w.Cooldown = defaults.WorkCooldown
 	}
 	if w.MaxCooldown == 0 {
-		w.MaxCooldown = max(DefaultWorkMaxCooldown, w.Cooldown)
+		w.MaxCooldown = max(defaults.WorkMaxCooldown, w.Cooldown)
 	}
 	if w.MaxCooldown < w.Cooldown {
 		p.bad("Work.MaxCooldown", "%v is less than %s %v", w.MaxCooldown, fieldRef("Work.Cooldown"), w.Cooldown)
@@ -646,7 +621,7 @@ func resolveDelivery(o *Options, p *problems) {
 	case o.DegradedAfter < 0:
 		p.bad("DegradedAfter", "is negative (%d)", o.DegradedAfter)
 	case o.DegradedAfter == 0:
-		o.DegradedAfter = DefaultDegradedAfter
+		o.DegradedAfter = defaults.DegradedAfter
 	}
 	switch {
 	case o.EventBuffer < 0:
@@ -654,7 +629,7 @@ func resolveDelivery(o *Options, p *problems) {
 	case o.EventBuffer > maxEventBuffer:
 		p.bad("EventBuffer", "%d is more than %d events", o.EventBuffer, maxEventBuffer)
 	case o.EventBuffer == 0:
-		o.EventBuffer = DefaultEventBuffer
+		o.EventBuffer = defaults.EventBuffer
 	}
 	switch {
 	case o.Logger == nil:

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/relect/relect"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
@@ -112,7 +114,7 @@ func TestDuplicateIdentityIsReported(t *testing.T) {
 		assert.Equal(t, 1, duplicate(b, "renewed by a process that is not this one"), "b saw its identity's lease renewed by another, once")
 		// Whichever registered second took the other's registration over:
 		// the other sees it at its next renewal.
-		time.Sleep(relect.DefaultRegistrationRenewal * 12 / 10)
+		time.Sleep(defaults.RegistrationRenewal * 12 / 10)
 		synctest.Wait()
 		assert.GreaterOrEqual(t, duplicate(a, "registration")+duplicate(b, "registration"), 1, "one saw the other write their registration")
 		stopAll(a, b)

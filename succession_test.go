@@ -10,6 +10,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/relect/relect"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
@@ -653,7 +655,7 @@ func TestRegistrations(t *testing.T) {
 		// Lapsed: three renewal periods; deleted once the leader has seen
 		// it unchanged for twice that long, on its own clock (a sweep
 		// every renewal period, and each listing: a new term).
-		time.Sleep(7*relect.DefaultRegistrationRenewal + time.Minute)
+		time.Sleep(7*defaults.RegistrationRenewal + time.Minute)
 		synctest.Wait()
 		assert.Len(t, names(), 2, "deleted by the leader's sweep, within its term: %v", names())
 		require.NoError(t, cs[0].e.Yield(context.Background()))
@@ -724,7 +726,7 @@ func TestDeletedRegistrationIsCreatedAgain(t *testing.T) {
 		synctest.Wait()
 		assert.False(t, inLine(), "gone from the leader's view with its registration")
 
-		time.Sleep(relect.DefaultRegistrationRenewal * 11 / 10) // its next renewal, at most
+		time.Sleep(defaults.RegistrationRenewal * 11 / 10) // its next renewal, at most
 		synctest.Wait()
 		assert.NotNil(t, api.Lease(ns, name), "registered again")
 		assert.True(t, inLine(), "back in line: %v", leader.e.Candidates())

@@ -21,14 +21,6 @@ import (
 // each stuck handover in a row across the fleet, a streak the line of
 // succession carries from leader to leader.
 
-// Defaults of WorkOptions.
-const (
-	DefaultWorkCheckInterval = 10 * time.Second
-	DefaultWorkCheckFailures = 3
-	DefaultWorkCooldown      = time.Minute
-	DefaultWorkMaxCooldown   = time.Hour
-)
-
 // WorkOptions make the leader's work part of its leadership (Options.Work).
 // The zero value turns work liveness off: no beat is expected, no check
 // runs, and nothing in this struct costs anything. Set BeatWindow, Check,
@@ -56,13 +48,13 @@ type WorkOptions struct {
 	Check func(ctx context.Context) error
 
 	// CheckInterval is the time between calls of Check. Zero means
-	// DefaultWorkCheckInterval (10 s).
+	// 10 s.
 	CheckInterval time.Duration
 	// CheckTimeout bounds each call of Check. Zero means half of
 	// CheckInterval; at most CheckInterval.
 	CheckTimeout time.Duration
 	// CheckFailures is how many failures of Check in a row mean the work
-	// is stuck. Zero means DefaultWorkCheckFailures (3).
+	// is stuck. Zero means 3.
 	CheckFailures int
 
 	// Cooldown is how long a leader whose work was stuck is passed over in
@@ -75,10 +67,10 @@ type WorkOptions struct {
 	// ends the streak if its work is not stuck once it has held its hold
 	// and had twice the time it takes to be judged stuck (BeatWindow, or
 	// CheckFailures × CheckInterval + CheckTimeout). Zero means
-	// DefaultWorkCooldown (1 minute).
+	// 1 minute.
 	Cooldown time.Duration
-	// MaxCooldown caps the doubling. Zero means DefaultWorkMaxCooldown (1
-	// hour); at least Cooldown.
+	// MaxCooldown caps the doubling. Zero means 1
+	// hour; at least Cooldown.
 	MaxCooldown time.Duration
 }
 

@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/relect/relect"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
@@ -127,12 +129,12 @@ func TestStuckCheckHandsOverToAHealthySuccessor(t *testing.T) {
 		first := named(cs, a.e.Candidates()[1].Identity)
 		require.Equal(t, "c02", first.name)
 		ws[2].failing.Store(true) // the first in line cannot do the work
-		time.Sleep(relect.DefaultWorkCheckInterval * (relect.DefaultWorkCheckFailures + 1))
+		time.Sleep(defaults.WorkCheckInterval * (defaults.WorkCheckFailures + 1))
 		assert.True(t, a.e.IsLeader())
-		assert.True(t, first.e.Stats().WorkCheckFailures >= relect.DefaultWorkCheckFailures, "a successor in line runs the check")
+		assert.True(t, first.e.Stats().WorkCheckFailures >= defaults.WorkCheckFailures, "a successor in line runs the check")
 
 		ws[0].failing.Store(true)
-		waitFor(t, relect.DefaultWorkCheckInterval*(relect.DefaultWorkCheckFailures+1)+2*rp, "another leader",
+		waitFor(t, defaults.WorkCheckInterval*(defaults.WorkCheckFailures+1)+2*rp, "another leader",
 			func() bool { return len(leaders(cs...)) == 1 && !a.e.IsLeader() })
 		assert.Equal(t, []string{"c01"}, leaders(cs...), "the healthy one, though second in line")
 		assert.ErrorContains(t, stuckEvents(a)[0].Err, "downstream unreachable")
@@ -209,7 +211,7 @@ func TestHungCheckCountsAsFailing(t *testing.T) {
 		})
 		a := cs[0]
 		hang.Store(true)
-		waitFor(t, relect.DefaultWorkCheckInterval*(relect.DefaultWorkCheckFailures+2), "a hands over",
+		waitFor(t, defaults.WorkCheckInterval*(defaults.WorkCheckFailures+2), "a hands over",
 			func() bool { return !a.e.IsLeader() && cs[1].e.IsLeader() })
 		assert.ErrorContains(t, stuckEvents(a)[0].Err, "not return", "a hung call is a failure")
 		stopped := make(chan struct{})
@@ -331,14 +333,14 @@ func TestStoodBackSuccessorGetsItsChances(t *testing.T) {
 		})
 		a, b := cs[0], cs[1]
 		ws[1].failing.Store(true)
-		time.Sleep(relect.DefaultWorkCheckInterval * (relect.DefaultWorkCheckFailures + 1))
-		require.GreaterOrEqual(t, b.e.Stats().WorkCheckFailures, relect.DefaultWorkCheckFailures, "b stands back")
+		time.Sleep(defaults.WorkCheckInterval * (defaults.WorkCheckFailures + 1))
+		require.GreaterOrEqual(t, b.e.Stats().WorkCheckFailures, defaults.WorkCheckFailures, "b stands back")
 		a.stop()
 		waitFor(t, 2*ld, "b leads", b.e.IsLeader)
 		synctest.Wait()
 		assert.False(t, b.e.Stats().WorkStuck, "not stuck for the failures of before its term")
 		ws[1].failing.Store(false)
-		time.Sleep(3 * relect.DefaultWorkCheckInterval)
+		time.Sleep(3 * defaults.WorkCheckInterval)
 		assert.True(t, b.e.IsLeader())
 		assert.Empty(t, stuckEvents(b))
 		b.stop()
@@ -522,24 +524,24 @@ func TestStuckWorkSaysItsCountAndRecovers(t *testing.T) {
 		})
 		a := cs[0]
 		check := a.e.HealthCheck(relect.HealthOptions{WorkStuckTimeout: time.Second})
-		time.Sleep(12*relect.DefaultWorkCheckInterval + time.Second)
+		time.Sleep(12*defaults.WorkCheckInterval + time.Second)
 		synctest.Wait()
 		require.True(t, a.e.IsLeader(), "alone: it leads on")
 		require.Len(t, stuckEvents(a), 1)
-		assert.ErrorContains(t, stuckEvents(a)[0].Err, fmt.Sprintf("failed %d times in a row", relect.DefaultWorkCheckFailures), "the event: as judged")
+		assert.ErrorContains(t, stuckEvents(a)[0].Err, fmt.Sprintf("failed %d times in a row", defaults.WorkCheckFailures), "the event: as judged")
 		n := a.e.Stats().WorkCheckFailures
-		require.Greater(t, n, relect.DefaultWorkCheckFailures+5)
+		require.Greater(t, n, defaults.WorkCheckFailures+5)
 		assert.ErrorContains(t, probe(check), fmt.Sprintf("the work check failed %d times in a row", n), "the health check: as of now")
 
 		failing.Store(false)
-		time.Sleep(relect.DefaultWorkCheckInterval + time.Second)
+		time.Sleep(defaults.WorkCheckInterval + time.Second)
 		synctest.Wait()
 		assert.NoError(t, probe(check))
 		recovered := a.eventsOf(relect.EventWorkRecovered)
 		require.Len(t, recovered, 1, "work-recovered")
 		assert.Equal(t, stuckEvents(a)[0].Term, recovered[0].Term)
 		assert.Equal(t, stuckEvents(a)[0].Fence, recovered[0].Fence)
-		assert.Greater(t, recovered[0].Delay, 9*relect.DefaultWorkCheckInterval, "how long it was stuck")
+		assert.Greater(t, recovered[0].Delay, 9*defaults.WorkCheckInterval, "how long it was stuck")
 		assert.Equal(t, "work-recovered", relect.EventWorkRecovered.String())
 		stopAll(cs...)
 	})

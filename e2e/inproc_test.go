@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/go-logr/logr"
 	"github.com/relect/relect"
 	"github.com/relect/relect/e2e/internal/leaseclient"
@@ -312,7 +314,7 @@ func (lt leaseTiming) String() string {
 }
 
 // productionTiming is relect's defaults (and Kubernetes' own components').
-var productionTiming = leaseTiming{relect.DefaultLeaseDuration, relect.DefaultRenewDeadline, relect.DefaultRetryPeriod}
+var productionTiming = leaseTiming{defaults.LeaseDuration, defaults.RenewDeadline, defaults.RetryPeriod}
 
 // procOpts configure an in-process candidate.
 type procOpts struct {

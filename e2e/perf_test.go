@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relect/relect"
+	"github.com/relect/relect/internal/defaults"
+
 	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -392,10 +393,10 @@ type budgetUse struct {
 func (b budgetUse) exceeded() bool { return b.excess > float64(b.burst)+0.1 }
 
 // defaultBudget is relect's bucket with Options.RateLimit and RateBurst
-// left zero: 2 calls per RetryPeriod and relect.DefaultRateBurst
+// left zero: 2 calls per RetryPeriod and defaults.RateBurst
 // (options.go).
 func defaultBudget(lt leaseTiming) budgetUse {
-	return budgetUse{rate: 2 / lt.rp.Seconds(), burst: relect.DefaultRateBurst}
+	return budgetUse{rate: 2 / lt.rp.Seconds(), burst: defaults.RateBurst}
 }
 
 // checkBudget measures a relect candidate's requests against its bucket

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relect/relect"
+	"github.com/relect/relect/internal/defaults"
 )
 
 // Rows g and h of the benchmark: changes of leader in fleets of N
@@ -635,11 +635,11 @@ type stepDownRun struct {
 const tokensNeeded = 5
 
 // untilTokens returns how long until the token bucket of a relect candidate
-// with the defaults (burst relect.DefaultRateBurst, 2 calls per
+// with the defaults (burst defaults.RateBurst, 2 calls per
 // RetryPeriod) holds n tokens, as worked out from its Lease requests: one
 // token each, the bucket full at the start.
 func untilTokens(reqs []request, lt leaseTiming, n float64) time.Duration {
-	rate, burst := 2/lt.rp.Seconds(), float64(relect.DefaultRateBurst)
+	rate, burst := 2/lt.rp.Seconds(), float64(defaults.RateBurst)
 	tokens, last := burst, time.Now()
 	for i, r := range reqs {
 		if i > 0 {
@@ -654,7 +654,7 @@ func untilTokens(reqs []request, lt leaseTiming, n float64) time.Duration {
 // refillTime is how long an empty token bucket of relect's defaults takes
 // to fill.
 func refillTime(lt leaseTiming) time.Duration {
-	return time.Duration(relect.DefaultRateBurst) * lt.rp / 2
+	return time.Duration(defaults.RateBurst) * lt.rp / 2
 }
 
 // benchStepDown makes n changes of leader among three relect candidates

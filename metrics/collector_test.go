@@ -9,6 +9,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/relect/relect"
@@ -22,8 +24,8 @@ import (
 const (
 	ns    = "default"
 	lease = "relect-test"
-	rd    = relect.DefaultRenewDeadline
-	ld    = relect.DefaultLeaseDuration
+	rd    = defaults.RenewDeadline
+	ld    = defaults.LeaseDuration
 )
 
 // candidate is one Elector on a relecttest.LeaseAPI with its Collector.
@@ -301,7 +303,7 @@ relect_work_stuck_handovers_total{` + labelsB + `} 0
 		all = gather(t, reg)
 		assert.Equal(t, 1.0, value(t, all, "relect_is_leader", "a"))
 		assert.Equal(t, 0.0, value(t, all, "relect_is_leader", "b"))
-		assert.Greater(t, value(t, all, "relect_term_remaining_seconds", "a"), (rd-relect.DefaultRetryPeriod).Seconds()-1e-9)
+		assert.Greater(t, value(t, all, "relect_term_remaining_seconds", "a"), (rd-defaults.RetryPeriod).Seconds()-1e-9)
 		a.checkStats(reg)
 		b.checkStats(reg)
 		b.stop()
@@ -458,8 +460,8 @@ func TestCollectorStuckWork(t *testing.T) {
 		// The leader's check fails CheckFailures times in a row: it hands
 		// over to b, and is no longer stuck, nor working.
 		wa.failing.Store(true)
-		failures := float64(relect.DefaultWorkCheckFailures)
-		waitFor(t, relect.DefaultWorkCheckInterval*(relect.DefaultWorkCheckFailures+1), "b leads", b.e.IsLeader)
+		failures := float64(defaults.WorkCheckFailures)
+		waitFor(t, defaults.WorkCheckInterval*(defaults.WorkCheckFailures+1), "b leads", b.e.IsLeader)
 		synctest.Wait()
 		all = gather(t, reg)
 		assert.Equal(t, 1.0, value(t, all, "relect_work_stuck_handovers_total", "a"))
@@ -474,7 +476,7 @@ func TestCollectorStuckWork(t *testing.T) {
 		// b's work hangs during the hold that follows a stuck handover
 		// (Cooldown, 1 minute): b is stuck, and leads on.
 		wb.hung.Store(true)
-		time.Sleep(window + 2*relect.DefaultRetryPeriod)
+		time.Sleep(window + 2*defaults.RetryPeriod)
 		synctest.Wait()
 		all = gather(t, reg)
 		require.True(t, b.e.IsLeader(), "b holds")

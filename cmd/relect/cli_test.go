@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/relect/relect"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -430,7 +432,7 @@ func TestWorkFlagsSetTheOptions(t *testing.T) {
 	plan, _, err = parseRun([]string{"default/job", "--", "true"}, &bytes.Buffer{})
 	require.NoError(t, err)
 	assert.Nil(t, plan.s.opts.Work.Check, "no check, no work liveness")
-	assert.Equal(t, relect.DefaultWorkCheckInterval, plan.s.opts.Work.CheckInterval, "the library's defaults")
-	assert.Equal(t, relect.DefaultWorkCheckFailures, plan.s.opts.Work.CheckFailures)
-	assert.Equal(t, relect.DefaultWorkCooldown, plan.s.opts.Work.Cooldown)
+	assert.Equal(t, defaults.WorkCheckInterval, plan.s.opts.Work.CheckInterval, "the library's defaults")
+	assert.Equal(t, defaults.WorkCheckFailures, plan.s.opts.Work.CheckFailures)
+	assert.Equal(t, defaults.WorkCooldown, plan.s.opts.Work.Cooldown)
 }

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/relect/relect"
 	"github.com/spf13/pflag"
 	"golang.org/x/time/rate"
@@ -128,11 +130,11 @@ func zeroFlagError(fs *pflag.FlagSet, name, def string) error {
 var electionFlags = []optionFlag{
 	option("identity", "Options.Identity", func(s *settings) *string { return &s.opts.Identity }, "",
 		"holder identity written into the Lease; unique per candidate (default: host name + \"_\" + 16 random hex digits; in a pod use --identity=$(POD_NAME))"),
-	option("lease-duration", "Options.LeaseDuration", func(s *settings) *time.Duration { return &s.opts.LeaseDuration }, relect.DefaultLeaseDuration,
+	option("lease-duration", "Options.LeaseDuration", func(s *settings) *time.Duration { return &s.opts.LeaseDuration }, defaults.LeaseDuration,
 		"how long followers wait, after they last saw the Lease change, before taking it from a silent holder: the failover time after a crash; whole seconds"),
-	option("renew-deadline", "Options.RenewDeadline", func(s *settings) *time.Duration { return &s.opts.RenewDeadline }, relect.DefaultRenewDeadline,
+	option("renew-deadline", "Options.RenewDeadline", func(s *settings) *time.Duration { return &s.opts.RenewDeadline }, defaults.RenewDeadline,
 		"how long after sending its last successful renewal a leader still leads: its term ends then at the latest, even if the API hangs; less than --lease-duration"),
-	option("retry-period", "Options.RetryPeriod", func(s *settings) *time.Duration { return &s.opts.RetryPeriod }, relect.DefaultRetryPeriod,
+	option("retry-period", "Options.RetryPeriod", func(s *settings) *time.Duration { return &s.opts.RetryPeriod }, defaults.RetryPeriod,
 		"pause between a leader's renewals and between a follower's retries"),
 	option("backoff-initial", "Options.BackoffInitial", func(s *settings) *time.Duration { return &s.opts.BackoffInitial }, 0,
 		"first wait before campaigning again after a term shorter than --lease-duration (default: --retry-period)"),
@@ -140,9 +142,9 @@ var electionFlags = []optionFlag{
 		"longest such wait; waits double from --backoff-initial (default: --lease-duration)"),
 	option("rate-limit", "Options.RateLimit", func(s *settings) *rate.Limit { return &s.opts.RateLimit }, 0,
 		"sustained budget of Lease API calls per second, enforced by a token bucket; at least 2 per --retry-period (default: 2 per --retry-period)"),
-	option("rate-burst", "Options.RateBurst", func(s *settings) *int { return &s.opts.RateBurst }, relect.DefaultRateBurst,
+	option("rate-burst", "Options.RateBurst", func(s *settings) *int { return &s.opts.RateBurst }, defaults.RateBurst,
 		"size of the token bucket, in calls; at least 4"),
-	option("degraded-after", "Options.DegradedAfter", func(s *settings) *int { return &s.opts.DegradedAfter }, relect.DefaultDegradedAfter,
+	option("degraded-after", "Options.DegradedAfter", func(s *settings) *int { return &s.opts.DegradedAfter }, defaults.DegradedAfter,
 		"Lease API calls that must fail in a row before relect reports itself degraded (log, relect_degraded)"),
 	option("keep-lease-on-cancel", "Options.KeepLeaseOnCancel", func(s *settings) *bool { return &s.opts.KeepLeaseOnCancel }, false,
 		"on SIGTERM or SIGINT keep the lease instead of releasing it: followers then take over only after --lease-duration"),
@@ -150,7 +152,7 @@ var electionFlags = []optionFlag{
 		"rank in succession: when the lease is released or expires, the leader's successors are the live candidates of highest priority; never ousts a leader").zeroIsValue(),
 	option("disable-registry", "Options.DisableRegistry", func(s *settings) *bool { return &s.opts.DisableRegistry }, false,
 		"publish no registration beside the Lease (then list and delete on leases are not needed); followers race for a released lease"),
-	option("registration-renewal", "Options.RegistrationRenewal", func(s *settings) *time.Duration { return &s.opts.RegistrationRenewal }, relect.DefaultRegistrationRenewal,
+	option("registration-renewal", "Options.RegistrationRenewal", func(s *settings) *time.Duration { return &s.opts.RegistrationRenewal }, defaults.RegistrationRenewal,
 		"how often this candidate renews its registration in the candidate registry; at least --lease-duration"),
 }
 
@@ -171,13 +173,13 @@ var workFlags = []optionFlag{
 	{name: "check-url", define: func(fs *pflag.FlagSet, s *settings) {
 		fs.StringVar(&s.check.url, "check-url", "", "work check over HTTP, instead of --check: GET this URL, healthy on a 2xx answer (default: none)")
 	}},
-	option("check-interval", "Options.Work.CheckInterval", func(s *settings) *time.Duration { return &s.opts.Work.CheckInterval }, relect.DefaultWorkCheckInterval,
+	option("check-interval", "Options.Work.CheckInterval", func(s *settings) *time.Duration { return &s.opts.Work.CheckInterval }, defaults.WorkCheckInterval,
 		"time between two work checks; at least 100ms: each check starts a shell or opens a connection, and stuck work is judged over --check-failures checks anyway, so a shorter interval costs CPU and log lines and judges no better"),
 	option("check-timeout", "Options.Work.CheckTimeout", func(s *settings) *time.Duration { return &s.opts.Work.CheckTimeout }, 0,
 		"longest a work check may take: then it is killed and counts as a failure; at most --check-interval (default: half of --check-interval)"),
-	option("check-failures", "Options.Work.CheckFailures", func(s *settings) *int { return &s.opts.Work.CheckFailures }, relect.DefaultWorkCheckFailures,
+	option("check-failures", "Options.Work.CheckFailures", func(s *settings) *int { return &s.opts.Work.CheckFailures }, defaults.WorkCheckFailures,
 		"work checks failing in a row that mean the work is stuck"),
-	option("work-cooldown", "Options.Work.Cooldown", func(s *settings) *time.Duration { return &s.opts.Work.Cooldown }, relect.DefaultWorkCooldown,
+	option("work-cooldown", "Options.Work.Cooldown", func(s *settings) *time.Duration { return &s.opts.Work.Cooldown }, defaults.WorkCooldown,
 		"after a stuck handover, how long the stuck replica is passed over in the line of succession, and how long the next leader must lead before it may hand over for stuck work in turn; doubles with each stuck handover in a row across the fleet, up to --work-max-cooldown"),
 	option("work-max-cooldown", "Options.Work.MaxCooldown", func(s *settings) *time.Duration { return &s.opts.Work.MaxCooldown }, 0,
 		"the longest cooldown the doubling reaches; at least --work-cooldown (default: 1h, or --work-cooldown if longer)"),
@@ -226,7 +228,7 @@ func orDefault(v, def time.Duration) time.Duration {
 // the pod restarted.
 func (s *settings) defaultWorkStopTimeout(stop time.Duration) {
 	if s.health.WorkStopTimeout == 0 {
-		rd := orDefault(s.opts.RenewDeadline, relect.DefaultRenewDeadline)
+		rd := orDefault(s.opts.RenewDeadline, defaults.RenewDeadline)
 		s.health.WorkStopTimeout = max(rd, stop+time.Second)
 	}
 }

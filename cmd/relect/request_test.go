@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/relect/relect"
 	"github.com/relect/relect/internal/clientgoloop"
 	"github.com/relect/relect/relecttest"
@@ -355,7 +357,7 @@ func startClientGo(t *testing.T, api *relecttest.LeaseAPI, id string) *clientGoL
 	t.Helper()
 	loop, err := clientgoloop.New(clientgoloop.Config{
 		Client: api.Client(id).Clientset(), Namespace: "default", Name: "job", Identity: id,
-		LeaseDuration: relect.DefaultLeaseDuration, RenewDeadline: relect.DefaultRenewDeadline, RetryPeriod: relect.DefaultRetryPeriod,
+		LeaseDuration: defaults.LeaseDuration, RenewDeadline: defaults.RenewDeadline, RetryPeriod: defaults.RetryPeriod,
 		OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
 	})
 	require.NoError(t, err)

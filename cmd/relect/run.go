@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/relect/relect"
 )
 
@@ -303,8 +305,8 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 // resolveGrace checks --grace against the safety margin and applies its
 // default. Durations relect.New will refuse are left to it to report.
 func (p *runPlan) resolveGrace() error {
-	ld := orDefault(p.s.opts.LeaseDuration, relect.DefaultLeaseDuration)
-	rd := orDefault(p.s.opts.RenewDeadline, relect.DefaultRenewDeadline)
+	ld := orDefault(p.s.opts.LeaseDuration, defaults.LeaseDuration)
+	rd := orDefault(p.s.opts.RenewDeadline, defaults.RenewDeadline)
 	margin := ld - rd
 	switch {
 	case p.grace < 0:

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/relect/relect"
 	"github.com/spf13/pflag"
 )
@@ -242,7 +244,7 @@ func (p *sidecarPlan) checkControl(fs *pflag.FlagSet) error {
 // its default, --renew-deadline: the term's own validity, the safe and
 // longest wait. A --renew-deadline relect.New will refuse is left to it.
 func (p *sidecarPlan) resolveValidFor() error {
-	rd := orDefault(p.s.opts.RenewDeadline, relect.DefaultRenewDeadline)
+	rd := orDefault(p.s.opts.RenewDeadline, defaults.RenewDeadline)
 	switch {
 	case p.validFor < 0:
 		return usagef("--valid-for %v is negative", p.validFor)
@@ -317,7 +319,7 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 		// Renewals come every RetryPeriod without an event, and a
 		// validity handed out lasts --valid-for: look four times as often
 		// as the shorter.
-		tick := min(orDefault(plan.s.opts.RetryPeriod, relect.DefaultRetryPeriod), plan.validFor) / 4
+		tick := min(orDefault(plan.s.opts.RetryPeriod, defaults.RetryPeriod), plan.validFor) / 4
 		pump(events, log, view, file, max(tick, 10*time.Millisecond))
 	}()
 	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", plan.httpAddr, "control_addr", controlAddr, "file", plan.file)

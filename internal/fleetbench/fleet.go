@@ -6,7 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relect/relect"
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/relect/relect/relecttest"
 	"k8s.io/client-go/kubernetes"
 )
@@ -20,8 +21,8 @@ const (
 // The durations every candidate uses: relect's defaults, which the client-go
 // loop is given too.
 const (
-	ld = relect.DefaultLeaseDuration
-	rp = relect.DefaultRetryPeriod
+	ld = defaults.LeaseDuration
+	rp = defaults.RetryPeriod
 )
 
 // Impl is an implementation a fleet runs.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/go-logr/logr"
 	"github.com/relect/relect"
 	"github.com/relect/relect/internal/clientgoloop"
@@ -66,9 +68,9 @@ func newClientGoLoop(identity string, cs kubernetes.Interface, onStarted func(st
 		Namespace:     namespace,
 		Name:          leaseName,
 		Identity:      identity,
-		LeaseDuration: relect.DefaultLeaseDuration,
-		RenewDeadline: relect.DefaultRenewDeadline,
-		RetryPeriod:   relect.DefaultRetryPeriod,
+		LeaseDuration: defaults.LeaseDuration,
+		RenewDeadline: defaults.RenewDeadline,
+		RetryPeriod:   defaults.RetryPeriod,
 		OnStartedLeading: func(ctx context.Context) {
 			onStarted(identity)
 			<-ctx.Done()

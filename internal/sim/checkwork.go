@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relect/relect"
+	"github.com/relect/relect/internal/defaults"
 )
 
 // Stuck work (relect's Options.Work; the schedule's work and its faults are
@@ -731,7 +731,7 @@ func checkStepDownGaps(h *History) []Violation {
 func registrationLives(h *History) time.Duration {
 	rr := h.Timing.RegistrationRenewal
 	if rr == 0 {
-		rr = relect.DefaultRegistrationRenewal
+		rr = defaults.RegistrationRenewal
 	}
 	return rr / time.Second * 3 * time.Second
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/relect/relect"
+	"github.com/relect/relect/internal/defaults"
 )
 
 // Timing is the configuration shared by every candidate of one schedule.
@@ -49,7 +49,7 @@ func (t Timing) withDefaults() Timing {
 
 // DefaultBurst is the token-bucket size of a schedule that draws none, and
 // the client-go loop's budget: relect's least (Options.RateBurst must be at
-// least 4), not its default (relect.DefaultRateBurst, 10). With 4 relect's
+// least 4), not its default (defaults.RateBurst, 10). With 4 relect's
 // candidate registry never gets a spare token (see docs/reliability.md), so
 // half of those schedules use relect's default instead (Generate).
 const DefaultBurst = 4
@@ -572,7 +572,7 @@ func addSuccession(r *rand.Rand, s *Schedule, acts []Action, faultEnd time.Durat
 		s.Timing.RegistrationRenewal = roundMs(scale(ld, 1+5*r.Float64()))
 	}
 	if s.Timing.RateBurst == 0 && r.IntN(2) == 0 {
-		s.Timing.RateBurst = relect.DefaultRateBurst
+		s.Timing.RateBurst = defaults.RateBurst
 	}
 	for i := range n {
 		if i == anchor {

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+
 	"github.com/relect/relect"
 )
 
@@ -53,20 +55,20 @@ func (w Work) withDefaults() Work {
 	}
 	if w.Check {
 		if w.CheckInterval == 0 {
-			w.CheckInterval = relect.DefaultWorkCheckInterval
+			w.CheckInterval = defaults.WorkCheckInterval
 		}
 		if w.CheckTimeout == 0 {
 			w.CheckTimeout = w.CheckInterval / 2
 		}
 		if w.CheckFailures == 0 {
-			w.CheckFailures = relect.DefaultWorkCheckFailures
+			w.CheckFailures = defaults.WorkCheckFailures
 		}
 	}
 	if w.Cooldown == 0 {
-		w.Cooldown = relect.DefaultWorkCooldown
+		w.Cooldown = defaults.WorkCooldown
 	}
 	if w.MaxCooldown == 0 {
-		w.MaxCooldown = max(relect.DefaultWorkMaxCooldown, w.Cooldown)
+		w.MaxCooldown = max(defaults.WorkMaxCooldown, w.Cooldown)
 	}
 	return w
 }
