@@ -343,7 +343,7 @@ func (e *Elector) stepDown(ctx context.Context, to string, unregistered bool) er
 			// Unknown to the view: one read of its registration before
 			// refusing (it may have registered since the leader's list).
 			var l *coordinationv1.Lease
-			err = e.gw.doSpare(ctx, VerbListCandidates, true, func(ctx context.Context) error {
+			err = e.gw.doSpare(ctx, verbListCandidates, true, func(ctx context.Context) error {
 				var err error
 				l, err = e.cfg.leases.Get(ctx, registrationName(e.cfg.Name, to), metav1.GetOptions{})
 				return err

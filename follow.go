@@ -153,7 +153,7 @@ func (f *follower) acquireFailed(ctx context.Context, err error) error {
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
 		f.needRead = true
 		return nil
-	case f.w != nil && (apierrors.IsTooManyRequests(err) || callResult(ctx, err) == ResultServerError):
+	case f.w != nil && (apierrors.IsTooManyRequests(err) || callResult(ctx, err) == resultServerError):
 		return f.backOff(ctx)
 	}
 	f.needRead = true

@@ -53,7 +53,7 @@ var _ resourcelock.Interface = (*gateway)(nil)
 // gatewayReports is what the gateway tells the Elector's state, and the one
 // thing it asks of it.
 type gatewayReports interface {
-	called(verb CallVerb, result CallResult, err error, waited time.Duration)
+	called(verb string, result string, err error, waited time.Duration)
 	observed(rec *record, l *coordinationv1.Lease) (stranger bool)
 	observedMissing(restart bool)
 	wrote(sent time.Time, rec *record, rv string)
@@ -95,7 +95,7 @@ var errStandingBack = errors.New("relect: standing back (the work check fails, o
 // do makes one Lease API call fn: it waits on the bucket, gives fn a
 // context with the per-call timeout if bounded (not a watch, which lives
 // until stopped), and reports the outcome.
-func (g *gateway) do(ctx context.Context, verb CallVerb, bounded bool, fn func(context.Context) error) error {
+func (g *gateway) do(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
 	waited, err := g.wait(ctx)
 	if err == nil {
 		cctx := ctx
@@ -116,7 +116,7 @@ func (g *gateway) do(ctx context.Context, verb CallVerb, bounded bool, fn func(c
 // for the bucket to refill if need be. A bucket of the minimum burst (4)
 // never holds more: there it waits for a full bucket, and an acquisition
 // right after may wait for one token (at most 1/RateLimit).
-func (g *gateway) doSpare(ctx context.Context, verb CallVerb, bounded bool, fn func(context.Context) error) error {
+func (g *gateway) doSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
 	start := time.Now()
 	need := min(minRateBurst+1, float64(g.limiter.Burst()))
 	for g.limiter.Limit() != rate.Inf {
@@ -170,7 +170,7 @@ func (g *gateway) Get(ctx context.Context) (*record, []byte, error) {
 		rec *record
 		raw []byte
 	)
-	err := g.do(ctx, VerbGet, true, func(ctx context.Context) error {
+	err := g.do(ctx, verbGet, true, func(ctx context.Context) error {
 		var err error
 		rec, raw, err = g.inner.Get(ctx)
 		return err
@@ -197,7 +197,7 @@ func (g *gateway) Create(ctx context.Context, ler record) error {
 	if at := g.up.createAllowedAt(); time.Now().Before(at) {
 		return fmt.Errorf("%w: not before %s", errCreateTooSoon, at.Format(time.RFC3339Nano))
 	}
-	return g.write(ctx, VerbCreate, ler, g.inner.Create)
+	return g.write(ctx, verbCreate, ler, g.inner.Create)
 }
 
 // Update is client-go's acquisition or renewal, and relect's release.
@@ -227,7 +227,7 @@ func (g *gateway) Update(ctx context.Context, ler record) error {
 			return fmt.Errorf("%w: not before %s", errStandingBack, at.Format(time.RFC3339Nano))
 		}
 	}
-	return g.write(ctx, VerbUpdate, ler, g.inner.Update)
+	return g.write(ctx, verbUpdate, ler, g.inner.Update)
 }
 
 // acquisition is a follower's acquiring write, for client-go's campaign
@@ -252,7 +252,7 @@ func (a *acquisition) resumes(g *gateway, ler *record) bool {
 }
 
 // write sends ler through the inner lock and reports it with its t_send.
-func (g *gateway) write(ctx context.Context, verb CallVerb, ler record, call func(context.Context, record) error) error {
+func (g *gateway) write(ctx context.Context, verb string, ler record, call func(context.Context, record) error) error {
 	var sent time.Time
 	err := g.do(ctx, verb, true, func(ctx context.Context) error {
 		sent = time.Now()
@@ -293,7 +293,7 @@ func (g *gateway) Describe() string { return g.cfg.describe }
 // the object the inner lock's next Update is conditional on.
 func (g *gateway) read(ctx context.Context) (*record, error) {
 	var rec *record
-	err := g.do(ctx, VerbGet, true, func(ctx context.Context) error {
+	err := g.do(ctx, verbGet, true, func(ctx context.Context) error {
 		var err error
 		rec, _, err = g.inner.Get(ctx)
 		return err
@@ -346,7 +346,7 @@ func (g *gateway) release(ctx context.Context, transitions int, to string, check
 // error.
 func (g *gateway) getLease(ctx context.Context) (*coordinationv1.Lease, error) {
 	var l *coordinationv1.Lease
-	err := g.do(ctx, VerbGet, true, func(ctx context.Context) error {
+	err := g.do(ctx, verbGet, true, func(ctx context.Context) error {
 		var err error
 		l, err = g.cfg.leases.Get(ctx, g.cfg.Name, metav1.GetOptions{})
 		return err
@@ -360,9 +360,9 @@ func (g *gateway) getLease(ctx context.Context) (*coordinationv1.Lease, error) {
 // sent is zero if it was not sent. A successful write is reported.
 func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec func(sent time.Time) coordinationv1.LeaseSpec) (
 	l *coordinationv1.Lease, sent time.Time, err error) {
-	verb := VerbUpdate
+	verb := verbUpdate
 	if from == nil {
-		verb = VerbCreate
+		verb = verbCreate
 	}
 	err = g.do(ctx, verb, true, func(ctx context.Context) error {
 		sent = time.Now()
@@ -397,7 +397,7 @@ func (g *gateway) forgetAcquired() { g.acquired.Store(nil) }
 // resuming after resourceVersion rv ("": from now).
 func (g *gateway) watch(ctx context.Context, rv string) (watch.Interface, error) {
 	var w watch.Interface
-	err := g.do(ctx, VerbWatch, false, func(ctx context.Context) error {
+	err := g.do(ctx, verbWatch, false, func(ctx context.Context) error {
 		var err error
 		w, err = g.cfg.leases.Watch(ctx, metav1.ListOptions{
 			FieldSelector:   fields.OneTermEqualSelector("metadata.name", g.cfg.Name).String(),
@@ -412,32 +412,32 @@ func (g *gateway) watch(ctx context.Context, rv string) (watch.Interface, error)
 }
 
 // callResult classifies a Lease API call's outcome for Stats.Calls (see
-// CallResult); ctx is the caller's, whose end makes a failure
+// string); ctx is the caller's, whose end makes a failure
 // "canceled".
-func callResult(ctx context.Context, err error) CallResult {
+func callResult(ctx context.Context, err error) string {
 	switch {
 	case err == nil:
-		return ResultOK
+		return resultOK
 	case apierrors.IsNotFound(err):
-		return ResultNotFound
+		return resultNotFound
 	case apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err):
-		return ResultConflict
+		return resultConflict
 	case apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err):
-		return ResultForbidden
+		return resultForbidden
 	case apierrors.IsTooManyRequests(err):
-		return ResultThrottled
+		return resultThrottled
 	case errors.Is(err, errBudget):
-		return ResultBudget
+		return resultBudget
 	case ctx.Err() != nil:
-		return ResultCanceled
+		return resultCanceled
 	case errors.Is(err, context.DeadlineExceeded) || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err):
-		return ResultTimeout
+		return resultTimeout
 	case apierrors.IsInternalError(err) || apierrors.IsServiceUnavailable(err) || apierrors.IsUnexpectedServerError(err):
-		return ResultServerError
+		return resultServerError
 	}
 	var status apierrors.APIStatus
 	if errors.As(err, &status) && status.Status().Code >= 500 {
-		return ResultServerError
+		return resultServerError
 	}
-	return ResultOther
+	return resultOther
 }

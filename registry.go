@@ -52,7 +52,7 @@ func register(ctx context.Context, cfg *config, gw *gateway, up registryReports)
 			own = l
 			retry.reset()
 		case apierrors.IsForbidden(err):
-			up.registryForbidden(VerbRegister, err)
+			up.registryForbidden(verbRegister, err)
 			return
 		case apierrors.IsConflict(err):
 			own = nil // changed by someone else: read it again
@@ -70,11 +70,11 @@ func register(ctx context.Context, cfg *config, gw *gateway, up registryReports)
 	}
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.RenewDeadline)
 	defer cancel()
-	err := gw.do(dctx, VerbDeregister, true, func(ctx context.Context) error {
+	err := gw.do(dctx, verbDeregister, true, func(ctx context.Context) error {
 		return cfg.leases.Delete(ctx, own.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &own.ResourceVersion}})
 	})
 	if apierrors.IsForbidden(err) {
-		up.registryCannotDelete(VerbDeregister, err)
+		up.registryCannotDelete(verbDeregister, err)
 	}
 }
 
@@ -101,7 +101,7 @@ func sleepUnlessOff(ctx context.Context, up registryReports, d time.Duration) er
 // other is the instance that wrote what it read, if not this Elector.
 func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coordinationv1.Lease) (_ *coordinationv1.Lease, other string, _ error) {
 	write := func(create bool, from *coordinationv1.Lease) (out *coordinationv1.Lease, err error) {
-		err = gw.doSpare(ctx, VerbRegister, true, func(ctx context.Context) error {
+		err = gw.doSpare(ctx, verbRegister, true, func(ctx context.Context) error {
 			var err error
 			if create {
 				out, err = cfg.leases.Create(ctx, registration(cfg, nil, time.Now()), metav1.CreateOptions{})
@@ -123,7 +123,7 @@ func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coord
 		return out, "", err
 	}
 	var there *coordinationv1.Lease
-	err = gw.doSpare(ctx, VerbRegister, true, func(ctx context.Context) error {
+	err = gw.doSpare(ctx, verbRegister, true, func(ctx context.Context) error {
 		var err error
 		there, err = cfg.leases.Get(ctx, registrationName(cfg.Name, cfg.identity), metav1.GetOptions{})
 		return err
@@ -140,9 +140,9 @@ func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coord
 
 // registryReports is what the registry tells the Elector's state.
 type registryReports interface {
-	registryForbidden(verb CallVerb, err error)
+	registryForbidden(verb string, err error)
 	registryOff() <-chan struct{}
-	registryCannotDelete(verb CallVerb, err error)
+	registryCannotDelete(verb string, err error)
 	duplicateIdentity(how string)
 	candidatesListed(cs []candidate)
 	candidateChanged(c candidate)
@@ -169,13 +169,13 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 	defer sweep.Stop()
 	for ctx.Err() == nil {
 		var list *coordinationv1.LeaseList
-		err := gw.doSpare(ctx, VerbListCandidates, true, func(ctx context.Context) error {
+		err := gw.doSpare(ctx, verbListCandidates, true, func(ctx context.Context) error {
 			var err error
 			list, err = cfg.leases.List(ctx, metav1.ListOptions{LabelSelector: selector})
 			return err
 		})
 		if apierrors.IsForbidden(err) {
-			up.registryForbidden(VerbListCandidates, err)
+			up.registryForbidden(verbListCandidates, err)
 			return
 		}
 		if err != nil {
@@ -194,7 +194,7 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 		deleteLapsed(ctx, gw, up)
 		if err := followCandidates(ctx, gw, up, selector, list.ResourceVersion, sweep.C); err != nil {
 			if apierrors.IsForbidden(err) {
-				up.registryForbidden(VerbWatchCandidates, err)
+				up.registryForbidden(verbWatchCandidates, err)
 				return
 			}
 			if sleep(ctx, retry.next()) != nil {
@@ -212,7 +212,7 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 func followCandidates(ctx context.Context, gw *gateway, up registryReports, selector, rv string, sweep <-chan time.Time) error {
 	for {
 		var w watch.Interface
-		err := gw.doSpare(ctx, VerbWatchCandidates, false, func(ctx context.Context) error {
+		err := gw.doSpare(ctx, verbWatchCandidates, false, func(ctx context.Context) error {
 			var err error
 			w, err = gw.cfg.leases.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv})
 			return err
@@ -278,11 +278,11 @@ func deleteLapsed(ctx context.Context, gw *gateway, up registryReports) {
 	lapsed := up.candidatesLapsed()
 	for _, c := range lapsed[:min(len(lapsed), 3)] {
 		rv := c.rv
-		err := gw.doSpare(ctx, VerbDeleteCandidate, true, func(ctx context.Context) error {
+		err := gw.doSpare(ctx, verbDeleteCandidate, true, func(ctx context.Context) error {
 			return gw.cfg.leases.Delete(ctx, c.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		})
 		if apierrors.IsForbidden(err) {
-			up.registryCannotDelete(VerbDeleteCandidate, err)
+			up.registryCannotDelete(verbDeleteCandidate, err)
 			return
 		}
 	}

@@ -614,14 +614,14 @@ func (s *state) currentLeader() string {
 }
 
 // called counts one Lease API call of verb that ended with result (see
-// CallResult) that waited waited on the bucket, and keeps the degraded signal:
+// string) that waited waited on the bucket, and keeps the degraded signal:
 // a failure is an EventError, and DegradedAfter of them in a row an
 // EventDegraded until a call succeeds. A call abandoned because its
 // campaign stopped is counted, and is no failure; nor is a conflict (409,
 // or AlreadyExists): the API answered (see heard), and a lost race — two candidates
 // creating a missing Lease, a write on a resourceVersion someone else's
 // write replaced — is how election works.
-func (s *state) called(verb CallVerb, result CallResult, err error, waited time.Duration) {
+func (s *state) called(verb string, result string, err error, waited time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stats.Calls == nil {
@@ -630,9 +630,9 @@ func (s *state) called(verb CallVerb, result CallResult, err error, waited time.
 	s.stats.Calls[CallKey{verb, result}]++
 	s.stats.BucketWait += waited
 	switch result {
-	case ResultCanceled:
+	case resultCanceled:
 		return
-	case ResultOK, ResultNotFound, ResultConflict:
+	case resultOK, resultNotFound, resultConflict:
 		s.heardLocked()
 		return
 	}
@@ -1046,7 +1046,7 @@ func (s *state) handOverStuckLocked(t *term, now time.Time) {
 // registry is off for this Elector from now on (closing registryOff), and
 // a warning says which RBAC rule is missing and how to go without.
 // Reported once.
-func (s *state) registryForbidden(verb CallVerb, err error) {
+func (s *state) registryForbidden(verb string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.succession.off {
@@ -1070,7 +1070,7 @@ func (s *state) registryOff() <-chan struct{} { return s.registryOffCh }
 // (403 to verb): this candidate's stays after Run returns, and a leader's
 // lapsed ones stay, until someone deletes them; they lapse for the leader
 // all the same.
-func (s *state) registryCannotDelete(verb CallVerb, err error) {
+func (s *state) registryCannotDelete(verb string, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.warnedDelete {
@@ -1085,13 +1085,13 @@ func (s *state) registryCannotDelete(verb CallVerb, err error) {
 }
 
 // rbacVerb is the RBAC verb a registry call needs.
-func rbacVerb(v CallVerb) string {
+func rbacVerb(v string) string {
 	switch v {
-	case VerbListCandidates:
+	case verbListCandidates:
 		return "list"
-	case VerbWatchCandidates:
+	case verbWatchCandidates:
 		return "watch"
-	case VerbDeregister, VerbDeleteCandidate:
+	case verbDeregister, verbDeleteCandidate:
 		return "delete"
 	}
 	return "get, create or update"

@@ -94,60 +94,68 @@ type Stats struct {
 	WorkCooling map[string]time.Time
 }
 
-// CallKey names a class of Lease API calls in Stats.Calls.
+// CallKey names a class of Lease API calls in Stats.Calls: what the call
+// was for, and how it ended. Both are metric label values (package
+// metrics), from closed sets.
+//
+// Verb, on the election's Lease: "get" (a read of it), "create" (its
+// creation, when it is missing), "update" (an acquisition, renewal,
+// release or handover), "watch" (opening a watch on it: a follower, or a
+// leader); on the candidate registry: "register" (a read or write of this
+// candidate's registration), "deregister" (its deletion when Run returns),
+// "list-candidates" (the leader's list of the registry, or its read of one
+// registration for a HandOver), "watch-candidates" (the leader's watch of
+// it), "delete-candidate" (the leader's deletion of a lapsed
+// registration).
+//
+// Result: "ok", "not_found" and "conflict" (409, or AlreadyExists: a lost
+// race) are answers — contact with the API (Stats.LastContact) and no
+// failure; "canceled" (the campaign stopped) is no failure either; the
+// failures are "forbidden" (403 or 401), "throttled" (429),
+// "server_error" (5xx), "timeout" (the request's deadline passed),
+// "budget" (the token bucket could not grant the call before the caller's
+// deadline) and "other".
 type CallKey struct {
-	Verb   CallVerb
-	Result CallResult
+	Verb   string
+	Result string
 }
 
-// CallVerb says what a Lease API call of an Elector was for (CallKey,
-// CallError).
-type CallVerb string
-
-// The calls on the election's Lease, then the candidate registry's.
+// The verbs and results of CallKey.
 const (
-	VerbGet    CallVerb = "get"    // a read of the Lease
-	VerbCreate CallVerb = "create" // its creation, when it is missing
-	VerbUpdate CallVerb = "update" // an acquisition, renewal, release or handover
-	VerbWatch  CallVerb = "watch"  // opening a watch on it (follower, or leader)
+	verbGet    = "get"
+	verbCreate = "create"
+	verbUpdate = "update"
+	verbWatch  = "watch"
 
-	VerbRegister        CallVerb = "register"         // a read or write of this candidate's registration
-	VerbDeregister      CallVerb = "deregister"       // its deletion when Run returns
-	VerbListCandidates  CallVerb = "list-candidates"  // the leader's list of the registry, or its read of one registration (HandOver)
-	VerbWatchCandidates CallVerb = "watch-candidates" // the leader's watch of it
-	VerbDeleteCandidate CallVerb = "delete-candidate" // the leader's deletion of a lapsed registration
-)
+	verbRegister        = "register"
+	verbDeregister      = "deregister"
+	verbListCandidates  = "list-candidates"
+	verbWatchCandidates = "watch-candidates"
+	verbDeleteCandidate = "delete-candidate"
 
-// CallResult classifies how a Lease API call ended (CallKey).
-type CallResult string
-
-// The results. ResultOK, ResultNotFound and ResultConflict are answers:
-// contact with the API (Stats.LastContact), and no failure — a conflict
-// is a lost race. ResultCanceled is no failure either; the others are.
-const (
-	ResultOK          CallResult = "ok"
-	ResultNotFound    CallResult = "not_found"
-	ResultConflict    CallResult = "conflict"     // 409, or AlreadyExists: a lost race
-	ResultForbidden   CallResult = "forbidden"    // 403 or 401
-	ResultThrottled   CallResult = "throttled"    // 429
-	ResultServerError CallResult = "server_error" // 5xx
-	ResultTimeout     CallResult = "timeout"      // the request's deadline passed
-	ResultBudget      CallResult = "budget"       // the token bucket could not grant the call before the caller's deadline
-	ResultCanceled    CallResult = "canceled"     // the campaign stopped
-	ResultOther       CallResult = "other"
+	resultOK          = "ok"
+	resultNotFound    = "not_found"
+	resultConflict    = "conflict"
+	resultForbidden   = "forbidden"
+	resultThrottled   = "throttled"
+	resultServerError = "server_error"
+	resultTimeout     = "timeout"
+	resultBudget      = "budget"
+	resultCanceled    = "canceled"
+	resultOther       = "other"
 )
 
 // CallError is the Err of an EventError for a failed Lease API call.
 type CallError struct {
-	// Verb is what the call was for.
-	Verb CallVerb
+	// Verb is what the call was for (CallKey lists them).
+	Verb string
 	// Err is the client's error: an apierrors.APIStatus for an answer of
 	// the apiserver, a context or network error otherwise.
 	Err error
 }
 
 // Error returns "relect: lease <verb>: <the client's error>".
-func (c *CallError) Error() string { return "relect: lease " + string(c.Verb) + ": " + c.Err.Error() }
+func (c *CallError) Error() string { return "relect: lease " + c.Verb + ": " + c.Err.Error() }
 
 // Unwrap returns the client's error, so apierrors.IsForbidden and the like
 // work on it.

@@ -31,8 +31,8 @@ func TestStatsAndDegradedSignal(t *testing.T) {
 		assert.Equal(t, uint64(1), s.TermsStarted)
 		assert.Equal(t, time.Now(), s.LastRenewal)
 		assert.Equal(t, time.Now().Add(rd), s.ValidUntil)
-		assert.Equal(t, uint64(1), s.Calls[relect.CallKey{Verb: relect.VerbGet, Result: relect.ResultNotFound}])
-		assert.Equal(t, uint64(1), s.Calls[relect.CallKey{Verb: relect.VerbCreate, Result: relect.ResultOK}])
+		assert.Equal(t, uint64(1), s.Calls[relect.CallKey{Verb: "get", Result: "not_found"}])
+		assert.Equal(t, uint64(1), s.Calls[relect.CallKey{Verb: "create", Result: "ok"}])
 
 		api.Client("a").Fail(relecttest.Error(403))
 		waitFor(t, time.Minute, "degraded", func() bool { return a.e.Stats().Degraded })
@@ -43,7 +43,7 @@ func TestStatsAndDegradedSignal(t *testing.T) {
 		var callErr *relect.CallError
 		require.ErrorAs(t, a.eventsOf(relect.EventDegraded)[0].Err, &callErr)
 		assert.True(t, apierrors.IsForbidden(callErr), "the API's error is reachable")
-		assert.NotZero(t, s.Calls[relect.CallKey{Verb: relect.VerbUpdate, Result: relect.ResultForbidden}])
+		assert.NotZero(t, s.Calls[relect.CallKey{Verb: "update", Result: "forbidden"}])
 
 		api.Client("a").Heal()
 		waitFor(t, time.Minute, "recovered", func() bool { return !a.e.Stats().Degraded })

@@ -864,7 +864,7 @@ func TestLineSurvivesAChainOfShortTerms(t *testing.T) {
 		conflicts := func() (n uint64) {
 			for _, c := range cs {
 				for k, v := range c.e.Stats().Calls {
-					if k.Result == relect.ResultConflict && (k.Verb == relect.VerbUpdate || k.Verb == relect.VerbCreate) {
+					if k.Result == "conflict" && (k.Verb == "update" || k.Verb == "create") {
 						n += v
 					}
 				}

@@ -585,7 +585,7 @@ func describeFleet(t *testing.T, c *cluster, lease string, ps []*proc) {
 		st := p.e.Stats()
 		leaders[st.Leader]++
 		for k, n := range st.Calls {
-			calls[string(k.Verb)+"/"+string(k.Result)] += n
+			calls[k.Verb+"/"+k.Result] += n
 		}
 		if i < 5 {
 			var line []string

@@ -168,7 +168,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.term, float64(s.Term))
 	counter(c.termsStarted, float64(s.TermsStarted))
 	for k, n := range s.Calls {
-		counter(c.calls, float64(n), string(k.Verb), string(k.Result))
+		counter(c.calls, float64(n), k.Verb, k.Result)
 	}
 	counter(c.bucketWait, s.BucketWait.Seconds())
 	counter(c.backoffs, float64(s.Backoffs))

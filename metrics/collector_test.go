@@ -188,7 +188,7 @@ func (c *candidate) checkStats(g prometheus.Gatherer) relect.Stats {
 	}
 	calls := map[relect.CallKey]uint64{}
 	for _, sr := range of(all, "relect_api_calls_total", id) {
-		calls[relect.CallKey{Verb: relect.CallVerb(sr.labels["verb"]), Result: relect.CallResult(sr.labels["result"])}] = uint64(sr.value)
+		calls[relect.CallKey{Verb: sr.labels["verb"], Result: sr.labels["result"]}] = uint64(sr.value)
 	}
 	assert.Equalf(t, s.Calls, calls, "relect_api_calls_total{identity=%q}", id)
 	return s

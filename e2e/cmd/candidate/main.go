@@ -265,7 +265,7 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 			exit.Dropped, exit.BucketWait = st.DroppedEvents, int64(st.BucketWait)
 			exit.Calls = map[string]uint64{}
 			for k, n := range st.Calls {
-				exit.Calls[string(k.Verb)+"/"+string(k.Result)] = n
+				exit.Calls[k.Verb+"/"+k.Result] = n
 			}
 			return err
 		case <-tick.C:
