@@ -27,7 +27,7 @@ import (
 // called again.
 //
 // The zero value is not usable: create Electors with New. On a zero
-// Elector, Run returns ErrNotInitialized at once and the other methods
+// Elector, Run returns errNotInitialized at once and the other methods
 // report nothing (no leader, no term, zero Stats).
 type Elector struct {
 	cfg     *config
@@ -116,17 +116,6 @@ func (e *Elector) Term() (number int64, leading bool) {
 	return e.st.leading()
 }
 
-// Fence returns the current term's fencing token and whether this
-// candidate leads now with one (see Fence; with Options.Lock there is
-// none). It never blocks on the API. Inside the term's work, prefer
-// FenceFromContext with the term's context: it cannot mix up terms.
-func (e *Elector) Fence() (Fence, bool) {
-	if e.st == nil {
-		return "", false
-	}
-	return e.st.fence()
-}
-
 // Leader returns the holder identity last observed in the Lease, this
 // candidate's own included, or "" if the Lease was released, deleted or not
 // observed yet. Followers observe the Lease while campaigning, so during a
@@ -180,14 +169,14 @@ func (e *Elector) Stats() Stats {
 // Events channel and returns context.Cause(ctx) — ctx.Err() unless a cause
 // was given. It returns ErrAlreadyRunning at once, without touching the
 // running one, if another Run of this Elector is active, and
-// ErrNotInitialized on a zero Elector. No goroutine that Run started
+// errNotInitialized on a zero Elector. No goroutine that Run started
 // outlives it.
 func (e *Elector) Run(ctx context.Context) error {
 	if ctx == nil {
 		return errors.New("relect: Run: nil context")
 	}
 	if e.st == nil {
-		return ErrNotInitialized
+		return errNotInitialized
 	}
 	if !e.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
@@ -262,22 +251,17 @@ func (e *Elector) Yield(ctx context.Context) error {
 	return e.stepDown(ctx, "", false)
 }
 
-// HandOverOption changes what HandOver checks. The zero set checks that the
-// named candidate is one this leader knows may take the lease.
-type HandOverOption func(*handOverOptions)
-
-type handOverOptions struct {
-	unregistered bool
-}
-
-// AllowUnregistered lets HandOver name a candidate this leader does not
-// know from the registry: a plain client-go candidate, a relect candidate
-// with the registry off, or when this leader's registry is off. A
-// candidate known to stand by is still refused. If nobody of that identity
-// takes the lease, it is free again after the handover record's duration
-// (twice RetryPeriod, rounded up to seconds).
-func AllowUnregistered() HandOverOption {
-	return func(o *handOverOptions) { o.unregistered = true }
+// HandOverOptions change what HandOver checks. The zero value (or nil)
+// checks that the named candidate is one this leader knows may take the
+// lease.
+type HandOverOptions struct {
+	// Unregistered lets HandOver name a candidate this leader does not
+	// know from the registry: a plain client-go candidate, a relect
+	// candidate with the registry off, or when this leader's registry is
+	// off. A candidate known to stand by is still refused. If nobody of
+	// that identity takes the lease, it is free again after the handover
+	// record's duration (twice RetryPeriod, rounded up to seconds).
+	Unregistered bool
 }
 
 // HandOver ends this candidate's term and hands the lease over to the
@@ -295,7 +279,7 @@ func AllowUnregistered() HandOverOption {
 // it (it may have registered since the leader's list): otherwise HandOver
 // returns an error that wraps ErrUnknownCandidate, says which case it is
 // (not registered, yet or at all; gone; standing by), and leaves the term
-// alone — unless AllowUnregistered is given (for a candidate outside the
+// alone — unless opts.Unregistered is set (for a candidate outside the
 // registry). A
 // leader lists the registry half a RetryPeriod into its term; a HandOver
 // called before then waits for the list, one RetryPeriod at most (the
@@ -313,25 +297,25 @@ func AllowUnregistered() HandOverOption {
 // write's error (the term has ended all the same, and the lease expires
 // as after a crash, as with Yield). Safe for concurrent use;
 // OnStartedLeading must not wait for it.
-func (e *Elector) HandOver(ctx context.Context, identity string, opts ...HandOverOption) error {
-	var o handOverOptions
-	for _, opt := range opts {
-		opt(&o)
+func (e *Elector) HandOver(ctx context.Context, identity string, opts *HandOverOptions) error {
+	var o HandOverOptions
+	if opts != nil {
+		o = *opts
 	}
 	switch {
 	case e.cfg == nil:
-		return ErrNotInitialized
+		return errNotInitialized
 	case identity == "":
 		return errors.New("relect: HandOver: empty identity")
 	case identity == e.cfg.identity:
 		return errors.New("relect: HandOver: the identity is this candidate's own")
 	}
-	return e.stepDown(ctx, identity, o.unregistered)
+	return e.stepDown(ctx, identity, o.Unregistered)
 }
 
 func (e *Elector) stepDown(ctx context.Context, to string, unregistered bool) error {
 	if e.st == nil {
-		return ErrNotInitialized
+		return errNotInitialized
 	}
 	// A HandOver early in a term waits for the registry's list, which is
 	// due half a retry period into the term: a retry period at most.
@@ -367,7 +351,7 @@ func (e *Elector) stepDown(ctx context.Context, to string, unregistered bool) er
 			case <-wait:
 			case <-unlisted:
 				return fmt.Errorf("%w: %q: this leader has not listed the registry yet (its calls wait for the token bucket, or fail); "+
-					"try again, or pass relect.AllowUnregistered()", ErrUnknownCandidate, to)
+					"try again, or set HandOverOptions.Unregistered", ErrUnknownCandidate, to)
 			case <-ctx.Done():
 				return context.Cause(ctx)
 			}
@@ -404,7 +388,7 @@ func (e *Elector) Candidates() []Candidate {
 // IsLeader. Safe for concurrent use.
 func (e *Elector) WaitForTerm(ctx context.Context) (term int64, err error) {
 	if e.st == nil {
-		return 0, ErrNotInitialized
+		return 0, errNotInitialized
 	}
 	for {
 		n, leading, _, changed := e.st.await()
@@ -425,7 +409,7 @@ func (e *Elector) WaitForTerm(ctx context.Context) (term int64, err error) {
 // the call. Safe for concurrent use.
 func (e *Elector) WaitForLeader(ctx context.Context) (identity string, err error) {
 	if e.st == nil {
-		return "", ErrNotInitialized
+		return "", errNotInitialized
 	}
 	for {
 		_, _, leader, changed := e.st.await()

@@ -14,9 +14,9 @@ var (
 	// it.
 	ErrInvalidOptions = errors.New("relect: invalid options")
 
-	// ErrNotInitialized is returned by Run on an Elector that New did not
+	// errNotInitialized is returned by Run on an Elector that New did not
 	// make (a zero Elector).
-	ErrNotInitialized = errors.New("relect: Elector not made by New")
+	errNotInitialized = errors.New("relect: Elector not made by New")
 
 	// ErrAlreadyRunning is returned by Run when another Run of the same
 	// Elector has not returned yet.
@@ -51,7 +51,8 @@ var (
 	// the registry off), gone (its registration lapsed), or standing by;
 	// the error's message says which. A
 	// handover to it would leave the lease to nobody for twice the retry
-	// period. AllowUnregistered hands over to an unregistered one anyway.
+	// period. HandOverOptions.Unregistered hands over to an unregistered one
+	// anyway.
 	ErrUnknownCandidate = errors.New("relect: unknown candidate")
 
 	// ErrRegistryOff is wrapped by the EventError that reports the

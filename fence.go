@@ -3,11 +3,9 @@ package relect
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/util/resourceversion"
 )
 
@@ -120,36 +118,4 @@ func FenceFromContext(ctx context.Context) (f Fence, ok bool) {
 		return "", false
 	}
 	return tv.fence, true
-}
-
-// annotationFence holds the fence of the holder's term, so that tools
-// (relect status) can show it: written with the term's next write after
-// the one that began it, bound to its holder and term.
-const annotationFence = "relect.io/fence"
-
-// fenceMark is the content of annotationFence.
-type fenceMark struct {
-	Holder string `json:"holder"`
-	Term   int32  `json:"term"`
-	Fence  Fence  `json:"fence"`
-}
-
-// LeaseFence returns the fence of the term that holds l, as its relect
-// holder published it (from its first renewal on), or "" if l carries none
-// for its current holder and term (a plain client-go holder, a released
-// Lease, a term only just begun), or if l is nil.
-func LeaseFence(l *coordinationv1.Lease) Fence {
-	if l == nil {
-		return ""
-	}
-	var m fenceMark
-	raw, ok := l.Annotations[annotationFence]
-	if !ok || json.Unmarshal([]byte(raw), &m) != nil {
-		return ""
-	}
-	rec := recordOf(l)
-	if m.Holder == "" || m.Holder != rec.HolderIdentity || m.Term != clampTransitions(rec.LeaderTransitions) || handOverOf(l) != nil {
-		return ""
-	}
-	return newFence(string(m.Fence))
 }

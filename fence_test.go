@@ -7,6 +7,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect/operator"
+
 	"github.com/relect/relect"
 	"github.com/relect/relect/fencing"
 	"github.com/relect/relect/relecttest"
@@ -46,12 +48,9 @@ func TestFenceGrowsWhereTheTermNumberDoesNot(t *testing.T) {
 		a.start()
 		synctest.Wait()
 		first := <-got
-		f, ok := a.e.Fence()
-		require.True(t, ok)
-		assert.Equal(t, first, f)
 		assert.Equal(t, first, a.e.Stats().Fence)
 		time.Sleep(rp + time.Millisecond)
-		assert.Equal(t, first, relect.LeaseFence(api.Lease(ns, lease)), "published with the renewals")
+		assert.Equal(t, first, operator.Fence(api.Lease(ns, lease)), "published with the renewals")
 		n1, _ := a.e.Term()
 
 		// The renewals fail past the renew deadline, nobody takes over, and
@@ -72,9 +71,7 @@ func TestFenceGrowsWhereTheTermNumberDoesNot(t *testing.T) {
 		assert.Equal(t, 1, third.Compare(second), "%s after %s", third, second)
 		a.stop()
 		assert.Equal(t, []relect.Fence{first, second, third}, fences(a))
-		f, ok = a.e.Fence()
-		assert.False(t, ok)
-		assert.Empty(t, f)
+		assert.Empty(t, a.e.Stats().Fence, "none outside a term")
 	})
 }
 
@@ -229,7 +226,7 @@ func TestParseFence(t *testing.T) {
 	assert.ErrorIs(t, err, relect.ErrInvalidFence)
 	assert.Contains(t, err.Error(), "64 bits")
 
-	assert.Equal(t, relect.Fence(""), relect.LeaseFence(nil), "no Lease, no fence (and no panic)")
+	assert.Equal(t, relect.Fence(""), operator.Fence(nil), "no Lease, no fence (and no panic)")
 }
 
 // A leader whose Lease's leaseTransitions is edited by hand goes on
@@ -242,12 +239,12 @@ func TestFencePublishedAfterTransitionsEditedByHand(t *testing.T) {
 		a.start()
 		waitFor(t, ld, "a leads", a.e.IsLeader)
 		f := fences(a)[0]
-		waitFor(t, ld, "the fence is published", func() bool { return relect.LeaseFence(api.Lease(ns, lease)) == f })
+		waitFor(t, ld, "the fence is published", func() bool { return operator.Fence(api.Lease(ns, lease)) == f })
 		require.NoError(t, api.Edit(ns, lease, func(l *coordinationv1.Lease) { n := *l.Spec.LeaseTransitions + 7; l.Spec.LeaseTransitions = &n }))
 		time.Sleep(3 * ld)
 		synctest.Wait()
 		require.True(t, a.e.IsLeader())
-		assert.Equal(t, f, relect.LeaseFence(api.Lease(ns, lease)), "the renewals after the edit publish the term's fence")
+		assert.Equal(t, f, operator.Fence(api.Lease(ns, lease)), "the renewals after the edit publish the term's fence")
 		a.stop()
 	})
 }

@@ -378,7 +378,7 @@ func (f *follower) standsBack() bool {
 	if f.cfg.Work.Check != nil && f.up.checkFailing() {
 		return true
 	}
-	cool := successionOf(f.lease).cooldownOf(f.cfg.identity)
+	cool := successionOf(f.lease).CooldownOf(f.cfg.identity)
 	return cool > 0 && time.Now().Before(f.observedAt.Add(cool))
 }
 

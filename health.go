@@ -95,7 +95,7 @@ type HealthOptions struct {
 func (e *Elector) HealthCheck(opts HealthOptions) func(*http.Request) error {
 	invalid := opts.Validate()
 	if e.st == nil {
-		invalid = ErrNotInitialized
+		invalid = errNotInitialized
 	}
 	if invalid != nil {
 		return func(*http.Request) error { return invalid }

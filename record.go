@@ -89,7 +89,7 @@ func releaseRecord(transitions int) record {
 
 // handOverRecord is the record HandOver writes: the successor to named as
 // holder — it has not acquired yet; the annotation written with the record
-// tells it so (annotationHandOver) — for seconds, the time it has to take
+// tells it so (wire.AnnotationHandOver) — for seconds, the time it has to take
 // the lease before normal succession resumes; the term's leaseTransitions
 // kept.
 func handOverRecord(transitions int, to string, seconds int) record {

@@ -5,11 +5,12 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/relect/relect/internal/wire"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 )
 
 // The candidate registry: each candidate publishes itself as a small Lease
@@ -26,7 +27,7 @@ import (
 // doubling up to the renewal period. A 403 turns the registry off for this
 // Elector (registryForbidden); so does one on the leader's list, and then
 // the registration, which nobody reads, is deleted at once. A write of its
-// registration by another Elector (annotationInstance) since its own is
+// registration by another Elector (wire.AnnotationInstance) since its own is
 // reported as a duplicate identity.
 func register(ctx context.Context, cfg *config, gw *gateway, up registryReports) {
 	var own *coordinationv1.Lease
@@ -131,7 +132,7 @@ func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coord
 	if err != nil {
 		return nil, "", err
 	}
-	if i := there.Annotations[annotationInstance]; i != cfg.instance {
+	if i := there.Annotations[wire.AnnotationInstance]; i != cfg.instance {
 		other = i
 	}
 	out, err = write(false, there)
@@ -164,7 +165,7 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 		return
 	}
 	retry := newRetryBackoff(cfg)
-	selector := registrationSelector(cfg.Name)
+	selector := wire.RegistrationSelector(cfg.Name)
 	sweep := time.NewTicker(cfg.RegistrationRenewal)
 	defer sweep.Stop()
 	for ctx.Err() == nil {
@@ -286,44 +287,4 @@ func deleteLapsed(ctx context.Context, gw *gateway, up registryReports) {
 			return
 		}
 	}
-}
-
-// ListCandidates returns the candidates registered for the Lease
-// namespace/name, for tools and operators (the relect command's status):
-// one List of the registrations and one Get of the Lease, with client.
-// Each candidate's Leader and Successor say what the Lease shows: its
-// holder, and the line of succession its leader published. Registrations
-// are returned as stored, lapsed ones included: RenewedAt (the candidate's
-// own clock) tells how old each is — a registration is renewed every
-// RegistrationRenewal (15 minutes by default). The order is Elector's:
-// the leader, the line in order, then by priority and identity. It returns
-// the client's error of either call (a missing Lease is no error).
-func ListCandidates(ctx context.Context, client kubernetes.Interface, namespace, name string) ([]Candidate, error) {
-	leases := client.CoordinationV1().Leases(namespace)
-	list, err := leases.List(ctx, metav1.ListOptions{LabelSelector: registrationSelector(name)})
-	if err != nil {
-		return nil, err
-	}
-	l, err := leases.Get(ctx, name, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		l = nil
-	case err != nil:
-		return nil, err
-	}
-	var holder string
-	var line *succession
-	if l != nil {
-		holder, line = recordOf(l).HolderIdentity, successionOf(l)
-	}
-	var cs []Candidate
-	for i := range list.Items {
-		if c, ok := candidateFrom(&list.Items[i]); ok {
-			c.Leader = c.Identity == holder
-			c.Successor = line.rank(c.Identity) + 1
-			cs = append(cs, c.Candidate)
-		}
-	}
-	sortCandidates(cs)
-	return cs, nil
 }

@@ -8,6 +8,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect/operator"
+
 	"github.com/relect/relect/internal/defaults"
 
 	"github.com/relect/relect"
@@ -31,17 +33,17 @@ func TestRequests(t *testing.T) {
 		a := cs[0]
 		next := named(cs, a.e.Candidates()[1].Identity)
 
-		r, err := relect.RequestYield(ctx, op, ns, lease, "alice")
+		r, err := operator.RequestYield(ctx, op, ns, lease, "alice")
 		require.NoError(t, err)
 		assert.Equal(t, a.name, r.Holder)
 		synctest.Wait()
 		assert.True(t, next.e.IsLeader(), "yielded to the first in line")
 		assert.ErrorIs(t, a.eventsOf(relect.EventStoppedLeading)[0].Err, relect.ErrYielded)
-		_, pending := relect.PendingRequest(api.Lease(ns, lease))
+		_, pending := operator.PendingRequest(api.Lease(ns, lease))
 		assert.False(t, pending, "the release removed it")
 
 		time.Sleep(ld)
-		r, err = relect.RequestHandOver(ctx, op, ns, lease, a.name, "alice")
+		r, err = operator.RequestHandOver(ctx, op, ns, lease, a.name, "alice", nil)
 		require.NoError(t, err)
 		assert.Equal(t, next.name, r.Holder)
 		synctest.Wait()
@@ -51,15 +53,15 @@ func TestRequests(t *testing.T) {
 		// A handover to a candidate the leader does not know is refused,
 		// reported once, and removed by the leader's next renewal.
 		time.Sleep(ld)
-		_, err = relect.RequestHandOver(ctx, op, ns, lease, "nobody", "mallory")
+		_, err = operator.RequestHandOver(ctx, op, ns, lease, "nobody", "mallory", nil)
 		require.NoError(t, err)
 		synctest.Wait()
-		pr, pending := relect.PendingRequest(api.Lease(ns, lease))
+		pr, pending := operator.PendingRequest(api.Lease(ns, lease))
 		require.True(t, pending)
 		assert.Equal(t, "nobody", pr.To)
 		time.Sleep(rp + 10*time.Millisecond)
 		assert.True(t, a.e.IsLeader(), "the leader leads on")
-		_, pending = relect.PendingRequest(api.Lease(ns, lease))
+		_, pending = operator.PendingRequest(api.Lease(ns, lease))
 		assert.False(t, pending, "removed by the next renewal")
 		refused := 0
 		for _, ev := range a.eventsOf(relect.EventError) {
@@ -76,9 +78,9 @@ func TestRequests(t *testing.T) {
 		synctest.Wait()
 		assert.True(t, a.e.IsLeader(), "a stale request changes nothing")
 
-		_, err = relect.RequestYield(ctx, op, ns, "no-such-lease", "alice")
-		assert.ErrorIs(t, err, relect.ErrNoLeader)
-		_, err = relect.RequestHandOver(ctx, op, ns, lease, a.name, "alice")
+		_, err = operator.RequestYield(ctx, op, ns, "no-such-lease", "alice")
+		assert.ErrorIs(t, err, operator.ErrNoLeader)
+		_, err = operator.RequestHandOver(ctx, op, ns, lease, a.name, "alice", nil)
 		assert.Error(t, err, "to the leader itself")
 		stopMonitor()
 		stopAll(cs...)
@@ -156,11 +158,11 @@ func TestRequestedHandOverWithTheRegistryOff(t *testing.T) {
 		cs := fleet(t, api, 2, func(_ int, o *relect.Options) { o.DisableRegistry, o.Priority = true, 0 })
 		a, b := cs[0], cs[1]
 		op := api.Client("operator").Clientset()
-		_, err := relect.RequestHandOver(context.Background(), op, ns, lease, "nobody", "mallory")
+		_, err := operator.RequestHandOver(context.Background(), op, ns, lease, "nobody", "mallory", nil)
 		require.NoError(t, err)
 		synctest.Wait()
 		assert.True(t, a.e.IsLeader(), "a forged name is refused")
-		_, err = relect.RequestHandOver(context.Background(), op, ns, lease, b.name, "alice", relect.AllowUnregistered())
+		_, err = operator.RequestHandOver(context.Background(), op, ns, lease, b.name, "alice", &relect.HandOverOptions{Unregistered: true})
 		require.NoError(t, err)
 		synctest.Wait()
 		waitFor(t, 2*rp, "b leads", b.e.IsLeader)
@@ -176,25 +178,25 @@ func TestWithdrawRequest(t *testing.T) {
 		putLease(api, "x", 15, 3) // held by a leader that reads no request
 		op := api.Client("operator").Clientset()
 		ctx := context.Background()
-		r, err := relect.RequestYield(ctx, op, ns, lease, "alice")
+		r, err := operator.RequestYield(ctx, op, ns, lease, "alice")
 		require.NoError(t, err)
-		assert.Equal(t, relect.Request{Holder: "x", Term: 3, By: "alice", At: r.At}, r)
-		removed, err := relect.WithdrawRequest(ctx, op, ns, lease, r)
+		assert.Equal(t, operator.Request{Holder: "x", Term: 3, By: "alice", At: r.At}, r)
+		removed, err := operator.WithdrawRequest(ctx, op, ns, lease, r)
 		require.NoError(t, err)
 		assert.True(t, removed)
-		_, pending := relect.PendingRequest(api.Lease(ns, lease))
+		_, pending := operator.PendingRequest(api.Lease(ns, lease))
 		assert.False(t, pending)
-		removed, err = relect.WithdrawRequest(ctx, op, ns, lease, r)
+		removed, err = operator.WithdrawRequest(ctx, op, ns, lease, r)
 		require.NoError(t, err)
 		assert.False(t, removed, "gone already")
 
 		time.Sleep(time.Second)
-		other, err := relect.RequestHandOver(ctx, op, ns, lease, "y", "bob")
+		other, err := operator.RequestHandOver(ctx, op, ns, lease, "y", "bob", nil)
 		require.NoError(t, err)
-		removed, err = relect.WithdrawRequest(ctx, op, ns, lease, r)
+		removed, err = operator.WithdrawRequest(ctx, op, ns, lease, r)
 		require.NoError(t, err)
 		assert.False(t, removed, "another's request stays")
-		got, pending := relect.PendingRequest(api.Lease(ns, lease))
+		got, pending := operator.PendingRequest(api.Lease(ns, lease))
 		assert.True(t, pending)
 		assert.Equal(t, other.To, got.To)
 	})

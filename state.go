@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relect/relect/internal/wire"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
@@ -73,7 +75,7 @@ type state struct {
 	changed chan struct{}
 
 	// refused is the last Request refused, reported once.
-	refused Request
+	refused wire.Request
 	// work is what the work check last said (Options.Work.Check): its
 	// failures in a row, and the last one's error.
 	work struct {
@@ -243,7 +245,7 @@ func (s *state) strangerLocked(rec *record) {
 // EventError and a warning, saying why); the leader's next write removes
 // the request. Requires mu.
 func (s *state) requestedLocked(l *coordinationv1.Lease) {
-	r, ok := PendingRequest(l)
+	r, ok := wire.PendingRequest(l)
 	if !ok || r.Holder != s.cfg.identity || !s.term.leading(time.Now()) || s.term.stepDown != nil {
 		return
 	}
@@ -341,7 +343,7 @@ func (s *state) acquireAllowedAt(l *coordinationv1.Lease) time.Time {
 		return time.Time{}
 	}
 	failing := s.cfg.Work.Check != nil && s.work.failures >= s.cfg.Work.CheckFailures
-	cool := successionOf(l).cooldownOf(s.cfg.identity)
+	cool := successionOf(l).CooldownOf(s.cfg.identity)
 	if !failing && (cool <= 0 || !time.Now().Before(s.seenAt.Add(cool))) {
 		return time.Time{}
 	}
@@ -587,17 +589,6 @@ func (s *state) leadingLocked(now time.Time) (number int64, leading bool) {
 	return s.term.number, true
 }
 
-// fence returns the current term's fence and whether this candidate leads
-// now with one.
-func (s *state) fence() (Fence, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, leading := s.leadingLocked(time.Now()); !leading || s.term.fence == "" {
-		return "", false
-	}
-	return s.term.fence, true
-}
-
 // leading returns the current term's number and whether this candidate
 // leads now.
 func (s *state) leading() (number int64, leading bool) {
@@ -774,7 +765,7 @@ func (s *state) stepDown(to string, unregistered, confirmed bool, readErr error)
 			return nil, s.changed, nil // listed within half a retry period
 		case !registry:
 			return nil, nil, fmt.Errorf("%w: %q: the candidate registry is off for this candidate, so it knows of none; "+
-				"pass relect.AllowUnregistered() to hand over to it anyway", ErrUnknownCandidate, to)
+				"set HandOverOptions.Unregistered to hand over to it anyway", ErrUnknownCandidate, to)
 		case !confirmed:
 			return nil, nil, errConfirm
 		default:
@@ -819,7 +810,7 @@ func (s *state) candidateRead(to string, l *coordinationv1.Lease, err error) err
 func (s *state) unknownLocked(to string, now time.Time, readErr error) error {
 	if err := readErr; err != nil {
 		return fmt.Errorf("%w: %q is not a live registered candidate as this leader knows them, and reading its registration failed (%v): "+
-			"try again, or pass relect.AllowUnregistered()", ErrUnknownCandidate, to, err)
+			"try again, or set HandOverOptions.Unregistered", ErrUnknownCandidate, to, err)
 	}
 	if c := s.succession.viewed(to); c != nil {
 		return fmt.Errorf("%w: %q is gone: its registration was not renewed for %v (its lease duration, %ds, has passed; "+
@@ -829,7 +820,7 @@ func (s *state) unknownLocked(to string, now time.Time, readErr error) error {
 	return fmt.Errorf("%w: %q is not registered: it has no registration. A relect candidate registers %v to %v after it starts "+
 		"(half a RetryPeriod to 1.5 RetryPeriods), so one that has just started is not registered yet: try again then; "+
 		"one that stopped has deregistered; a plain client-go candidate, or one with the registry off, never registers: "+
-		"pass relect.AllowUnregistered() to hand over to it", ErrUnknownCandidate, to, s.cfg.RetryPeriod/2, s.cfg.RetryPeriod*3/2)
+		"set HandOverOptions.Unregistered to hand over to it", ErrUnknownCandidate, to, s.cfg.RetryPeriod/2, s.cfg.RetryPeriod*3/2)
 }
 
 // stepDownLocked asks the current, leading term to step down for to (see
@@ -870,7 +861,7 @@ func (s *state) await() (number int64, leading bool, leader string, changed <-ch
 func (s *state) checkWanted() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.term.leading(time.Now()) || (!s.cfg.Standby && s.succession.line.rank(s.cfg.identity) >= 0)
+	return s.term.leading(time.Now()) || (!s.cfg.Standby && s.succession.line.Rank(s.cfg.identity) >= 0)
 }
 
 // workChecked records one call of the work check (nil: healthy) and, on a
@@ -1168,13 +1159,13 @@ func (s *state) candidatesUnknown() {
 func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	delete(l.Annotations, annotationSuccession)
-	delete(l.Annotations, annotationHandOver)
+	delete(l.Annotations, wire.AnnotationSuccession)
+	delete(l.Annotations, wire.AnnotationHandOver)
 	// A Request is for one term: honoured (this write is its release or
 	// handover), refused, or stale. The write is conditional on the
 	// version read, so it never removes one it did not see.
-	delete(l.Annotations, annotationRequest)
-	delete(l.Annotations, annotationFence)
+	delete(l.Annotations, wire.AnnotationRequest)
+	delete(l.Annotations, wire.AnnotationFence)
 	term := clampTransitions(rec.LeaderTransitions)
 	set := func(k, v string) {
 		if l.Annotations == nil {
@@ -1185,16 +1176,16 @@ func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
 	to := ""
 	if h := rec.HolderIdentity; h != "" && h != s.cfg.identity {
 		to = h
-		set(annotationHandOver, (&handOver{Term: term, From: s.cfg.identity, To: to}).encode())
+		set(wire.AnnotationHandOver, (&handOver{Term: term, From: s.cfg.identity, To: to}).Encode())
 	}
 	if sc := s.succession.next(s.cfg, term, time.Now(), to); sc != nil {
-		set(annotationSuccession, sc.encode())
+		set(wire.AnnotationSuccession, sc.Encode())
 	}
 	if t := s.term; t != nil && t.fence != "" && rec.HolderIdentity == s.cfg.identity {
 		// Bound to the record's term number, which a hand edit of leaseTransitions
-		// may have changed under the term: LeaseFence matches the Lease as it is.
-		raw, _ := json.Marshal(fenceMark{Holder: s.cfg.identity, Term: term, Fence: t.fence})
-		set(annotationFence, string(raw)) // the term's renewals publish its fence, for tools
+		// may have changed under the term: operator.Fence matches the Lease as it is.
+		raw, _ := json.Marshal(wire.FenceMark{Holder: s.cfg.identity, Term: term, Fence: string(t.fence)})
+		set(wire.AnnotationFence, string(raw)) // the term's renewals publish its fence, for tools
 	}
 }
 

@@ -11,7 +11,7 @@ type Stats struct {
 	// Leader is the holder last observed (see Elector.Leader).
 	Leader string
 	// Leading and Term are what Elector.Term returns; Fence is the
-	// current term's fencing token (Elector.Fence), "" when not leading.
+	// current term's fencing token (FenceFromContext inside its work), "" when not leading.
 	Leading bool
 	Term    int64
 	Fence   Fence

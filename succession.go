@@ -2,24 +2,21 @@ package relect
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"hash/fnv"
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/relect/relect/internal/wire"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 )
 
 // Succession: who tries to take the lease first when it is released or
 // expires. The leader names its next few successors in the Lease itself
-// (annotationSuccession), chosen from the registry by priority; every
+// (wire.AnnotationSuccession), chosen from the registry by priority; every
 // follower learns them from the watch it already has, and waits its turn:
 // the first in line at once, each next one a succession step later, and
 // everyone else after them, spread over a retry period. So a change of
@@ -39,203 +36,23 @@ import (
 //  3. lineage: what one candidate knows of the line and, as leader, of the
 //     registry, which the state holds under its mutex.
 
-// 1. The wire format.
+// 1. The wire format: internal/wire's, under the names this package uses.
 
-// The annotations of the election's Lease, so that followers know who goes
-// next without asking anyone (see docs/design.md, "Succession"). Both carry
-// the leaseTransitions of the record they were written with: a client-go
-// candidate that takes the Lease over keeps the annotations it read, and a
-// stale annotation is recognised by its term and ignored.
-const (
-	// annotationSuccession holds a succession: the leader's successors, in
-	// order.
-	annotationSuccession = "relect.io/succession"
-	// annotationHandOver marks a record written by HandOver: the holder
-	// named in it has not acquired the lease yet, and may take it at once.
-	annotationHandOver = "relect.io/handover"
+type (
+	succession = wire.Succession
+	successor  = wire.Successor
+	cooling    = wire.Cooling
+	handOver   = wire.HandOver
 )
 
-// succession is the line of succession a leader publishes.
-type succession struct {
-	// Term is the leaseTransitions of the record it was written with.
-	Term int32 `json:"term"`
-	// From is the identity of the leader that published it, and Priority
-	// its own Options.Priority, so that followers know it too.
-	From     string `json:"from,omitempty"`
-	Priority int32  `json:"priority,omitempty"`
-	// Next are the successors, first in line first; at most
-	// maxSuccessors.
-	Next []successor `json:"next,omitempty"`
-	// Passed are candidates the leader leaves out of Next as likely dead
-	// (lineage.passedOver), so that the leader after it leaves them out
-	// too; at most maxPassed.
-	Passed []string `json:"passed,omitempty"`
-	// Streak counts the stuck-work handovers in a row in the fleet
-	// (work.go): the leader that takes the lease next holds
-	// Work.Cooldown × 2^(Streak−1) before it may hand over for stuck work.
-	// Zero or absent: none.
-	Streak int32 `json:"streak,omitempty"`
-	// Cooling are candidates that handed over for stuck work, with the
-	// seconds of cooldown left when this was written: the next leaders
-	// leave them out of Next meanwhile; at most maxPassed.
-	Cooling []cooling `json:"cooling,omitempty"`
-}
-
-// cooling is a candidate in its cooldown after a stuck handover.
-type cooling struct {
-	Identity string `json:"id"`
-	Seconds  int32  `json:"s"`
-}
-
-// cooldownOf returns how many seconds of cooldown the line, written when
-// its writer's clock said the line's record was written, gives identity.
-func (s *succession) cooldownOf(identity string) time.Duration {
-	if s == nil {
-		return 0
-	}
-	for _, c := range s.Cooling {
-		if c.Identity == identity {
-			return time.Duration(c.Seconds) * time.Second
-		}
-	}
-	return 0
-}
-
-// successor is one candidate in a succession.
-type successor struct {
-	Identity string `json:"id"`
-	Priority int32  `json:"priority,omitempty"`
-}
-
-// maxSuccessors is how many successors a leader names. A change stalls by
-// one succession step for each of them that is dead; after them, the other
-// candidates try, staggered.
-const maxSuccessors = 3
-
-// maxPassed is how many passed-over candidates a line of succession names.
-const maxPassed = 8
-
-// handOver is the content of annotationHandOver.
-type handOver struct {
-	Term int32  `json:"term"` // leaseTransitions of the handover record
-	From string `json:"from"` // the leader that handed over
-	To   string `json:"to"`   // the holder it named
-}
-
-// successionOf returns the succession published with l's record, or nil if
-// there is none, it is malformed, or it belongs to another term; at most
-// maxSuccessors successors and maxPassed passed over are read.
-func successionOf(l *coordinationv1.Lease) *succession {
-	raw, ok := l.Annotations[annotationSuccession]
-	if !ok {
-		return nil
-	}
-	var s succession
-	if json.Unmarshal([]byte(raw), &s) != nil || !sameTerm(l, s.Term) {
-		return nil
-	}
-	// A line longer than any leader writes (edited by hand) would delay
-	// everyone outside it by a step per name: only the first are read.
-	s.Next = s.Next[:min(len(s.Next), maxSuccessors)]
-	s.Passed = s.Passed[:min(len(s.Passed), maxPassed)]
-	s.Cooling = s.Cooling[:min(len(s.Cooling), maxPassed)]
-	return &s
-}
-
-// handOverOf returns the handover that l's record is, or nil: a handover
-// names the record's holder, and was written with its term.
-func handOverOf(l *coordinationv1.Lease) *handOver {
-	raw, ok := l.Annotations[annotationHandOver]
-	if !ok {
-		return nil
-	}
-	var h handOver
-	holder := ""
-	if l.Spec.HolderIdentity != nil {
-		holder = *l.Spec.HolderIdentity
-	}
-	if json.Unmarshal([]byte(raw), &h) != nil || !sameTerm(l, h.Term) || h.To == "" || h.To != holder || h.From == holder {
-		return nil
-	}
-	return &h
-}
-
-// sameTerm reports whether l's leaseTransitions is term.
-func sameTerm(l *coordinationv1.Lease, term int32) bool {
-	var t int32
-	if l.Spec.LeaseTransitions != nil {
-		t = *l.Spec.LeaseTransitions
-	}
-	return t == term
-}
-
-// rank returns identity's place in s (0: first in line), or -1.
-func (s *succession) rank(identity string) int {
-	if s == nil {
-		return -1
-	}
-	for i, c := range s.Next {
-		if c.Identity == identity {
-			return i
-		}
-	}
-	return -1
-}
-
-// encode returns s as an annotation value.
-func (s *succession) encode() string {
-	raw, _ := json.Marshal(s)
-	return string(raw)
-}
-
-// encode returns h as an annotation value.
-func (h *handOver) encode() string {
-	raw, _ := json.Marshal(h)
-	return string(raw)
-}
-
-// Registration labels and annotations.
 const (
-	// labelCandidateOf marks a registration with the election's Lease
-	// name (or a hash of it, if it does not fit a label value).
-	labelCandidateOf = "relect.io/candidate-of"
-	// annotationLease is the election's Lease name, for people.
-	annotationLease = "relect.io/lease"
-	// annotationPriority is Options.Priority.
-	annotationPriority = "relect.io/priority"
-	// annotationStandby is "true" for a candidate standing by.
-	annotationStandby = "relect.io/standby"
-	// annotationInstance is a random name of the Elector that wrote the
-	// registration, so that two processes sharing one identity can tell
-	// each other's writes from their own (duplicate identities).
-	annotationInstance = "relect.io/instance"
+	maxSuccessors = wire.MaxSuccessors
+	maxPassed     = wire.MaxPassed
 )
 
-// registrationName is the name of identity's registration for the Lease
-// named lease: that name (cut to leave room), "-candidate-", and 16 hex
-// digits of a hash of the identity.
-func registrationName(lease, identity string) string {
-	sum := sha256.Sum256([]byte(identity))
-	suffix := "-candidate-" + hex.EncodeToString(sum[:8])
-	if len(lease)+len(suffix) > 253 {
-		lease = lease[:253-len(suffix)]
-	}
-	return strings.TrimRight(lease, ".-") + suffix
-}
-
-// candidateOf is the value of labelCandidateOf for the Lease named lease.
-func candidateOf(lease string) string {
-	if len(lease) <= 63 {
-		return lease // a DNS subdomain this short is a valid label value
-	}
-	sum := sha256.Sum256([]byte(lease))
-	return "sha256-" + hex.EncodeToString(sum[:16])
-}
-
-// registrationSelector selects the registrations of the Lease named lease.
-func registrationSelector(lease string) string {
-	return labels.SelectorFromSet(labels.Set{labelCandidateOf: candidateOf(lease)}).String()
-}
+func successionOf(l *coordinationv1.Lease) *succession { return wire.SuccessionOf(l) }
+func handOverOf(l *coordinationv1.Lease) *handOver     { return wire.HandOverOf(l) }
+func registrationName(lease, identity string) string   { return wire.RegistrationName(lease, identity) }
 
 // candidate is one registration as read from the API.
 type candidate struct {
@@ -250,17 +67,14 @@ type candidate struct {
 // candidateFrom decodes a registration; ok is false if it is not one (no
 // holder: departed).
 func candidateFrom(l *coordinationv1.Lease) (c candidate, ok bool) {
-	rec := recordOf(l)
-	if rec.HolderIdentity == "" {
+	r, ok := wire.RegistrationOf(l)
+	if !ok {
 		return c, false
 	}
-	p, _ := strconv.ParseInt(l.Annotations[annotationPriority], 10, 32)
-	c = candidate{
-		Candidate: Candidate{Identity: rec.HolderIdentity, Priority: int32(p), Standby: l.Annotations[annotationStandby] == "true",
-			RenewedAt: rec.RenewTime.Time},
-		name: l.Name, seconds: rec.LeaseDurationSeconds, rv: l.ResourceVersion,
-	}
-	return c, true
+	return candidate{
+		Candidate: Candidate{Identity: r.Identity, Priority: r.Priority, Standby: r.Standby, RenewedAt: r.RenewedAt},
+		name:      r.Name, seconds: r.Seconds, rv: r.RV,
+	}, true
 }
 
 // registration is this candidate's own registration object, as it wants it
@@ -274,17 +88,17 @@ func registration(cfg *config, from *coordinationv1.Lease, now time.Time) *coord
 	if l.Labels == nil {
 		l.Labels = map[string]string{}
 	}
-	l.Labels[labelCandidateOf] = candidateOf(cfg.Name)
+	l.Labels[wire.LabelCandidateOf] = wire.CandidateOf(cfg.Name)
 	if l.Annotations == nil {
 		l.Annotations = map[string]string{}
 	}
-	l.Annotations[annotationLease] = cfg.Name
-	l.Annotations[annotationPriority] = strconv.Itoa(int(cfg.Priority))
-	delete(l.Annotations, annotationStandby)
+	l.Annotations[wire.AnnotationLease] = cfg.Name
+	l.Annotations[wire.AnnotationPriority] = strconv.Itoa(int(cfg.Priority))
+	delete(l.Annotations, wire.AnnotationStandby)
 	if cfg.Standby {
-		l.Annotations[annotationStandby] = "true"
+		l.Annotations[wire.AnnotationStandby] = "true"
 	}
-	l.Annotations[annotationInstance] = cfg.instance
+	l.Annotations[wire.AnnotationInstance] = cfg.instance
 	id := cfg.identity
 	seconds := int32(cfg.RegistrationRenewal / time.Second * registrationLives)
 	t := metav1.NewMicroTime(now)
@@ -316,7 +130,7 @@ type Candidate struct {
 	// next in line, 0 if it is not in it.
 	Successor int
 	// RenewedAt is when its registration was last renewed, by its own
-	// clock (ListCandidates); zero where unknown (Elector.Candidates).
+	// clock (operator.ListCandidates); zero where unknown (Elector.Candidates).
 	RenewedAt time.Time
 }
 
@@ -358,7 +172,7 @@ func turn(l *coordinationv1.Lease, identity string, step time.Duration, back boo
 	if s == nil {
 		return 0
 	}
-	if r := s.rank(identity); r >= 0 && !back {
+	if r := s.Rank(identity); r >= 0 && !back {
 		return time.Duration(r) * step
 	}
 	h := fnv.New64a()
@@ -371,30 +185,31 @@ func turn(l *coordinationv1.Lease, identity string, step time.Duration, back boo
 	return time.Duration(len(s.Next))*step + spread
 }
 
-// sortCandidates orders cs for people: the leader first, then the line of
-// succession in order, then the others, highest priority first, then by
-// identity.
-func sortCandidates(cs []Candidate) {
-	slices.SortFunc(cs, func(a, b Candidate) int {
-		switch {
-		case a.Leader != b.Leader:
-			if a.Leader {
-				return -1
-			}
-			return 1
-		case (a.Successor == 0) != (b.Successor == 0):
-			if a.Successor == 0 {
-				return 1
-			}
+// Compare orders candidates for people (Elector.Candidates, relect
+// status): the leader first, then the line of succession in order, then
+// the others by priority, highest first, and identity. It returns -1, 0 or
+// +1, for slices.SortFunc(cs, Candidate.Compare).
+func (c Candidate) Compare(d Candidate) int {
+	switch {
+	case c.Leader != d.Leader:
+		if c.Leader {
 			return -1
-		case a.Successor != b.Successor:
-			return a.Successor - b.Successor
-		case a.Priority != b.Priority:
-			return cmp.Compare(b.Priority, a.Priority)
 		}
-		return cmp.Compare(a.Identity, b.Identity)
-	})
+		return 1
+	case (c.Successor == 0) != (d.Successor == 0):
+		if c.Successor == 0 {
+			return 1
+		}
+		return -1
+	case c.Successor != d.Successor:
+		return cmp.Compare(c.Successor, d.Successor)
+	case c.Priority != d.Priority:
+		return cmp.Compare(d.Priority, c.Priority)
+	}
+	return cmp.Compare(c.Identity, d.Identity)
 }
+
+func sortCandidates(cs []Candidate) { slices.SortFunc(cs, Candidate.Compare) }
 
 // 3. Lineage.
 
@@ -552,7 +367,7 @@ func (g *lineage) acquired(identity, expired string, now time.Time) {
 	if g.line == nil {
 		return
 	}
-	r := g.line.rank(identity)
+	r := g.line.Rank(identity)
 	if r < 0 {
 		r = len(g.line.Next)
 	}
@@ -794,7 +609,7 @@ func (g *lineage) known(cfg *config, self Candidate, leader string, now time.Tim
 	out := make([]Candidate, 0, len(byID))
 	for _, c := range byID {
 		c.Leader = c.Identity == leader
-		c.Successor = line.rank(c.Identity) + 1
+		c.Successor = line.Rank(c.Identity) + 1
 		out = append(out, c)
 	}
 	sortCandidates(out)

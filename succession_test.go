@@ -255,12 +255,12 @@ func TestHandOver(t *testing.T) {
 		a := cs[0]
 		stopMonitor := monitor(t, 10*time.Millisecond, cs...)
 		last := named(cs, a.e.Candidates()[3].Identity) // the last in line
-		assert.ErrorIs(t, last.e.HandOver(context.Background(), a.name), relect.ErrNotLeader)
-		assert.Error(t, a.e.HandOver(context.Background(), a.name))
-		assert.Error(t, a.e.HandOver(context.Background(), ""))
-		assert.Error(t, a.e.HandOver(context.Background(), "c04"), "c04 stands by")
+		assert.ErrorIs(t, last.e.HandOver(context.Background(), a.name, nil), relect.ErrNotLeader)
+		assert.Error(t, a.e.HandOver(context.Background(), a.name, nil))
+		assert.Error(t, a.e.HandOver(context.Background(), "", nil))
+		assert.Error(t, a.e.HandOver(context.Background(), "c04", nil), "c04 stands by")
 
-		require.NoError(t, a.e.HandOver(context.Background(), last.name))
+		require.NoError(t, a.e.HandOver(context.Background(), last.name, nil))
 		synctest.Wait()
 		assert.True(t, last.e.IsLeader(), "the named successor leads at once")
 		handed := a.eventsOf(relect.EventHandedOver)
@@ -271,14 +271,14 @@ func TestHandOver(t *testing.T) {
 		// To a candidate that is not registered: refused, and the term
 		// goes on.
 		time.Sleep(ld)
-		err := last.e.HandOver(context.Background(), "gone")
+		err := last.e.HandOver(context.Background(), "gone", nil)
 		require.ErrorIs(t, err, relect.ErrUnknownCandidate)
 		require.True(t, last.e.IsLeader(), "a refused HandOver leaves the term alone")
 
 		// Forced, to a candidate that is gone: nobody leads for the bound,
 		// then the line of succession takes over.
 		from := time.Now()
-		require.NoError(t, last.e.HandOver(context.Background(), "gone", relect.AllowUnregistered()))
+		require.NoError(t, last.e.HandOver(context.Background(), "gone", &relect.HandOverOptions{Unregistered: true}))
 		time.Sleep(2*rp - time.Millisecond)
 		assert.Empty(t, leaders(cs...), "nobody takes a handover named to another before its bound")
 		for _, c := range cs {
@@ -305,20 +305,20 @@ func TestHandOverRefusesUnknown(t *testing.T) {
 		cs := fleet(t, api, 3, func(i int, o *relect.Options) { o.Standby = i == 2 })
 		a, b := cs[0], cs[1]
 		for _, to := range []string{"nobody", "c02"} {
-			err := a.e.HandOver(context.Background(), to)
+			err := a.e.HandOver(context.Background(), to, nil)
 			assert.ErrorIs(t, err, relect.ErrUnknownCandidate, "%s", to)
 			assert.True(t, a.e.IsLeader())
 		}
-		assert.ErrorIs(t, a.e.HandOver(context.Background(), "c02", relect.AllowUnregistered()), relect.ErrUnknownCandidate,
+		assert.ErrorIs(t, a.e.HandOver(context.Background(), "c02", &relect.HandOverOptions{Unregistered: true}), relect.ErrUnknownCandidate,
 			"a standby is refused even so")
 
 		// Right after b takes over, its view is not listed yet: the
 		// HandOver back to a waits for it, then hands over.
-		require.NoError(t, a.e.HandOver(context.Background(), b.name))
+		require.NoError(t, a.e.HandOver(context.Background(), b.name, nil))
 		synctest.Wait()
 		require.True(t, b.e.IsLeader())
 		start := time.Now()
-		require.NoError(t, b.e.HandOver(context.Background(), a.name))
+		require.NoError(t, b.e.HandOver(context.Background(), a.name, nil))
 		assert.Greater(t, time.Since(start), rp/4, "waited for the registry's list")
 		assert.Less(t, time.Since(start), rp, "no longer")
 		// a follows again after its backoff wait, and takes the record
@@ -331,8 +331,8 @@ func TestHandOverRefusesUnknown(t *testing.T) {
 		api := newAPI()
 		cs := fleet(t, api, 2, func(_ int, o *relect.Options) { o.DisableRegistry, o.Priority = true, 0 })
 		a, b := cs[0], cs[1]
-		assert.ErrorIs(t, a.e.HandOver(context.Background(), b.name), relect.ErrUnknownCandidate, "no registry: nobody known")
-		require.NoError(t, a.e.HandOver(context.Background(), b.name, relect.AllowUnregistered()))
+		assert.ErrorIs(t, a.e.HandOver(context.Background(), b.name, nil), relect.ErrUnknownCandidate, "no registry: nobody known")
+		require.NoError(t, a.e.HandOver(context.Background(), b.name, &relect.HandOverOptions{Unregistered: true}))
 		synctest.Wait()
 		assert.True(t, b.e.IsLeader())
 		stopAll(cs...)
@@ -357,7 +357,7 @@ func TestHandOverConfirmsAnUnknownCandidate(t *testing.T) {
 
 		b := newCandidate(t, api, "b", nil)
 		b.start()
-		err := a.e.HandOver(context.Background(), "b")
+		err := a.e.HandOver(context.Background(), "b", nil)
 		require.ErrorIs(t, err, relect.ErrUnknownCandidate, "b has just started: not registered yet")
 		assert.ErrorContains(t, err, `"b" is not registered: it has no registration`)
 		assert.ErrorContains(t, err, "one that has just started is not registered yet: try again")
@@ -370,7 +370,7 @@ func TestHandOverConfirmsAnUnknownCandidate(t *testing.T) {
 		for _, c := range a.e.Candidates() {
 			require.NotEqual(t, "b", c.Identity, "a's view lags behind")
 		}
-		require.NoError(t, a.e.HandOver(context.Background(), "b"), "confirmed by a read of b's registration")
+		require.NoError(t, a.e.HandOver(context.Background(), "b", nil), "confirmed by a read of b's registration")
 		waitFor(t, rp, "b leads", b.e.IsLeader)
 		stopAll(a, b)
 	})
@@ -381,7 +381,7 @@ func TestHandOverConfirmsAnUnknownCandidate(t *testing.T) {
 		a, b := cs[0], cs[1]
 		b.client.Pause()            // b is stopped, its registration left behind
 		time.Sleep(4 * time.Minute) // it lapses after three renewal periods
-		err := a.e.HandOver(context.Background(), b.name)
+		err := a.e.HandOver(context.Background(), b.name, nil)
 		require.ErrorIs(t, err, relect.ErrUnknownCandidate)
 		assert.ErrorContains(t, err, fmt.Sprintf("%q is gone: its registration was not renewed for", b.name))
 		b.client.Resume()
@@ -755,7 +755,7 @@ func TestFailedStepDownIsNotResumed(t *testing.T) {
 				if how == "yield" {
 					err = a.e.Yield(context.Background())
 				} else {
-					err = a.e.HandOver(context.Background(), cs[2].name)
+					err = a.e.HandOver(context.Background(), cs[2].name, nil)
 				}
 				require.Error(t, err)
 				assert.False(t, a.e.IsLeader())
@@ -847,7 +847,7 @@ func TestStandbyWithoutTheRegistry(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, "a", s.e.Leader())
 		assert.Zero(t, s.client.Calls(relecttest.VerbUpdate)+s.client.Calls(relecttest.VerbCreate), "a standby without the registry writes nothing")
-		assert.ErrorIs(t, a.e.HandOver(context.Background(), "s"), relect.ErrUnknownCandidate)
+		assert.ErrorIs(t, a.e.HandOver(context.Background(), "s", nil), relect.ErrUnknownCandidate)
 		stopAll(a, s)
 	})
 }

@@ -248,8 +248,7 @@ func (r *replica) awaitTerm() (int64, relect.Fence) {
 	if err != nil {
 		r.t.Fatalf("%s never led: %v", r.id, err)
 	}
-	f, _ := r.m.Elector().Fence()
-	return n, f
+	return n, r.m.Elector().Stats().Fence
 }
 
 // awaitReconciled waits until r has reconciled n distinct objects in term.

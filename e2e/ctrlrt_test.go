@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relect/relect/operator"
+
 	"github.com/relect/relect"
 	"github.com/relect/relect/e2e/internal/history"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -257,11 +259,11 @@ func (p *crtPhase) record(kind string, from, to *crtReplica, at time.Time) {
 	p.changes = append(p.changes, crtChange{kind: kind, from: from.id, to: to.id, at: at})
 }
 
-// yield asks the leader to Yield (relect.RequestYield, as `relect yield`
+// yield asks the leader to Yield (operator.RequestYield, as `relect yield`
 // does).
 func (p *crtPhase) yield(leader *crtReplica) *crtReplica {
 	at := time.Now()
-	if _, err := relect.RequestYield(context.Background(), p.c.client(p.t), p.ns, p.lease, "e2e"); err != nil {
+	if _, err := operator.RequestYield(context.Background(), p.c.client(p.t), p.ns, p.lease, "e2e"); err != nil {
 		p.t.Fatal(err)
 	}
 	next := p.awaitPromotion(at, leader, renewDeadline+maxAcquireWait()+slack)
@@ -275,7 +277,7 @@ func (p *crtPhase) handOver(leader, to *crtReplica) *crtReplica {
 	t := p.t
 	cs := p.c.client(t)
 	waitFor(t, 10*time.Second, to.id+" registered", func() bool {
-		cands, err := relect.ListCandidates(context.Background(), cs, p.ns, p.lease)
+		cands, err := operator.ListCandidates(context.Background(), cs, p.ns, p.lease)
 		if err != nil {
 			return false
 		}
@@ -288,7 +290,7 @@ func (p *crtPhase) handOver(leader, to *crtReplica) *crtReplica {
 	})
 	at := time.Now()
 	for try := 0; ; try++ {
-		if _, err := relect.RequestHandOver(context.Background(), cs, p.ns, p.lease, to.id, "e2e"); err != nil {
+		if _, err := operator.RequestHandOver(context.Background(), cs, p.ns, p.lease, to.id, "e2e", nil); err != nil {
 			t.Fatal(err)
 		}
 		deadline := time.Now().Add(renewDeadline + slack)

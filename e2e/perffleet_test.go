@@ -716,7 +716,7 @@ func benchStepDown(t *testing.T, c *cluster, kind string, n int) stepDownRun {
 		if kind == ctlYield {
 			err = leader.e.Yield(ctx)
 		} else {
-			err = leader.e.HandOver(ctx, target.id)
+			err = leader.e.HandOver(ctx, target.id, nil)
 		}
 		returned := time.Now()
 		if err != nil {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relect/relect/operator"
+
 	"github.com/relect/relect"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,7 +21,7 @@ import (
 )
 
 // relect yield and relect handover: an operator's request to the current
-// leader (relect.RequestYield, relect.RequestHandOver), and the wait for
+// leader (operator.RequestYield, operator.RequestHandOver), and the wait for
 // its outcome (requestwait.go).
 
 const yieldHead = `Usage: relect yield [flags] NAMESPACE/NAME
@@ -281,8 +283,8 @@ func ask(ctx context.Context, plan *requestPlan, client kubernetes.Interface, st
 	r, err := write(ctx, plan, client)
 	holder := r.Holder
 	switch {
-	case errors.Is(err, relect.ErrNoLeader):
-		fmt.Fprintf(stderr, "relect %s: no leader to ask: %s\n", plan.verb, strings.TrimPrefix(err.Error(), relect.ErrNoLeader.Error()+": "))
+	case errors.Is(err, operator.ErrNoLeader):
+		fmt.Fprintf(stderr, "relect %s: no leader to ask: %s\n", plan.verb, strings.TrimPrefix(err.Error(), operator.ErrNoLeader.Error()+": "))
 		return exitNoLeader
 	case err != nil:
 		return fail(stderr, plan, "writing the request into Lease %s (needs RBAC get and update on leases): %w", plan.lease, err)
@@ -336,25 +338,21 @@ func (p *requestPlan) action() string {
 }
 
 // write writes the request and returns it.
-func write(ctx context.Context, plan *requestPlan, client kubernetes.Interface) (relect.Request, error) {
+func write(ctx context.Context, plan *requestPlan, client kubernetes.Interface) (operator.Request, error) {
 	ns, name := plan.lease.namespace, plan.lease.name
 	if plan.to == "" {
-		return relect.RequestYield(ctx, client, ns, name, plan.by)
+		return operator.RequestYield(ctx, client, ns, name, plan.by)
 	}
-	var opts []relect.HandOverOption
-	if plan.unregistered {
-		opts = append(opts, relect.AllowUnregistered())
-	}
-	return relect.RequestHandOver(ctx, client, ns, name, plan.to, plan.by, opts...)
+	return operator.RequestHandOver(ctx, client, ns, name, plan.to, plan.by, &relect.HandOverOptions{Unregistered: plan.unregistered})
 }
 
 // withdraw takes back request r after a wait without an outcome, so that
-// it does not linger in the Lease (relect.WithdrawRequest: only while it
+// it does not linger in the Lease (operator.WithdrawRequest: only while it
 // is still the same request), and says what became of it.
-func withdraw(ctx context.Context, plan *requestPlan, client kubernetes.Interface, r relect.Request) string {
+func withdraw(ctx context.Context, plan *requestPlan, client kubernetes.Interface, r operator.Request) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	removed, err := relect.WithdrawRequest(ctx, client, plan.lease.namespace, plan.lease.name, r)
+	removed, err := operator.WithdrawRequest(ctx, client, plan.lease.namespace, plan.lease.name, r)
 	switch {
 	case err != nil:
 		return fmt.Sprintf("; withdrawing the request failed (%v): it stays until the term ends", err)
@@ -365,11 +363,11 @@ func withdraw(ctx context.Context, plan *requestPlan, client kubernetes.Interfac
 }
 
 // checkCandidate checks handover's IDENTITY against the candidate registry
-// (relect.ListCandidates): a registered candidate that may lead, or with
+// (operator.ListCandidates): a registered candidate that may lead, or with
 // --unregistered anyone but a known standby (then a failed list is no
 // reason to stop). It returns exitOK, or the exit code after saying why.
 func checkCandidate(ctx context.Context, plan *requestPlan, client kubernetes.Interface, stderr io.Writer) int {
-	cands, err := relect.ListCandidates(ctx, client, plan.lease.namespace, plan.lease.name)
+	cands, err := operator.ListCandidates(ctx, client, plan.lease.namespace, plan.lease.name)
 	if err != nil {
 		if plan.unregistered {
 			return exitOK

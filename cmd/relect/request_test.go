@@ -11,6 +11,8 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect/operator"
+
 	"github.com/relect/relect/internal/defaults"
 
 	"github.com/relect/relect"
@@ -176,7 +178,7 @@ func TestHandOverRefusedByTheLeader(t *testing.T) {
 		// Its registration lives 3 × RegistrationRenewal (45 s) on the
 		// leader's clock, and is deleted after twice that.
 		time.Sleep(50 * time.Second)
-		cands, err := relect.ListCandidates(context.Background(), api.Client("operator").Clientset(), "default", "job")
+		cands, err := operator.ListCandidates(context.Background(), api.Client("operator").Clientset(), "default", "job")
 		require.NoError(t, err)
 		require.Len(t, cands, 2, "ghost is still listed")
 
@@ -208,7 +210,7 @@ func TestForgedHandOverIsRefused(t *testing.T) {
 		fleet := startFleet(t, api, "a", "b")
 		watched := &lockedBuffer{}
 		stopWatch := watchTable(t, api, watched)
-		r, err := relect.RequestHandOver(context.Background(), api.Client("mallory").Clientset(), "default", "job", "nobody", "mallory")
+		r, err := operator.RequestHandOver(context.Background(), api.Client("mallory").Clientset(), "default", "job", "nobody", "mallory", nil)
 		require.NoError(t, err)
 		require.Equal(t, "a", r.Holder)
 		time.Sleep(3 * time.Second) // a renews within a retry period
@@ -229,7 +231,7 @@ func watchTable(t *testing.T, api *relecttest.LeaseAPI, out io.Writer) (stop fun
 	t.Helper()
 	cs := api.Client("status").Clientset()
 	list := func(ctx context.Context) ([]relect.Candidate, error) {
-		return relect.ListCandidates(ctx, cs, "default", "job")
+		return operator.ListCandidates(ctx, cs, "default", "job")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -331,7 +333,7 @@ func TestRequestIgnoredByAClientGoLeader(t *testing.T) {
 		require.Equal(t, "cg", api.Holder("default", "job"))
 
 		// Stale once the term has ended.
-		_, err := relect.RequestYield(context.Background(), api.Client("operator").Clientset(), "default", "job", "alice")
+		_, err := operator.RequestYield(context.Background(), api.Client("operator").Clientset(), "default", "job", "alice")
 		require.NoError(t, err)
 		require.NotNil(t, pending(api))
 		r1 := startElector(t, api, "r1", nil)
@@ -528,7 +530,7 @@ func TestWaitResyncsWhenTheWatchEnds(t *testing.T) {
 		w := &outcomeWatch{leases: leases, plan: plan, pre: pre, wi: ended}
 		defer w.stop()
 		sent := time.Now()
-		r, err := relect.RequestYield(ctx, op, "default", "job", "alice")
+		r, err := operator.RequestYield(ctx, op, "default", "job", "alice")
 		require.NoError(t, err)
 		o := w.wait(ctx, asked{holder: r.Holder, by: "alice", sent: sent})
 		assert.Equal(t, exitOK, o.code, o.msg)

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/relect/relect"
+	"github.com/relect/relect/operator"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +41,7 @@ type asked struct {
 
 // ours reports whether r is the request a (the time it was written, by the
 // library, is not known here: two requests alike are one).
-func (a asked) ours(r relect.Request) bool {
+func (a asked) ours(r operator.Request) bool {
 	return r.Holder == a.holder && r.To == a.to && r.Unregistered == a.unregistered && r.By == a.by
 }
 
@@ -157,7 +158,7 @@ func (j *judge) observe(l *coordinationv1.Lease) (outcome, bool) {
 	if l == nil {
 		return outcome{exitFailure, fmt.Sprintf("Lease %s was deleted while waiting for the outcome", j.lease)}, true
 	}
-	r, pending := relect.PendingRequest(l)
+	r, pending := operator.PendingRequest(l)
 	mine := pending && j.a.ours(r)
 	if !j.seen {
 		// Changes from before the request was written; the record that
@@ -193,7 +194,7 @@ func (j *judge) observe(l *coordinationv1.Lease) (outcome, bool) {
 func (j *judge) resynced(l *coordinationv1.Lease) (outcome, bool) {
 	if !j.seen {
 		j.seen = true
-		if r, ok := relect.PendingRequest(l); ok && j.a.ours(r) {
+		if r, ok := operator.PendingRequest(l); ok && j.a.ours(r) {
 			j.base = termOf(l)
 		}
 	}

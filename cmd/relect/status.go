@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/relect/relect"
 	"io"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/internal/wire"
+	"github.com/relect/relect/operator"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -92,7 +95,7 @@ type leaseStatus struct {
 	// Term is the Lease's leaseTransitions, for people and logs.
 	Term int32 `json:"term"`
 	// Fence is the holder's term's fencing token as its relect holder
-	// published it (relect.LeaseFence); absent for a client-go holder, a
+	// published it (operator.Fence); absent for a client-go holder, a
 	// released Lease, or a term only just begun.
 	Fence                string     `json:"fence,omitempty"`
 	AcquireTime          *time.Time `json:"acquire_time,omitempty"`
@@ -110,7 +113,7 @@ type leaseStatus struct {
 	// ObservedAt is when the current record was first observed (--watch).
 	ObservedAt *time.Time `json:"observed_at,omitempty"`
 	// Candidates are the candidates registered for the Lease (relect's
-	// candidate registry; relect.ListCandidates), the leader first, then
+	// candidate registry; operator.ListCandidates), the leader first, then
 	// the line of succession; CandidatesKnown is false when they could not
 	// be listed (CandidatesError says why).
 	Candidates      []candidateStatus `json:"candidates"`
@@ -124,14 +127,14 @@ type leaseStatus struct {
 	// "handover" while it is valid, "expired" once nobody took it.
 	HandOver *handoverStatus `json:"handover,omitempty"`
 	// PendingRequest is the operator's request (relect yield, relect
-	// handover; relect.PendingRequest) that the holder has yet to honour
+	// handover; operator.PendingRequest) that the holder has yet to honour
 	// or refuse; absent if there is none. A stale one — addressed to an
 	// earlier holder or term, which every candidate ignores — is not
 	// shown.
 	PendingRequest *requestStatus `json:"pending_request,omitempty"`
 }
 
-// requestStatus is a pending request (relect.Request).
+// requestStatus is a pending request (operator.Request).
 type requestStatus struct {
 	// Action is "yield" or "handover".
 	Action string `json:"action"`
@@ -148,7 +151,7 @@ type requestStatus struct {
 
 // requestOf returns the request pending in lease, or nil.
 func requestOf(lease *coordinationv1.Lease) *requestStatus {
-	r, ok := relect.PendingRequest(lease)
+	r, ok := operator.PendingRequest(lease)
 	if !ok {
 		return nil
 	}
@@ -214,7 +217,7 @@ func statusOf(ref leaseRef, lease *coordinationv1.Lease, now, observedAt time.Ti
 	st.Exists = true
 	st.Holder = ptrValue(spec.HolderIdentity)
 	st.Term = ptrValue(spec.LeaseTransitions)
-	st.Fence = string(relect.LeaseFence(lease))
+	st.Fence = string(operator.Fence(lease))
 	st.LeaseDurationSeconds = ptrValue(spec.LeaseDurationSeconds)
 	st.PendingRequest = requestOf(lease)
 	if spec.AcquireTime != nil {
@@ -240,11 +243,7 @@ func statusOf(ref leaseRef, lease *coordinationv1.Lease, now, observedAt time.Ti
 	}
 	if st.Holder == "" {
 		st.State = stateNoHolder
-		// NOTE: the library's release rule (record.go's releaseRecord and
-		// released) written out again instead of asked of the library,
-		// which exports none; a later refactor moves the Lease's format
-		// into a subpackage whose reader this will call (statuswork.go).
-		if st.LeaseDurationSeconds == 1 {
+		if wire.Released(lease) {
 			st.State = stateReleased
 		}
 		return st
@@ -267,7 +266,7 @@ func statusOf(ref leaseRef, lease *coordinationv1.Lease, now, observedAt time.Ti
 			st.Valid, st.State = true, stateHeld
 		}
 	}
-	if h := handOverOf(lease); h != nil {
+	if h := wire.HandOverOf(lease); h != nil {
 		st.HandOver = &handoverStatus{From: h.From, To: h.To, Until: st.Expires}
 		if st.Valid {
 			st.State = stateHandover
@@ -335,7 +334,7 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	p := newStatusPrinter(stdout, output, watchIt)
 	if watchIt {
 		list := func(ctx context.Context) ([]relect.Candidate, error) {
-			return relect.ListCandidates(ctx, cs, ref.namespace, ref.name)
+			return operator.ListCandidates(ctx, cs, ref.namespace, ref.name)
 		}
 		if err := watchStatus(ctx, leases, list, ref, timeout, p, stderr); err != nil {
 			return report(stderr, "status", err)
@@ -352,7 +351,7 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	case err != nil:
 		return report(stderr, "status", fmt.Errorf("reading Lease %s: %w", ref, err))
 	}
-	cands, cerr := relect.ListCandidates(rctx, cs, ref.namespace, ref.name)
+	cands, cerr := operator.ListCandidates(rctx, cs, ref.namespace, ref.name)
 	p.print(withCandidates(statusOf(ref, lease, time.Now(), time.Time{}), cands, cerr))
 	if lease == nil {
 		fmt.Fprintf(stderr, "relect status: Lease %s does not exist\n", ref)
@@ -396,7 +395,7 @@ func watchStatus(ctx context.Context, leases coordinationv1client.LeaseInterface
 }
 
 // candidateLister lists the candidates registered for the Lease
-// (relect.ListCandidates).
+// (operator.ListCandidates).
 type candidateLister func(ctx context.Context) ([]relect.Candidate, error)
 
 // statusWatch is the state of watchStatus: the current record and when it

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/operator"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -244,7 +245,7 @@ func TestWatchShowsTheLeaderOfEachRow(t *testing.T) {
 
 		cs := api.Client("status").Clientset()
 		list := func(ctx context.Context) ([]relect.Candidate, error) {
-			return relect.ListCandidates(ctx, cs, "default", "job")
+			return operator.ListCandidates(ctx, cs, "default", "job")
 		}
 		var out, errOut lockedBuffer
 		done := make(chan error, 1)
@@ -425,7 +426,7 @@ func TestStatusShowsAHandover(t *testing.T) {
 		time.Sleep(time.Minute)
 		require.True(t, a.IsLeader())
 		// To a candidate that does not run: the record stays until its time passes.
-		require.NoError(t, a.HandOver(context.Background(), "z", relect.AllowUnregistered()))
+		require.NoError(t, a.HandOver(context.Background(), "z", &relect.HandOverOptions{Unregistered: true}))
 		l := api.Lease("default", "job")
 		now := time.Now()
 		st := statusOf(jobLease, l, now, time.Time{})

@@ -1,91 +1,15 @@
 package main
 
 import (
-	"encoding/json"
 	"time"
 
+	"github.com/relect/relect/internal/wire"
 	coordinationv1 "k8s.io/api/coordination/v1"
 )
 
 // What relect status reads of stuck work and handovers from the Lease's
-// annotations. The root package exposes no reader for either (it has
-// relect.LeaseFence and relect.PendingRequest for the fence and the
-// request, not one for the line of succession or a handover record), so
-// the two wire formats are read here as succession.go writes them.
-//
-// NOTE for the refactor that moves the Lease's format into a subpackage:
-// replace leaseLine and leaseHandOver with its readers — a
-// Succession(l) (streak, cooling with seconds left as written, from) and a
-// HandOver(l) (from, to) with the same term checks as succession.go's
-// successionOf and handOverOf — and the release rule in statusOf with its
-// Released(l). Until then a change of relect.io/succession or
-// relect.io/handover must be made here too (TestStatusShowsStuckWork and
-// TestStatusShowsAHandover decode what the library writes, through
-// relecttest, and fail on a drift of the fields they read).
-
-// The annotations, as succession.go names them.
-const (
-	annotationSuccession = "relect.io/succession"
-	annotationHandOver   = "relect.io/handover"
-	// maxCooling is how many cooling candidates the library reads of a
-	// line (succession.go's maxPassed).
-	maxCooling = 8
-)
-
-// leaseLine is the part of relect.io/succession that status shows: the
-// line of succession a leader (From) published with its record of
-// leaseTransitions Term — the fleet's streak of stuck handovers in a row,
-// and the candidates cooling after one, with the seconds of cooldown each
-// had left when the record was written.
-type leaseLine struct {
-	Term    int32  `json:"term"`
-	From    string `json:"from"`
-	Streak  int32  `json:"streak"`
-	Cooling []struct {
-		Identity string `json:"id"`
-		Seconds  int32  `json:"s"`
-	} `json:"cooling"`
-}
-
-// lineOf returns l's line of succession, or nil if it has none, it is
-// malformed, or it belongs to another term (a client-go holder kept an
-// older one), as the library ignores it then.
-func lineOf(l *coordinationv1.Lease) *leaseLine {
-	raw, ok := l.Annotations[annotationSuccession]
-	if !ok {
-		return nil
-	}
-	var line leaseLine
-	if json.Unmarshal([]byte(raw), &line) != nil || line.Term != ptrValue(l.Spec.LeaseTransitions) {
-		return nil
-	}
-	line.Cooling = line.Cooling[:min(len(line.Cooling), maxCooling)]
-	return &line
-}
-
-// leaseHandOver is relect.io/handover: the record is a handover from From
-// to To, the holder it names, who has not acquired the lease yet.
-type leaseHandOver struct {
-	Term int32  `json:"term"`
-	From string `json:"from"`
-	To   string `json:"to"`
-}
-
-// handOverOf returns the handover l's record is, or nil: one written with
-// its term, naming its holder, from someone else (succession.go's rule).
-func handOverOf(l *coordinationv1.Lease) *leaseHandOver {
-	raw, ok := l.Annotations[annotationHandOver]
-	if !ok {
-		return nil
-	}
-	var h leaseHandOver
-	holder := ptrValue(l.Spec.HolderIdentity)
-	if json.Unmarshal([]byte(raw), &h) != nil || h.Term != ptrValue(l.Spec.LeaseTransitions) ||
-		h.To == "" || h.To != holder || h.From == holder {
-		return nil
-	}
-	return &h
-}
+// annotations, by the library's own rules (internal/wire: an annotation of
+// another term, or a handover not naming the holder, is no annotation).
 
 // workStatus is what the Lease says of stuck work in the fleet, as of the
 // status's time (-o json: "work"). Whether the holder's work is stuck now
@@ -134,7 +58,7 @@ type handoverStatus struct {
 // counting the cooldowns' seconds from basis (when the record was written
 // or observed); nil when it says nothing (no streak, nobody cooling).
 func workOf(l *coordinationv1.Lease, holder string, now, basis time.Time) *workStatus {
-	line := lineOf(l)
+	line := wire.SuccessionOf(l)
 	if line == nil || (line.Streak <= 0 && len(line.Cooling) == 0) {
 		return nil
 	}

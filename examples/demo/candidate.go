@@ -138,7 +138,7 @@ func (p *proc) handOver(ctx context.Context, to *proc) error {
 	if e == nil {
 		return relect.ErrNotLeader
 	}
-	return e.HandOver(ctx, to.id)
+	return e.HandOver(ctx, to.id, nil)
 }
 
 // lastRenewal is when the current incarnation last wrote the Lease naming

@@ -107,7 +107,7 @@ func (p *relectProcess) stepDown(ctx context.Context, to string) error {
 	if to == "" {
 		return p.el.e.Yield(ctx)
 	}
-	return p.el.e.HandOver(ctx, to)
+	return p.el.e.HandOver(ctx, to, nil)
 }
 
 func (p *relectProcess) knowsStandby(identity string) bool {

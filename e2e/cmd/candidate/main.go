@@ -333,7 +333,7 @@ func control(ctx context.Context, e *relect.Elector, to string, w *history.Write
 					err = e.Yield(ctx)
 				} else {
 					r.Event, r.Leader = "handover", to
-					err = e.HandOver(ctx, to)
+					err = e.HandOver(ctx, to, nil)
 				}
 				r.T, r.Delay = called.UnixNano(), int64(time.Since(called))
 				if err != nil {

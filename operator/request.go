@@ -1,4 +1,4 @@
-package relect
+package operator
 
 import (
 	"context"
@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/relect/relect/internal/wire"
+
+	"github.com/relect/relect"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,9 +29,6 @@ import (
 // client-go leader ignores the annotation; its next renewal keeps it, but
 // the next relect leader's term differs, so it is stale.
 
-// annotationRequest holds a Request.
-const annotationRequest = "relect.io/request"
-
 // Request is an operator's request to the leader of a Lease to step down:
 // to Yield, or to HandOver to To. RequestYield and RequestHandOver write
 // it; PendingRequest reads it.
@@ -41,7 +41,7 @@ type Request struct {
 	// To is the candidate to hand over to; empty asks for a Yield.
 	To string `json:"to,omitempty"`
 	// Unregistered hands over to To even if the leader does not know it
-	// from the registry (AllowUnregistered).
+	// from the registry (relect.HandOverOptions.Unregistered).
 	Unregistered bool `json:"unregistered,omitempty"`
 	// By and At say who asked and when, by the asker's clock, for people.
 	By string    `json:"by,omitempty"`
@@ -51,7 +51,7 @@ type Request struct {
 // ErrNoLeader is returned by RequestYield and RequestHandOver when the
 // Lease has no holder to ask: it is missing, released, or a handover
 // record whose successor has not taken it yet.
-var ErrNoLeader = errors.New("relect: the Lease has no leader")
+var ErrNoLeader = errors.New("operator: the Lease has no leader")
 
 // RequestYield asks the current leader of the Lease namespace/name to
 // Yield: it writes a Request addressed to the holder and its term, with
@@ -70,21 +70,21 @@ func RequestYield(ctx context.Context, client kubernetes.Interface, namespace, n
 // RequestHandOver asks the current leader of the Lease namespace/name to
 // HandOver to identity, as RequestYield asks it to Yield. The leader
 // refuses an identity it does not know as a live registered candidate that
-// may lead (see HandOver) unless opts has AllowUnregistered, and removes
-// the request with its next renewal: check the identity first
-// (ListCandidates); before its first list of the registry (half a
-// RetryPeriod into its term), and with its registry off, it refuses every
-// name but an AllowUnregistered one. Errors: an empty identity or the
-// holder's own, ErrNoLeader, or the client's.
-func RequestHandOver(ctx context.Context, client kubernetes.Interface, namespace, name, identity, by string, opts ...HandOverOption) (Request, error) {
+// may lead (see relect's Elector.HandOver) unless opts.Unregistered is
+// set (opts may be nil), and removes the request with its next renewal:
+// check the identity first (ListCandidates); before its first list of the
+// registry (half a RetryPeriod into its term), and with its registry off,
+// it refuses every name but an Unregistered one. Errors: an empty identity
+// or the holder's own, ErrNoLeader, or the client's.
+func RequestHandOver(ctx context.Context, client kubernetes.Interface, namespace, name, identity, by string, opts *relect.HandOverOptions) (Request, error) {
 	if identity == "" {
-		return Request{}, errors.New("relect: RequestHandOver: empty identity")
+		return Request{}, errors.New("operator: RequestHandOver: empty identity")
 	}
-	var o handOverOptions
-	for _, opt := range opts {
-		opt(&o)
+	var o relect.HandOverOptions
+	if opts != nil {
+		o = *opts
 	}
-	return request(ctx, client, namespace, name, Request{To: identity, Unregistered: o.unregistered, By: by})
+	return request(ctx, client, namespace, name, Request{To: identity, Unregistered: o.Unregistered, By: by})
 }
 
 // request writes r, addressed to the Lease's current holder and term.
@@ -98,19 +98,19 @@ func request(ctx context.Context, client kubernetes.Interface, namespace, name s
 		if err != nil {
 			return Request{}, err
 		}
-		rec := recordOf(l)
-		if rec.HolderIdentity == "" || handOverOf(l) != nil {
+		holder := wire.Holder(l)
+		if holder == "" || wire.HandOverOf(l) != nil {
 			return Request{}, fmt.Errorf("%w: Lease %s/%s is not held", ErrNoLeader, namespace, name)
 		}
-		if r.To == rec.HolderIdentity {
-			return Request{}, fmt.Errorf("relect: RequestHandOver: %q already holds Lease %s/%s", r.To, namespace, name)
+		if r.To == holder {
+			return Request{}, fmt.Errorf("operator: RequestHandOver: %q already holds Lease %s/%s", r.To, namespace, name)
 		}
-		r.Holder, r.Term, r.At = rec.HolderIdentity, clampTransitions(rec.LeaderTransitions), time.Now()
+		r.Holder, r.Term, r.At = holder, wire.Transitions(l), time.Now()
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}
-		raw, _ := json.Marshal(r)
-		l.Annotations[annotationRequest] = string(raw)
+		raw, _ := json.Marshal(wire.Request(r))
+		l.Annotations[wire.AnnotationRequest] = string(raw)
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) && try < 5 {
 			continue // the leader renewed in between: ask again
@@ -139,12 +139,12 @@ func WithdrawRequest(ctx context.Context, client kubernetes.Interface, namespace
 		if err != nil {
 			return false, err
 		}
-		var there Request
-		raw, ok := l.Annotations[annotationRequest]
-		if !ok || json.Unmarshal([]byte(raw), &there) != nil || !sameRequest(there, r) {
+		var there wire.Request
+		raw, ok := l.Annotations[wire.AnnotationRequest]
+		if !ok || json.Unmarshal([]byte(raw), &there) != nil || !wire.SameRequest(there, wire.Request(r)) {
 			return false, nil
 		}
-		delete(l.Annotations, annotationRequest)
+		delete(l.Annotations, wire.AnnotationRequest)
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) && try < 5 {
 			continue
@@ -153,24 +153,10 @@ func WithdrawRequest(ctx context.Context, client kubernetes.Interface, namespace
 	}
 }
 
-// sameRequest reports whether a and b are one request (their times to the
-// second, as JSON keeps them).
-func sameRequest(a, b Request) bool {
-	return a.Holder == b.Holder && a.Term == b.Term && a.To == b.To && a.Unregistered == b.Unregistered && a.By == b.By &&
-		a.At.Truncate(time.Second).Equal(b.At.Truncate(time.Second))
-}
-
 // PendingRequest returns the Request written into l that l's current
 // holder has yet to honour or refuse: one addressed to that holder and its
 // term. ok is false if there is none, or only a stale one.
 func PendingRequest(l *coordinationv1.Lease) (r Request, ok bool) {
-	raw, found := l.Annotations[annotationRequest]
-	if !found || json.Unmarshal([]byte(raw), &r) != nil {
-		return Request{}, false
-	}
-	rec := recordOf(l)
-	if r.Holder == "" || r.Holder != rec.HolderIdentity || r.Term != clampTransitions(rec.LeaderTransitions) || r.To == r.Holder {
-		return Request{}, false
-	}
-	return r, true
+	w, ok := wire.PendingRequest(l)
+	return Request(w), ok
 }
