@@ -204,18 +204,28 @@ func (e *Elector) Run(ctx context.Context) error {
 		checking.Go(func() { checkWork(cctx, e.cfg, e.st) })
 		defer checking.Wait()
 	}
+	defer e.startNotifier()()
+	return e.campaignUntilDone(klog.NewContext(ctx, e.klogger))
+}
+
+// startNotifier starts delivering new leaders to OnNewLeader, and returns
+// the function that stops it once the calls in progress returned.
+func (e *Elector) startNotifier() (stop func()) {
 	n := newNotifier(e.cfg.OnNewLeader, func(p *PanicError) { e.st.emit(Event{Kind: EventError, Err: p}) },
 		func(id string) {
 			e.logs.log(slog.LevelWarn, "relect: OnNewLeader is too slow: a holder was dropped unannounced, newer ones wait",
 				"lease", e.cfg.describe, "dropped", id, "waiting", maxQueuedLeaders)
 		})
 	e.st.setNotifier(n)
-	defer func() {
+	return func() {
 		e.st.setNotifier(nil)
 		n.stop()
-	}()
+	}
+}
 
-	ctx = klog.NewContext(ctx, e.klogger)
+// campaignUntilDone campaigns, again after each campaign's end and its
+// backoff wait, until ctx is done, and returns its cause.
+func (e *Elector) campaignUntilDone(ctx context.Context) error {
 	bo := newCampaignBackoff(e.cfg)
 	for {
 		e.st.emit(Event{Kind: EventCampaigning})

@@ -209,3 +209,25 @@ func callSafely(callback string, f func()) (p *PanicError) {
 	f()
 	return nil
 }
+
+// ErrWorkStuck ends a term whose work was stuck (Options.Work): no beat
+// within WorkOptions.BeatWindow, or WorkOptions.CheckFailures failures of
+// the check in a row. It is wrapped with what showed it; it is also the
+// Err of EventWorkStuck, and what HealthCheck reports when a leader's work
+// has been stuck longer than HealthOptions.WorkStuckTimeout.
+var ErrWorkStuck = errors.New("relect: the leader's work is stuck")
+
+// Errors of the health check (Elector.HealthCheck). They are wrapped with
+// the details; use errors.Is.
+var (
+	// ErrWorkOverrun: a term ended more than HealthOptions.WorkStopTimeout
+	// ago and its OnStartedLeading has still not returned. The work may be
+	// acting as leader without the lease, and Run cannot campaign again
+	// until it returns. Restarting the process is the remedy.
+	ErrWorkOverrun = errors.New("relect: leader work still running after its term ended")
+
+	// ErrCutOff: Lease API calls have kept failing for more than
+	// HealthOptions.CutOffAfter, and nothing was heard from the API
+	// meanwhile: no call succeeded, no watch delivered an event.
+	ErrCutOff = errors.New("relect: cut off from the Lease API")
+)

@@ -2,7 +2,6 @@ package relect
 
 import (
 	"cmp"
-	"context"
 	"fmt"
 	"strconv"
 
@@ -105,17 +104,4 @@ func (f Fence) Uint64() (uint64, error) {
 		return 0, fmt.Errorf("%w: %s does not fit 64 bits", ErrInvalidFence, f)
 	}
 	return n, nil
-}
-
-// FenceFromContext returns the fence of the term whose context ctx is (or
-// derives from): the context given to OnStartedLeading. ok is false outside
-// a term, and when the term has no fence (with Options.Lock, relect does
-// not see the Lease object's resourceVersion; or the apiserver's is not an
-// integer).
-func FenceFromContext(ctx context.Context) (f Fence, ok bool) {
-	tv, found := ctx.Value(termKey{}).(*termValue)
-	if !found || tv.fence == "" {
-		return "", false
-	}
-	return tv.fence, true
 }

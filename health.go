@@ -7,21 +7,6 @@ import (
 	"time"
 )
 
-// Errors of the health check (Elector.HealthCheck). They are wrapped with
-// the details; use errors.Is.
-var (
-	// ErrWorkOverrun: a term ended more than HealthOptions.WorkStopTimeout
-	// ago and its OnStartedLeading has still not returned. The work may be
-	// acting as leader without the lease, and Run cannot campaign again
-	// until it returns. Restarting the process is the remedy.
-	ErrWorkOverrun = errors.New("relect: leader work still running after its term ended")
-
-	// ErrCutOff: Lease API calls have kept failing for more than
-	// HealthOptions.CutOffAfter, and nothing was heard from the API
-	// meanwhile: no call succeeded, no watch delivered an event.
-	ErrCutOff = errors.New("relect: cut off from the Lease API")
-)
-
 // HealthOptions configure Elector.HealthCheck and Elector.HealthHandler.
 // The zero value selects the defaults given in each field's comment;
 // negative durations are invalid.

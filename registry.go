@@ -2,7 +2,9 @@ package relect
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/relect/relect/internal/wire"
@@ -287,4 +289,172 @@ func deleteLapsed(ctx context.Context, gw *gateway, up registryReports) {
 			return
 		}
 	}
+}
+
+// The registry's reports (registryReports), and the lines of succession
+// (lineage, succession.go), under mu.
+
+// registryForbidden records that a registry call of verb got 403: the
+// registry is off for this Elector from now on (closing registryOff), and
+// a warning says which RBAC rule is missing and how to go without.
+// Reported once.
+func (s *state) registryForbidden(verb string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.succession.off {
+		return
+	}
+	s.succession.off = true
+	close(s.registryOffCh)
+	e := fmt.Errorf("%w: this candidate may not %s the Leases of namespace %s: %w; "+
+		"grant its Role leases get, watch, create, update, list and delete (deploy/), "+
+		"or set Options.DisableRegistry (relect run and sidecar: --disable-registry) to go without a line of succession",
+		ErrRegistryOff, rbacVerb(verb), s.cfg.Namespace, err)
+	s.logs.log(slog.LevelWarn, "relect: the candidate registry is off", "lease", s.cfg.describe, "err", e)
+	s.emitLocked(Event{Kind: EventError, Err: e})
+}
+
+// registryOff returns a channel closed once the registry is off for this
+// Elector (registryForbidden).
+func (s *state) registryOff() <-chan struct{} { return s.registryOffCh }
+
+// registryCannotDelete warns, once, that registrations cannot be deleted
+// (403 to verb): this candidate's stays after Run returns, and a leader's
+// lapsed ones stay, until someone deletes them; they lapse for the leader
+// all the same.
+func (s *state) registryCannotDelete(verb string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.warnedDelete {
+		return
+	}
+	s.warnedDelete = true
+	e := fmt.Errorf("relect: this candidate may not delete the Leases of namespace %s (%s: %w): "+
+		"registrations of candidates that stopped stay until deleted by hand (they lapse for the leader meanwhile); "+
+		"grant leases delete, or set Options.DisableRegistry (--disable-registry)", s.cfg.Namespace, verb, err)
+	s.logs.log(slog.LevelWarn, "relect: registrations cannot be deleted", "lease", s.cfg.describe, "err", e)
+	s.emitLocked(Event{Kind: EventError, Err: e})
+}
+
+// rbacVerb is the RBAC verb a registry call needs.
+func rbacVerb(v string) string {
+	switch v {
+	case verbListCandidates:
+		return "list"
+	case verbWatchCandidates:
+		return "watch"
+	case verbDeregister, verbDeleteCandidate:
+		return "delete"
+	}
+	return "get, create or update"
+}
+
+// duplicateIdentity reports that another process seems to run with this
+// Elector's identity (how says what showed it): an EventError wrapping
+// ErrDuplicateIdentity and a warning, at most once per RegistrationRenewal
+// for each way it shows.
+func (s *state) duplicateIdentity(how string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.duplicateLocked(how)
+}
+
+// duplicateLocked is duplicateIdentity. Requires mu.
+func (s *state) duplicateLocked(how string) {
+	now := time.Now()
+	if at, ok := s.duplicateAt[how]; ok && now.Sub(at) < s.cfg.RegistrationRenewal {
+		return
+	}
+	if s.duplicateAt == nil {
+		s.duplicateAt = map[string]time.Time{}
+	}
+	s.duplicateAt[how] = now
+	e := fmt.Errorf("%w %q: %s; give every candidate its own Identity (in a pod, its name)", ErrDuplicateIdentity, s.cfg.identity, how)
+	s.logs.log(slog.LevelWarn, "relect: "+e.Error(), "lease", s.cfg.describe)
+	s.emitLocked(Event{Kind: EventError, Err: e})
+}
+
+// candidatesListed replaces the leader's view with a fresh list.
+func (s *state) candidatesListed(cs []candidate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.succession.listed(cs, time.Now())
+	s.changedLocked() // a HandOver may wait for the view (stepDown)
+}
+
+// candidateChanged records a registration added or renewed.
+func (s *state) candidateChanged(c candidate) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.succession.changed(c, time.Now())
+}
+
+// candidateGone records a registration deleted, or departed.
+func (s *state) candidateGone(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.succession.gone(name)
+}
+
+// candidatesLapsed returns the registrations of the leader's view that it
+// has seen unchanged for twice their lease duration, on its own clock.
+func (s *state) candidatesLapsed() []candidate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.succession.lapsedLongAgo(time.Now())
+}
+
+// candidatesUnknown drops the leader's view: the term ended. When each
+// registration was first seen at its version is kept (lineage.sightings).
+func (s *state) candidatesUnknown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.succession.view = nil
+}
+
+// annotate sets relect's annotations on a Lease object about to be written
+// with rec (leaseLock, and the follower's acquiring write): the line of
+// succession, and for a record that names another holder — a handover —
+// the handover mark. Annotations of relect's that the write does not carry
+// are removed, an operator's Request among them.
+func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(l.Annotations, wire.AnnotationSuccession)
+	delete(l.Annotations, wire.AnnotationHandOver)
+	// A Request is for one term: honoured (this write is its release or
+	// handover), refused, or stale. The write is conditional on the
+	// version read, so it never removes one it did not see.
+	delete(l.Annotations, wire.AnnotationRequest)
+	delete(l.Annotations, wire.AnnotationFence)
+	term := clampTransitions(rec.LeaderTransitions)
+	set := func(k, v string) {
+		if l.Annotations == nil {
+			l.Annotations = map[string]string{}
+		}
+		l.Annotations[k] = v
+	}
+	to := ""
+	if h := rec.HolderIdentity; h != "" && h != s.cfg.identity {
+		to = h
+		set(wire.AnnotationHandOver, (&handOver{Term: term, From: s.cfg.identity, To: to}).Encode())
+	}
+	if sc := s.succession.next(s.cfg, term, time.Now(), to); sc != nil {
+		set(wire.AnnotationSuccession, sc.Encode())
+	}
+	if t := s.term; t != nil && t.fence != "" && rec.HolderIdentity == s.cfg.identity {
+		// Bound to the record's term number, which a hand edit of leaseTransitions
+		// may have changed under the term: operator.Fence matches the Lease as it is.
+		raw, _ := json.Marshal(wire.FenceMark{Holder: s.cfg.identity, Term: term, Fence: string(t.fence)})
+		set(wire.AnnotationFence, string(raw)) // the term's renewals publish its fence, for tools
+	}
+}
+
+// knownCandidates returns the candidates as this Elector knows them (see
+// Elector.Candidates).
+func (s *state) knownCandidates() []Candidate {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	self := Candidate{Identity: s.cfg.identity, Priority: s.cfg.Priority, Standby: s.cfg.Standby}
+	return s.succession.known(s.cfg, self, s.leader, time.Now())
 }

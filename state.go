@@ -2,9 +2,6 @@ package relect
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"sync"
@@ -13,7 +10,6 @@ import (
 	"github.com/relect/relect/internal/wire"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
 // state is what an Elector knows and counts: what it observed of the Lease,
@@ -76,12 +72,8 @@ type state struct {
 
 	// refused is the last Request refused, reported once.
 	refused wire.Request
-	// work is what the work check last said (Options.Work.Check): its
-	// failures in a row, and the last one's error.
-	work struct {
-		failures int
-		err      error
-	}
+	// check is what the work check last said (Options.Work.Check, work.go).
+	check workCheck
 	// registryOffCh is closed when the registry turns off (succession.off);
 	// warnedDelete: a registration could not be deleted (warned once).
 	registryOffCh chan struct{}
@@ -236,70 +228,6 @@ func (s *state) strangerLocked(rec *record) {
 	}
 }
 
-// requestedLocked honours a Request in l addressed to this leader's term
-// (request.go): a Yield, or a HandOver under HandOver's rule — a candidate
-// this leader knows from its registry as live and able to lead, unless the
-// request says Unregistered; a standby never; and before the leader's
-// first list of the registry, nobody but an Unregistered one (a request
-// cannot wait: the next write removes it). A refusal is reported once (an
-// EventError and a warning, saying why); the leader's next write removes
-// the request. Requires mu.
-func (s *state) requestedLocked(l *coordinationv1.Lease) {
-	r, ok := wire.PendingRequest(l)
-	if !ok || r.Holder != s.cfg.identity || !s.term.leading(time.Now()) || s.term.stepDown != nil {
-		return
-	}
-	asked := []any{"lease", s.cfg.describe, "by", r.By, "at", r.At}
-	var why string // a handover's refusal
-	if r.To != "" {
-		ok, listed := s.succession.mayLead(r.To, time.Now())
-		switch {
-		case s.succession.standingBy(r.To):
-			why = "it stands by"
-		case r.Unregistered:
-		case !s.cfg.registry || s.succession.off:
-			why = "this leader's candidate registry is off, so it knows of no candidate (ask with Unregistered, relect handover --unregistered)"
-		case !listed:
-			why = "this leader has not listed the registry yet, half a retry period into its term: ask again"
-		case !ok && s.succession.viewed(r.To) != nil:
-			why = "it is gone: its registration lapsed unrenewed (it stopped without deregistering, or cannot reach the API)"
-		case !ok:
-			why = "it is not registered (a relect candidate registers half a retry period to 1.5 retry periods after it starts: ask again then; " +
-				"a plain client-go candidate, or one with the registry off, never does: ask with Unregistered, relect handover --unregistered)"
-		}
-	}
-	switch {
-	case r.To == "":
-		s.logs.log(slog.LevelInfo, "relect: yielding, as requested", asked...)
-	case why == "":
-		s.logs.log(slog.LevelInfo, "relect: handing over, as requested", append(asked, "to", r.To)...)
-	default:
-		if s.refused == r {
-			return
-		}
-		s.refused = r
-		err := fmt.Errorf("%w: a request (by %q at %s) to hand over to %q is refused: %s",
-			ErrUnknownCandidate, r.By, r.At.Format(time.RFC3339), r.To, why)
-		s.logs.log(slog.LevelWarn, "relect: "+err.Error(), "lease", s.cfg.describe)
-		s.emitLocked(Event{Kind: EventError, Err: err})
-		return
-	}
-	s.stepDownLocked(r.To)
-}
-
-// mayHandOverLocked reports whether a preferred holder p may be handed
-// over to without asking: not known to stand by, and, once the leader has
-// listed the registry, a live registered candidate. (Before the list it
-// cannot tell, and the request would be gone with the next renewal, which
-// does not carry it.) Requires mu.
-func (s *state) mayHandOverLocked(p string) bool {
-	if s.succession.standingBy(p) {
-		return false
-	}
-	ok, loaded := s.succession.mayLead(p, time.Now())
-	return ok || !loaded
-}
-
 // observedMissing records that a read or a watch found no Lease. The
 // missing-Lease wait starts then if it had not, or over if restart: the
 // observer had a gap, and what happened in it is unseen. A Lease missing
@@ -342,7 +270,7 @@ func (s *state) acquireAllowedAt(l *coordinationv1.Lease) time.Time {
 	if rec.HolderIdentity == s.cfg.identity {
 		return time.Time{}
 	}
-	failing := s.cfg.Work.Check != nil && s.work.failures >= s.cfg.Work.CheckFailures
+	failing := s.check.failing(s.cfg.Work)
 	cool := successionOf(l).CooldownOf(s.cfg.identity)
 	if !failing && (cool <= 0 || !time.Now().Before(s.seenAt.Add(cool))) {
 		return time.Time{}
@@ -530,8 +458,8 @@ func (s *state) startServing(t *term, ctx context.Context, cancel context.Cancel
 	if s.cfg.Work.enabled() && s.succession.streak > 0 {
 		// The fleet's last stuck handovers were in a row: hold before
 		// handing over for stuck work in turn (work.go).
-		t.streak = s.succession.streak
-		t.holdUntil = now.Add(s.cfg.Work.cooldown(t.streak))
+		t.work.streak = s.succession.streak
+		t.work.holdUntil = now.Add(s.cfg.Work.cooldown(t.work.streak))
 	}
 	s.stats.TermsStarted++
 	s.emitLocked(Event{Kind: EventStartedLeading, Leader: s.cfg.identity, Term: t.number, Fence: t.fence})
@@ -707,12 +635,12 @@ func (s *state) snapshot(now time.Time) snapshot {
 	snap.DroppedEvents = s.events.droppedCount()
 	snap.WorkCooling = s.succession.coolingAt(now)
 	if t := s.term; t.leading(now) {
-		snap.stuck, snap.stuckAt = t.stuck, t.stuckAt
-		if why := s.stuckReasonLocked(t, now); why != nil && t.stuck != nil {
+		snap.stuck, snap.stuckAt = t.work.stuck, t.work.stuckAt
+		if why := s.stuckReasonLocked(t, now); why != nil && t.work.stuck != nil {
 			snap.stuck = why // as of now, not as judged
 		}
-		if t.streak > 0 {
-			snap.WorkStreak, snap.WorkHoldUntil = t.streak, t.holdUntil
+		if t.work.streak > 0 {
+			snap.WorkStreak, snap.WorkHoldUntil = t.work.streak, t.work.holdUntil
 		}
 	}
 	if t := s.term; t.working() {
@@ -723,477 +651,4 @@ func (s *state) snapshot(now time.Time) snapshot {
 		}
 	}
 	return snap
-}
-
-// Leadership controls (Elector.Yield, HandOver, WaitForTerm, WaitForLeader).
-
-// stepDown ends the current term for a Yield (to empty) or a HandOver to
-// to, if this candidate leads now. The campaign then waits for the work to
-// return, writes the release or handover record, and reports its outcome
-// on the returned channel.
-//
-// A HandOver names a candidate this leader knows as a live registered one
-// that may lead, unless unregistered. Before the leader has listed the
-// registry (half a retry period into its term), it cannot tell: then
-// stepDown returns a channel closed at the next change (wait), and the
-// caller asks again (for a retry period at most: Elector.stepDown).
-//
-// A candidate the loaded view does not know as one that may lead is not
-// refused at once: stepDown returns errConfirm, the caller reads its
-// registration (candidateRead) and asks again with confirmed (and the
-// read's error if it failed otherwise than NotFound), and only then is it
-// refused, saying which case it is (unknownLocked).
-func (s *state) stepDown(to string, unregistered, confirmed bool, readErr error) (done <-chan error, wait <-chan struct{}, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	if !s.term.leading(now) {
-		return nil, nil, ErrNotLeader
-	}
-	if s.term.stepDown != nil {
-		return nil, nil, errors.New("relect: a Yield or HandOver of this term is already under way")
-	}
-	if to != "" {
-		if s.succession.standingBy(to) {
-			return nil, nil, fmt.Errorf("%w: %q stands by and never leads", ErrUnknownCandidate, to)
-		}
-		ok, loaded := s.succession.mayLead(to, now)
-		registry := s.cfg.registry && !s.succession.off
-		switch {
-		case unregistered || ok:
-		case registry && !loaded:
-			return nil, s.changed, nil // listed within half a retry period
-		case !registry:
-			return nil, nil, fmt.Errorf("%w: %q: the candidate registry is off for this candidate, so it knows of none; "+
-				"set HandOverOptions.Unregistered to hand over to it anyway", ErrUnknownCandidate, to)
-		case !confirmed:
-			return nil, nil, errConfirm
-		default:
-			return nil, nil, s.unknownLocked(to, now, readErr)
-		}
-	}
-	return s.stepDownLocked(to), nil, nil
-}
-
-// errConfirm asks the caller of stepDown to read the registration of the
-// candidate named, which the leader's view does not know as one that may
-// lead, and to ask again (Elector.stepDown).
-var errConfirm = errors.New("relect: confirm the candidate's registration")
-
-// candidateRead records what a read of to's registration found, for a
-// HandOver to a candidate the view did not know (stepDown): the
-// registration (found), or none (err, NotFound among them). A registration
-// the view lacked — written after the leader's list, its watch event not
-// in yet — joins the view as a change would. It returns err unless it is
-// NotFound (an answer, not a failure).
-func (s *state) candidateRead(to string, l *coordinationv1.Lease, err error) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case err == nil:
-		if c, ok := candidateFrom(l); ok && c.Identity == to {
-			s.succession.changed(c, time.Now())
-		} else {
-			s.succession.gone(l.Name) // departed: its holder emptied
-		}
-	case apierrors.IsNotFound(err):
-		s.succession.gone(registrationName(s.cfg.Name, to))
-	default:
-		return err
-	}
-	return nil
-}
-
-// unknownLocked is the refusal of a HandOver to to, which the view does
-// not know as a live registered candidate that may lead even after a read
-// of its registration: it says which case it is. Requires mu.
-func (s *state) unknownLocked(to string, now time.Time, readErr error) error {
-	if err := readErr; err != nil {
-		return fmt.Errorf("%w: %q is not a live registered candidate as this leader knows them, and reading its registration failed (%v): "+
-			"try again, or set HandOverOptions.Unregistered", ErrUnknownCandidate, to, err)
-	}
-	if c := s.succession.viewed(to); c != nil {
-		return fmt.Errorf("%w: %q is gone: its registration was not renewed for %v (its lease duration, %ds, has passed; "+
-			"its own clock last stamped it at %s): the candidate stopped without deregistering, or cannot reach the API",
-			ErrUnknownCandidate, to, now.Sub(c.seenAt).Round(time.Second), c.seconds, c.RenewedAt.UTC().Format(time.RFC3339))
-	}
-	return fmt.Errorf("%w: %q is not registered: it has no registration. A relect candidate registers %v to %v after it starts "+
-		"(half a RetryPeriod to 1.5 RetryPeriods), so one that has just started is not registered yet: try again then; "+
-		"one that stopped has deregistered; a plain client-go candidate, or one with the registry off, never registers: "+
-		"set HandOverOptions.Unregistered to hand over to it", ErrUnknownCandidate, to, s.cfg.RetryPeriod/2, s.cfg.RetryPeriod*3/2)
-}
-
-// stepDownLocked asks the current, leading term to step down for to (see
-// stepDown). Requires mu.
-func (s *state) stepDownLocked(to string) <-chan error {
-	cause := ErrYielded
-	if to != "" {
-		cause = ErrHandedOver
-	}
-	return s.stepDownForLocked(to, cause)
-}
-
-// stepDownForLocked ends the current, leading term for cause, to release
-// the lease (to empty) or hand it over to to once its work returned; the
-// outcome of that write comes on the returned channel. Requires mu.
-func (s *state) stepDownForLocked(to string, cause error) <-chan error {
-	req := &stepDownRequest{to: to, done: make(chan error, 1)}
-	s.term.stepDown = req
-	s.endTermLocked(s.term, cause)
-	return req.done
-}
-
-// await returns the current term's number and whether this candidate leads
-// now, the holder last observed, and a channel closed at the next change of
-// either.
-func (s *state) await() (number int64, leading bool, leader string, changed <-chan struct{}) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	number, leading = s.leadingLocked(time.Now())
-	return number, leading, s.leader, s.changed
-}
-
-// Work liveness (work.go): the checker's reports (workReports), and what
-// the term's watchdog asks (workDue).
-
-// checkWanted reports whether the work check should run now: this
-// candidate leads, or is named in the line of succession.
-func (s *state) checkWanted() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.term.leading(time.Now()) || (!s.cfg.Standby && s.succession.line.Rank(s.cfg.identity) >= 0)
-}
-
-// workChecked records one call of the work check (nil: healthy) and, on a
-// leader, what it means for its term.
-func (s *state) workChecked(err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t := s.term
-	leading := t.leading(time.Now())
-	if err == nil {
-		s.work.failures, s.work.err = 0, nil
-		if leading {
-			t.checkFailures = 0
-		}
-	} else {
-		s.work.failures++
-		s.work.err = err
-		if leading {
-			t.checkFailures++
-		}
-		s.logs.log(slog.LevelDebug, "relect: the work check failed", "lease", s.cfg.describe, "failuresInARow", s.work.failures, "err", err)
-	}
-	s.stats.WorkCheckFailures = s.work.failures
-	if leading {
-		s.evaluateWorkLocked(t, time.Now())
-	}
-}
-
-// checkFailing reports whether this candidate's own work check is failing:
-// then it stands back in the line of succession (follower.expiry).
-func (s *state) checkFailing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.cfg.Work.Check != nil && s.work.failures >= s.cfg.Work.CheckFailures
-}
-
-// workDue evaluates term t's work now and returns when the watchdog must
-// look again: the next beat's deadline, or the end of the term's hold
-// while there is one to watch; zero when nothing is due (Work off).
-func (s *state) workDue(t *term) time.Time {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.cfg.Work.enabled() || !t.leading(time.Now()) {
-		return time.Time{}
-	}
-	now := time.Now()
-	s.evaluateWorkLocked(t, now)
-	var next time.Time
-	earliest := func(at time.Time) {
-		if at.After(now) && (next.IsZero() || at.Before(next)) {
-			next = at
-		}
-	}
-	if w := s.cfg.Work.BeatWindow; w > 0 {
-		earliest(s.lastBeatLocked(t).Add(w))
-	}
-	if t.stuck != nil {
-		earliest(t.holdUntil)
-	}
-	if t.streak > 0 {
-		earliest(s.streakEndsLocked(t))
-	}
-	return next
-}
-
-// streakEndsLocked is when term t, if its work is not stuck then, ends the
-// fleet's streak of stuck handovers: once it has held its hold, and its
-// work had twice the time it takes to be judged stuck — so a term does not
-// end the streak merely because its stuck work was not judged yet (a
-// BeatWindow longer than the hold), nor because it beat once and stalled.
-// Requires mu.
-func (s *state) streakEndsLocked(t *term) time.Time {
-	o := s.cfg.Work
-	judge := o.BeatWindow
-	if o.Check != nil {
-		judge = max(judge, o.CheckInterval*time.Duration(o.CheckFailures)+o.CheckTimeout)
-	}
-	if proved := t.startedAt.Add(2 * judge); proved.After(t.holdUntil) {
-		return proved
-	}
-	return t.holdUntil
-}
-
-// lastBeatLocked is when t's work last beat, or its start. Requires mu.
-func (s *state) lastBeatLocked(t *term) time.Time {
-	if b := t.value.lastBeat(); b.After(t.startedAt) {
-		return b
-	}
-	return t.startedAt
-}
-
-// stuckReasonLocked says why t's work is stuck at now, or nil. Requires mu.
-func (s *state) stuckReasonLocked(t *term, now time.Time) error {
-	o := s.cfg.Work
-	if o.BeatWindow > 0 {
-		if since := now.Sub(s.lastBeatLocked(t)); since >= o.BeatWindow {
-			return fmt.Errorf("%w: no beat for %v (BeatWindow %v)", ErrWorkStuck, since.Round(time.Millisecond), o.BeatWindow)
-		}
-	}
-	// A term is judged by the checks of its own: a successor whose check
-	// failed while it stood back (and which leads all the same, nobody
-	// else taking the lease) gets its CheckFailures chances.
-	if o.Check != nil && t.checkFailures >= o.CheckFailures {
-		return fmt.Errorf("%w: the work check failed %d times in a row: %w", ErrWorkStuck, t.checkFailures, s.work.err)
-	}
-	return nil
-}
-
-// evaluateWorkLocked updates t's stuck state at now, reports its changes,
-// ends the streak once t held its hold without stuck work, and hands over
-// if t is stuck and may. Requires mu.
-func (s *state) evaluateWorkLocked(t *term, now time.Time) {
-	why := s.stuckReasonLocked(t, now)
-	switch {
-	case why == nil && t.stuck != nil:
-		s.emitLocked(Event{Kind: EventWorkRecovered, Leader: s.cfg.identity, Term: t.number, Fence: t.fence,
-			Delay: now.Sub(t.stuckAt)})
-		t.stuck = nil
-	case why != nil && t.stuck == nil:
-		t.stuck, t.stuckAt = why, now
-		s.emitLocked(Event{Kind: EventWorkStuck, Leader: s.cfg.identity, Term: t.number, Fence: t.fence, Err: why})
-	case why != nil:
-		t.stuck = why // as of now: the failures counted so far, the time since the last beat
-	}
-	t.value.stuck.Store(t.stuck != nil)
-	s.stats.WorkStuck, s.stats.WorkStuckSince = t.stuck != nil, time.Time{}
-	if t.stuck != nil {
-		s.stats.WorkStuckSince = t.stuckAt
-	}
-	if t.streak > 0 && t.stuck == nil && !now.Before(s.streakEndsLocked(t)) {
-		t.streak, s.succession.streak = 0, 0 // held its hold, and its work proved healthy: the streak ends
-	}
-	if t.stuck != nil {
-		s.handOverStuckLocked(t, now)
-	}
-}
-
-// handOverStuckLocked ends stuck term t and releases the lease to the line
-// of succession, unless t must hold (its holdUntil: the fleet's streak of
-// stuck handovers), or nobody else is known who could take over. The
-// release publishes the streak, one longer, and this candidate's cooldown
-// (lineage.next). Requires mu.
-func (s *state) handOverStuckLocked(t *term, now time.Time) {
-	switch {
-	case t.stepDown != nil:
-		return // already stepping down
-	case now.Before(t.holdUntil):
-		if !t.holdLogged {
-			t.holdLogged = true
-			s.logs.log(slog.LevelWarn, "relect: the leader's work is stuck; holding the lease, as the fleet's last stuck handover was recent",
-				"lease", s.cfg.describe, "term", t.number, "until", t.holdUntil.Format(time.RFC3339), "streak", t.streak, "err", t.stuck)
-		}
-		return
-	case !s.succession.someoneElse(s.cfg, now):
-		if !t.holdLogged {
-			t.holdLogged = true
-			s.logs.log(slog.LevelWarn, "relect: the leader's work is stuck, and no other candidate is known to take over: leading on",
-				"lease", s.cfg.describe, "term", t.number, "err", t.stuck)
-		}
-		return
-	}
-	s.succession.stuckRelease = true
-	s.stats.WorkStuckHandovers++
-	s.logs.log(slog.LevelWarn, "relect: the leader's work is stuck: handing over to the line of succession", "lease", s.cfg.describe,
-		"term", t.number, "err", t.stuck)
-	s.stepDownForLocked("", t.stuck)
-}
-
-// The registry's reports (registryReports), and the lines of succession
-// (lineage, succession.go), under mu.
-
-// registryForbidden records that a registry call of verb got 403: the
-// registry is off for this Elector from now on (closing registryOff), and
-// a warning says which RBAC rule is missing and how to go without.
-// Reported once.
-func (s *state) registryForbidden(verb string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.succession.off {
-		return
-	}
-	s.succession.off = true
-	close(s.registryOffCh)
-	e := fmt.Errorf("%w: this candidate may not %s the Leases of namespace %s: %w; "+
-		"grant its Role leases get, watch, create, update, list and delete (deploy/), "+
-		"or set Options.DisableRegistry (relect run and sidecar: --disable-registry) to go without a line of succession",
-		ErrRegistryOff, rbacVerb(verb), s.cfg.Namespace, err)
-	s.logs.log(slog.LevelWarn, "relect: the candidate registry is off", "lease", s.cfg.describe, "err", e)
-	s.emitLocked(Event{Kind: EventError, Err: e})
-}
-
-// registryOff returns a channel closed once the registry is off for this
-// Elector (registryForbidden).
-func (s *state) registryOff() <-chan struct{} { return s.registryOffCh }
-
-// registryCannotDelete warns, once, that registrations cannot be deleted
-// (403 to verb): this candidate's stays after Run returns, and a leader's
-// lapsed ones stay, until someone deletes them; they lapse for the leader
-// all the same.
-func (s *state) registryCannotDelete(verb string, err error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.warnedDelete {
-		return
-	}
-	s.warnedDelete = true
-	e := fmt.Errorf("relect: this candidate may not delete the Leases of namespace %s (%s: %w): "+
-		"registrations of candidates that stopped stay until deleted by hand (they lapse for the leader meanwhile); "+
-		"grant leases delete, or set Options.DisableRegistry (--disable-registry)", s.cfg.Namespace, verb, err)
-	s.logs.log(slog.LevelWarn, "relect: registrations cannot be deleted", "lease", s.cfg.describe, "err", e)
-	s.emitLocked(Event{Kind: EventError, Err: e})
-}
-
-// rbacVerb is the RBAC verb a registry call needs.
-func rbacVerb(v string) string {
-	switch v {
-	case verbListCandidates:
-		return "list"
-	case verbWatchCandidates:
-		return "watch"
-	case verbDeregister, verbDeleteCandidate:
-		return "delete"
-	}
-	return "get, create or update"
-}
-
-// duplicateIdentity reports that another process seems to run with this
-// Elector's identity (how says what showed it): an EventError wrapping
-// ErrDuplicateIdentity and a warning, at most once per RegistrationRenewal
-// for each way it shows.
-func (s *state) duplicateIdentity(how string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.duplicateLocked(how)
-}
-
-// duplicateLocked is duplicateIdentity. Requires mu.
-func (s *state) duplicateLocked(how string) {
-	now := time.Now()
-	if at, ok := s.duplicateAt[how]; ok && now.Sub(at) < s.cfg.RegistrationRenewal {
-		return
-	}
-	if s.duplicateAt == nil {
-		s.duplicateAt = map[string]time.Time{}
-	}
-	s.duplicateAt[how] = now
-	e := fmt.Errorf("%w %q: %s; give every candidate its own Identity (in a pod, its name)", ErrDuplicateIdentity, s.cfg.identity, how)
-	s.logs.log(slog.LevelWarn, "relect: "+e.Error(), "lease", s.cfg.describe)
-	s.emitLocked(Event{Kind: EventError, Err: e})
-}
-
-// candidatesListed replaces the leader's view with a fresh list.
-func (s *state) candidatesListed(cs []candidate) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.succession.listed(cs, time.Now())
-	s.changedLocked() // a HandOver may wait for the view (stepDown)
-}
-
-// candidateChanged records a registration added or renewed.
-func (s *state) candidateChanged(c candidate) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.succession.changed(c, time.Now())
-}
-
-// candidateGone records a registration deleted, or departed.
-func (s *state) candidateGone(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.succession.gone(name)
-}
-
-// candidatesLapsed returns the registrations of the leader's view that it
-// has seen unchanged for twice their lease duration, on its own clock.
-func (s *state) candidatesLapsed() []candidate {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.succession.lapsedLongAgo(time.Now())
-}
-
-// candidatesUnknown drops the leader's view: the term ended. When each
-// registration was first seen at its version is kept (lineage.sightings).
-func (s *state) candidatesUnknown() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.succession.view = nil
-}
-
-// annotate sets relect's annotations on a Lease object about to be written
-// with rec (leaseLock, and the follower's acquiring write): the line of
-// succession, and for a record that names another holder — a handover —
-// the handover mark. Annotations of relect's that the write does not carry
-// are removed, an operator's Request among them.
-func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	delete(l.Annotations, wire.AnnotationSuccession)
-	delete(l.Annotations, wire.AnnotationHandOver)
-	// A Request is for one term: honoured (this write is its release or
-	// handover), refused, or stale. The write is conditional on the
-	// version read, so it never removes one it did not see.
-	delete(l.Annotations, wire.AnnotationRequest)
-	delete(l.Annotations, wire.AnnotationFence)
-	term := clampTransitions(rec.LeaderTransitions)
-	set := func(k, v string) {
-		if l.Annotations == nil {
-			l.Annotations = map[string]string{}
-		}
-		l.Annotations[k] = v
-	}
-	to := ""
-	if h := rec.HolderIdentity; h != "" && h != s.cfg.identity {
-		to = h
-		set(wire.AnnotationHandOver, (&handOver{Term: term, From: s.cfg.identity, To: to}).Encode())
-	}
-	if sc := s.succession.next(s.cfg, term, time.Now(), to); sc != nil {
-		set(wire.AnnotationSuccession, sc.Encode())
-	}
-	if t := s.term; t != nil && t.fence != "" && rec.HolderIdentity == s.cfg.identity {
-		// Bound to the record's term number, which a hand edit of leaseTransitions
-		// may have changed under the term: operator.Fence matches the Lease as it is.
-		raw, _ := json.Marshal(wire.FenceMark{Holder: s.cfg.identity, Term: term, Fence: string(t.fence)})
-		set(wire.AnnotationFence, string(raw)) // the term's renewals publish its fence, for tools
-	}
-}
-
-// knownCandidates returns the candidates as this Elector knows them (see
-// Elector.Candidates).
-func (s *state) knownCandidates() []Candidate {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	self := Candidate{Identity: s.cfg.identity, Priority: s.cfg.Priority, Standby: s.cfg.Standby}
-	return s.succession.known(s.cfg, self, s.leader, time.Now())
 }

@@ -342,6 +342,7 @@ func (g *lineage) lapsedLongAgo(now time.Time) []candidate {
 // every new leader until its registration lapses.
 func (g *lineage) acquired(identity, expired string, now time.Time) {
 	g.stuckRelease, g.streak = false, 0
+	maps.DeleteFunc(g.cooling, func(_ string, until time.Time) bool { return !now.Before(until) })
 	if g.line != nil {
 		g.streak = int(g.line.Streak)
 		for _, c := range g.line.Cooling {
@@ -489,58 +490,10 @@ func (g *lineage) live(now time.Time) []Candidate {
 // over at once.
 func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string) *succession {
 	registry := cfg.registry && !g.off
-	passed := func(id string) bool {
-		_, ok := g.passedOver[id]
-		return ok
-	}
-	var next []successor
-	switch {
-	case !registry:
-	case g.view != nil:
-		live := slices.DeleteFunc(g.live(now), func(c Candidate) bool { return passed(c.Identity) })
-		next = chooseSuccessors(live, cfg.identity)
-	case g.line != nil:
-		// Before its own list: the line it took over, and behind it the
-		// leader that published it — alive, since it released or handed
-		// over (one whose lease expired is passed over, below). So a chain
-		// of short terms, none of which lives to list the registry, does
-		// not wear the line down to nobody.
-		next = slices.Clone(g.line.Next)
-		if from := g.line.From; from != "" && !slices.ContainsFunc(next, func(c successor) bool { return c.Identity == from }) {
-			next = append(next, successor{Identity: from, Priority: g.line.Priority})
-		}
-		next = next[:min(len(next), maxSuccessors+1)] // cut to maxSuccessors below, once this one is out
-	}
-	maps.DeleteFunc(g.cooling, func(_ string, until time.Time) bool { return !now.Before(until) })
-	streak, cools := g.streak, g.cooling
-	if g.stuckRelease {
-		streak++
-		if g.cooling == nil {
-			g.cooling = map[string]time.Time{}
-		}
-		g.cooling[cfg.identity] = now.Add(cfg.Work.cooldown(streak))
-		cools = g.cooling
-	}
-	if l := g.line; l != nil && l.From != cfg.identity && (l.Streak > 0 || len(l.Cooling) > 0) {
-		// The line observed is another leader's: this is an acquiring
-		// write (acquired takes the line's streak and cooldowns once it
-		// is written). It carries them already, so that a term that
-		// ends before its first renewal — its renewals fail, say — does
-		// not drop them: the next leader must hold as this one had to.
-		streak = max(streak, int(l.Streak))
-		cools = maps.Clone(g.cooling)
-		if cools == nil {
-			cools = map[string]time.Time{}
-		}
-		for _, c := range l.Cooling {
-			if until := g.coolingEnd(c, now); c.Seconds > 0 && until.After(cools[c.Identity]) {
-				cools[c.Identity] = until
-			}
-		}
-	}
-	next = slices.DeleteFunc(next, func(c successor) bool {
+	streak, cools := g.published(cfg, now)
+	next := slices.DeleteFunc(g.candidatesForLine(cfg, registry, now), func(c successor) bool {
 		_, cool := cools[c.Identity]
-		return c.Identity == cfg.identity || passed(c.Identity) || cool || slices.Contains(except, c.Identity)
+		return c.Identity == cfg.identity || g.isPassedOver(c.Identity) || cool || slices.Contains(except, c.Identity)
 	})
 	next = next[:min(len(next), maxSuccessors)]
 	if len(next) == 0 && streak == 0 && len(cools) == 0 {
@@ -561,6 +514,78 @@ func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string)
 		s.Cooling = append(s.Cooling, cooling{Identity: id, Seconds: left})
 	}
 	return s
+}
+
+// isPassedOver reports whether id is passed over (passedOver).
+func (g *lineage) isPassedOver(id string) bool {
+	_, ok := g.passedOver[id]
+	return ok
+}
+
+// candidatesForLine are who next may name, before it leaves out this
+// candidate, the passed over, the cooling and the excepted: chosen from
+// the leader's view of the registry, or, before it has one, carried over
+// from the line last observed; none with the registry off.
+func (g *lineage) candidatesForLine(cfg *config, registry bool, now time.Time) []successor {
+	switch {
+	case !registry:
+		return nil
+	case g.view != nil:
+		live := slices.DeleteFunc(g.live(now), func(c Candidate) bool { return g.isPassedOver(c.Identity) })
+		return chooseSuccessors(live, cfg.identity)
+	case g.line != nil:
+		// Before its own list: the line it took over, and behind it the
+		// leader that published it — alive, since it released or handed
+		// over (one whose lease expired is passed over). So a chain of
+		// short terms, none of which lives to list the registry, does not
+		// wear the line down to nobody.
+		next := slices.Clone(g.line.Next)
+		if from := g.line.From; from != "" && !slices.ContainsFunc(next, func(c successor) bool { return c.Identity == from }) {
+			next = append(next, successor{Identity: from, Priority: g.line.Priority})
+		}
+		return next[:min(len(next), maxSuccessors+1)] // cut to maxSuccessors once this one is out
+	}
+	return nil
+}
+
+// published is the streak and the cooldowns (identity → local end, none
+// ended at now) that a line this candidate writes at now carries: its own
+// (cooling, with its stuck release's streak one longer), and, on an
+// acquiring write, those of the line it observed, another leader's, which
+// acquired takes once the write is done: a term that ends before its
+// first renewal — its renewals fail, say — does not drop them, and the
+// next leader must hold as this one had to. It changes nothing.
+func (g *lineage) published(cfg *config, now time.Time) (streak int, cools map[string]time.Time) {
+	streak = g.streak
+	if g.stuckRelease {
+		streak++
+	}
+	cools = map[string]time.Time{}
+	for id, until := range g.cooling {
+		if now.Before(until) {
+			cools[id] = until
+		}
+	}
+	if l := g.line; l != nil && l.From != cfg.identity && (l.Streak > 0 || len(l.Cooling) > 0) {
+		streak = max(streak, int(l.Streak))
+		for _, c := range l.Cooling {
+			if until := g.coolingEnd(c, now); c.Seconds > 0 && now.Before(until) && until.After(cools[c.Identity]) {
+				cools[c.Identity] = until
+			}
+		}
+	}
+	return streak, cools
+}
+
+// stuckReleasing records that this candidate hands over for stuck work at
+// now: the release's line publishes the streak one longer, and this
+// candidate cooling for the cooldown of that streak (WorkOptions).
+func (g *lineage) stuckReleasing(cfg *config, now time.Time) {
+	g.stuckRelease = true
+	if g.cooling == nil {
+		g.cooling = map[string]time.Time{}
+	}
+	g.cooling[cfg.identity] = now.Add(cfg.Work.cooldown(g.streak + 1))
 }
 
 // someoneElse reports whether a candidate other than this one is known who

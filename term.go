@@ -2,7 +2,6 @@ package relect
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
 )
 
@@ -68,42 +67,13 @@ type term struct {
 	// waits on served, and no goroutine of the term outlives the campaign.
 	served chan struct{}
 
-	// Work liveness (work.go; zero when Options.Work is off). value is
-	// what the term's context carries (its number, its beats); startedAt
-	// when serving began; holdUntil when it may hand over for stuck work
-	// (the fleet's streak, inherited at acquisition), and streak that
-	// streak; stuck why its work is stuck now (nil: it is not), since
-	// stuckAt.
-	value      *termValue
-	startedAt  time.Time
-	holdUntil  time.Time
-	streak     int
-	stuck      error
-	stuckAt    time.Time
-	holdLogged bool // the wait to hand over was logged once
-	// checkFailures counts the work check's failures in a row during
-	// this term (the state's count goes on across terms, for standing
-	// back in line).
-	checkFailures int
-}
-
-// termValue is what a term's context carries (TermFromContext, Beat).
-type termValue struct {
-	number int64
-	fence  Fence
-	beat   atomic.Int64 // UnixNano of the last Beat; 0: none
-	// stuck is set while the term's work is stuck; then a Beat wakes the
-	// watchdog (woken, 1-buffered) to see it recover at once.
-	stuck atomic.Bool
-	woken chan struct{}
-}
-
-// lastBeat returns when the work last beat, or zero.
-func (v *termValue) lastBeat() time.Time {
-	if n := v.beat.Load(); n != 0 {
-		return time.Unix(0, n)
-	}
-	return time.Time{}
+	// value is what the term's context carries (its number, its fence,
+	// its beats: context.go); startedAt when serving began.
+	value     *termValue
+	startedAt time.Time
+	// work is the term's work liveness (work.go; zero when Options.Work
+	// is off).
+	work termWork
 }
 
 // stepDownRequest is a Yield (to empty) or a HandOver to to, asked of a
@@ -214,15 +184,3 @@ func (t *term) expired(now time.Time) bool { return !now.Before(t.validUntil) }
 // finish records that t's OnStartedLeading returned: it is done. The caller
 // ended it first.
 func (t *term) finish() { t.phase = termDone }
-
-// TermFromContext returns the term number carried by the context given to
-// OnStartedLeading (or one derived from it).
-func TermFromContext(ctx context.Context) (number int64, ok bool) {
-	tv, ok := ctx.Value(termKey{}).(*termValue)
-	if !ok {
-		return 0, false
-	}
-	return tv.number, true
-}
-
-type termKey struct{}

@@ -2,8 +2,8 @@ package relect
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 )
@@ -90,32 +90,6 @@ func (o WorkOptions) cooldown(k int) time.Duration {
 	return min(d, o.MaxCooldown)
 }
 
-// ErrWorkStuck ends a term whose work was stuck (Options.Work): no beat
-// within WorkOptions.BeatWindow, or WorkOptions.CheckFailures failures of
-// the check in a row. It is wrapped with what showed it; it is also the
-// Err of EventWorkStuck, and what HealthCheck reports when a leader's work
-// has been stuck longer than HealthOptions.WorkStuckTimeout.
-var ErrWorkStuck = errors.New("relect: the leader's work is stuck")
-
-// Beat records that the work of the term whose context ctx is (or derives
-// from) has made progress (WorkOptions.BeatWindow). It reports whether ctx
-// carries a term. It never blocks and is safe for concurrent use; a beat
-// from a term that has ended counts for nothing.
-func Beat(ctx context.Context) bool {
-	tv, ok := ctx.Value(termKey{}).(*termValue)
-	if !ok {
-		return false
-	}
-	tv.beat.Store(time.Now().UnixNano())
-	if tv.stuck.Load() {
-		select {
-		case tv.woken <- struct{}{}:
-		default:
-		}
-	}
-	return true
-}
-
 // workReports is what the checker tells the Elector's state, and asks of
 // it.
 type workReports interface {
@@ -181,4 +155,215 @@ func checkWork(ctx context.Context, cfg *config, up workReports) {
 			return
 		}
 	}
+}
+
+// Work liveness's own state: workCheck across terms, termWork per term. The
+// state holds both and calls the methods below under its mutex, as it
+// calls the lineage for the cooldowns and the streak that travel with the
+// Lease (succession.go).
+
+// workCheck is what the work check last said: its failures in a row, and
+// the last one's error.
+type workCheck struct {
+	failures int
+	err      error
+}
+
+// failing reports whether the check fails enough to mean stuck work:
+// CheckFailures failures in a row. The one rule, for standing back in line
+// (follower, polling campaign) and for judging a leader's term (which
+// counts its own failures, termWork.checkFailures).
+func (w *workCheck) failing(o WorkOptions) bool {
+	return o.Check != nil && w.failures >= o.CheckFailures
+}
+
+// termWork is one term's work liveness: holdUntil, when it may hand over
+// for stuck work (the fleet's streak, inherited at acquisition), and
+// streak that streak; stuck why its work is stuck now (nil: it is not),
+// since stuckAt; checkFailures, the work check's failures in a row during
+// this term (workCheck's count goes on across terms).
+type termWork struct {
+	holdUntil     time.Time
+	streak        int
+	stuck         error
+	stuckAt       time.Time
+	holdLogged    bool // the wait to hand over was logged once
+	checkFailures int
+}
+
+// Work liveness (work.go): the checker's reports (workReports), and what
+// the term's watchdog asks (workDue).
+
+// checkWanted reports whether the work check should run now: this
+// candidate leads, or is named in the line of succession.
+func (s *state) checkWanted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.term.leading(time.Now()) || (!s.cfg.Standby && s.succession.line.Rank(s.cfg.identity) >= 0)
+}
+
+// workChecked records one call of the work check (nil: healthy) and, on a
+// leader, what it means for its term.
+func (s *state) workChecked(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t := s.term
+	leading := t.leading(time.Now())
+	if err == nil {
+		s.check.failures, s.check.err = 0, nil
+		if leading {
+			t.work.checkFailures = 0
+		}
+	} else {
+		s.check.failures++
+		s.check.err = err
+		if leading {
+			t.work.checkFailures++
+		}
+		s.logs.log(slog.LevelDebug, "relect: the work check failed", "lease", s.cfg.describe, "failuresInARow", s.check.failures, "err", err)
+	}
+	s.stats.WorkCheckFailures = s.check.failures
+	if leading {
+		s.evaluateWorkLocked(t, time.Now())
+	}
+}
+
+// checkFailing reports whether this candidate's own work check is failing:
+// then it stands back in the line of succession (follower.expiry).
+func (s *state) checkFailing() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.check.failing(s.cfg.Work)
+}
+
+// workDue evaluates term t's work now and returns when the watchdog must
+// look again: the next beat's deadline, or the end of the term's hold
+// while there is one to watch; zero when nothing is due (Work off).
+func (s *state) workDue(t *term) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.cfg.Work.enabled() || !t.leading(time.Now()) {
+		return time.Time{}
+	}
+	now := time.Now()
+	s.evaluateWorkLocked(t, now)
+	var next time.Time
+	earliest := func(at time.Time) {
+		if at.After(now) && (next.IsZero() || at.Before(next)) {
+			next = at
+		}
+	}
+	if w := s.cfg.Work.BeatWindow; w > 0 {
+		earliest(s.lastBeatLocked(t).Add(w))
+	}
+	if t.work.stuck != nil {
+		earliest(t.work.holdUntil)
+	}
+	if t.work.streak > 0 {
+		earliest(s.streakEndsLocked(t))
+	}
+	return next
+}
+
+// streakEndsLocked is when term t, if its work is not stuck then, ends the
+// fleet's streak of stuck handovers: once it has held its hold, and its
+// work had twice the time it takes to be judged stuck — so a term does not
+// end the streak merely because its stuck work was not judged yet (a
+// BeatWindow longer than the hold), nor because it beat once and stalled.
+// Requires mu.
+func (s *state) streakEndsLocked(t *term) time.Time {
+	o := s.cfg.Work
+	judge := o.BeatWindow
+	if o.Check != nil {
+		judge = max(judge, o.CheckInterval*time.Duration(o.CheckFailures)+o.CheckTimeout)
+	}
+	if proved := t.startedAt.Add(2 * judge); proved.After(t.work.holdUntil) {
+		return proved
+	}
+	return t.work.holdUntil
+}
+
+// lastBeatLocked is when t's work last beat, or its start. Requires mu.
+func (s *state) lastBeatLocked(t *term) time.Time {
+	if b := t.value.lastBeat(); b.After(t.startedAt) {
+		return b
+	}
+	return t.startedAt
+}
+
+// stuckReasonLocked says why t's work is stuck at now, or nil. Requires mu.
+func (s *state) stuckReasonLocked(t *term, now time.Time) error {
+	o := s.cfg.Work
+	if o.BeatWindow > 0 {
+		if since := now.Sub(s.lastBeatLocked(t)); since >= o.BeatWindow {
+			return fmt.Errorf("%w: no beat for %v (BeatWindow %v)", ErrWorkStuck, since.Round(time.Millisecond), o.BeatWindow)
+		}
+	}
+	// A term is judged by the checks of its own: a successor whose check
+	// failed while it stood back (and which leads all the same, nobody
+	// else taking the lease) gets its CheckFailures chances.
+	if o.Check != nil && t.work.checkFailures >= o.CheckFailures {
+		return fmt.Errorf("%w: the work check failed %d times in a row: %w", ErrWorkStuck, t.work.checkFailures, s.check.err)
+	}
+	return nil
+}
+
+// evaluateWorkLocked updates t's stuck state at now, reports its changes,
+// ends the streak once t held its hold without stuck work, and hands over
+// if t is stuck and may. Requires mu.
+func (s *state) evaluateWorkLocked(t *term, now time.Time) {
+	why := s.stuckReasonLocked(t, now)
+	switch {
+	case why == nil && t.work.stuck != nil:
+		s.emitLocked(Event{Kind: EventWorkRecovered, Leader: s.cfg.identity, Term: t.number, Fence: t.fence,
+			Delay: now.Sub(t.work.stuckAt)})
+		t.work.stuck = nil
+	case why != nil && t.work.stuck == nil:
+		t.work.stuck, t.work.stuckAt = why, now
+		s.emitLocked(Event{Kind: EventWorkStuck, Leader: s.cfg.identity, Term: t.number, Fence: t.fence, Err: why})
+	case why != nil:
+		t.work.stuck = why // as of now: the failures counted so far, the time since the last beat
+	}
+	t.value.stuck.Store(t.work.stuck != nil)
+	s.stats.WorkStuck, s.stats.WorkStuckSince = t.work.stuck != nil, time.Time{}
+	if t.work.stuck != nil {
+		s.stats.WorkStuckSince = t.work.stuckAt
+	}
+	if t.work.streak > 0 && t.work.stuck == nil && !now.Before(s.streakEndsLocked(t)) {
+		t.work.streak, s.succession.streak = 0, 0 // held its hold, and its work proved healthy: the streak ends
+	}
+	if t.work.stuck != nil {
+		s.handOverStuckLocked(t, now)
+	}
+}
+
+// handOverStuckLocked ends stuck term t and releases the lease to the line
+// of succession, unless t must hold (its holdUntil: the fleet's streak of
+// stuck handovers), or nobody else is known who could take over. The
+// release publishes the streak, one longer, and this candidate's cooldown
+// (lineage.next). Requires mu.
+func (s *state) handOverStuckLocked(t *term, now time.Time) {
+	switch {
+	case t.stepDown != nil:
+		return // already stepping down
+	case now.Before(t.work.holdUntil):
+		if !t.work.holdLogged {
+			t.work.holdLogged = true
+			s.logs.log(slog.LevelWarn, "relect: the leader's work is stuck; holding the lease, as the fleet's last stuck handover was recent",
+				"lease", s.cfg.describe, "term", t.number, "until", t.work.holdUntil.Format(time.RFC3339), "streak", t.work.streak, "err", t.work.stuck)
+		}
+		return
+	case !s.succession.someoneElse(s.cfg, now):
+		if !t.work.holdLogged {
+			t.work.holdLogged = true
+			s.logs.log(slog.LevelWarn, "relect: the leader's work is stuck, and no other candidate is known to take over: leading on",
+				"lease", s.cfg.describe, "term", t.number, "err", t.work.stuck)
+		}
+		return
+	}
+	s.succession.stuckReleasing(s.cfg, now)
+	s.stats.WorkStuckHandovers++
+	s.logs.log(slog.LevelWarn, "relect: the leader's work is stuck: handing over to the line of succession", "lease", s.cfg.describe,
+		"term", t.number, "err", t.work.stuck)
+	s.stepDownForLocked("", t.work.stuck)
 }

@@ -1,0 +1,74 @@
+package relect
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+)
+
+// What a term's context carries — its number, its fencing token, its
+// beats — and the functions that read it: TermFromContext,
+// FenceFromContext, Beat.
+
+// termValue is what a term's context carries (TermFromContext, Beat).
+type termValue struct {
+	number int64
+	fence  Fence
+	beat   atomic.Int64 // UnixNano of the last Beat; 0: none
+	// stuck is set while the term's work is stuck; then a Beat wakes the
+	// watchdog (woken, 1-buffered) to see it recover at once.
+	stuck atomic.Bool
+	woken chan struct{}
+}
+
+// lastBeat returns when the work last beat, or zero.
+func (v *termValue) lastBeat() time.Time {
+	if n := v.beat.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
+// TermFromContext returns the term number carried by the context given to
+// OnStartedLeading (or one derived from it).
+func TermFromContext(ctx context.Context) (number int64, ok bool) {
+	tv, ok := ctx.Value(termKey{}).(*termValue)
+	if !ok {
+		return 0, false
+	}
+	return tv.number, true
+}
+
+type termKey struct{}
+
+// FenceFromContext returns the fence of the term whose context ctx is (or
+// derives from): the context given to OnStartedLeading. ok is false outside
+// a term, and when the term has no fence (with Options.Lock, relect does
+// not see the Lease object's resourceVersion; or the apiserver's is not an
+// integer).
+func FenceFromContext(ctx context.Context) (f Fence, ok bool) {
+	tv, found := ctx.Value(termKey{}).(*termValue)
+	if !found || tv.fence == "" {
+		return "", false
+	}
+	return tv.fence, true
+}
+
+// Beat records that the work of the term whose context ctx is (or derives
+// from) has made progress (WorkOptions.BeatWindow). It reports whether ctx
+// carries a term. It never blocks and is safe for concurrent use; a beat
+// from a term that has ended counts for nothing.
+func Beat(ctx context.Context) bool {
+	tv, ok := ctx.Value(termKey{}).(*termValue)
+	if !ok {
+		return false
+	}
+	tv.beat.Store(time.Now().UnixNano())
+	if tv.stuck.Load() {
+		select {
+		case tv.woken <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
