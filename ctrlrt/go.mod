@@ -2,13 +2,10 @@ module github.com/relect/relect/ctrlrt
 
 go 1.26.8
 
-// ctrlrt is released with relect and always builds against the relect of
-// this working tree.
-replace github.com/relect/relect => ../
 
 require (
 	github.com/go-logr/logr v1.4.3
-	github.com/relect/relect v0.0.0-00010101000000-000000000000
+	github.com/relect/relect v0.1.0
 	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2

@@ -2,17 +2,12 @@ module github.com/relect/relect/e2e
 
 go 1.26.8
 
-// The e2e tests always run the relect (and ctrlrt) of this working tree.
-replace (
-	github.com/relect/relect => ../
-	github.com/relect/relect/ctrlrt => ../ctrlrt
-)
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/go-logr/logr v1.4.3
-	github.com/relect/relect v0.0.0-00010101000000-000000000000
-	github.com/relect/relect/ctrlrt v0.0.0-00010101000000-000000000000
+	github.com/relect/relect v0.1.0
+	github.com/relect/relect/ctrlrt v0.1.0
 	github.com/rs/zerolog v1.33.0
 	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.37.2

@@ -2,16 +2,11 @@ module github.com/relect/relect/examples/controller-runtime
 
 go 1.26.8
 
-// The example always builds against relect and ctrlrt of this working tree.
-replace (
-	github.com/relect/relect => ../..
-	github.com/relect/relect/ctrlrt => ../../ctrlrt
-)
 
 require (
 	github.com/go-logr/logr v1.4.3
-	github.com/relect/relect v0.0.0-00010101000000-000000000000
-	github.com/relect/relect/ctrlrt v0.0.0-00010101000000-000000000000
+	github.com/relect/relect v0.1.0
+	github.com/relect/relect/ctrlrt v0.1.0
 	k8s.io/api v0.37.2
 	k8s.io/client-go v0.37.2
 	sigs.k8s.io/controller-runtime v0.25.2
