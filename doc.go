@@ -28,6 +28,10 @@
 //     resourceVersion of the write that began it), for storage that must
 //     refuse a deposed leader's late writes, and a number for people (the
 //     Lease's leaseTransitions).
+//   - With Options.Work, a leader whose work is stuck — no Beat within a
+//     window, or a failing check — hands the lease to the next in line
+//     instead of holding it while nothing gets done, without flapping when
+//     the work fails everywhere.
 //   - A panic in a callback is recovered and ends only that term.
 //
 // # Usage
@@ -46,6 +50,11 @@
 //		return err // names the invalid field
 //	}
 //	return e.Run(ctx) // campaigns until ctx is done
+//
+// Package operator is the other side: what a tool reads from and asks of an
+// election's Lease without running an Elector (an operator's Yield or
+// HandOver request, the registered candidates, the holder's fence); the
+// relect command's status, yield and handover use it.
 //
 // The package relecttest provides an in-memory Lease API with the
 // apiserver's optimistic concurrency and per-candidate fault injection, for

@@ -65,7 +65,8 @@ const (
 // comment. New validates every field and their relations and never changes
 // the caller's Options; an Options value may be reused for several Electors.
 type Options struct {
-	// Where the Lease lives. Set exactly one of Config, Client and Lock.
+	// 1. What every program sets: where the Lease lives (exactly one of
+	// Config, Client and Lock), who this candidate is, and its work.
 
 	// Config is the REST configuration relect builds its own Lease client
 	// from. This is the recommended way: the Lease client then has no
@@ -113,6 +114,110 @@ type Options struct {
 	// UTF-8.
 	Identity string
 
+	// OnStartedLeading runs the leader's work for one term. Required. It is
+	// called in a goroutine relect owns, with a context that is cancelled
+	// when the term ends: when the lease may have passed to another
+	// candidate (at the latest RenewDeadline after the last successful
+	// renewal was sent), when Run's context is done, or when the lease is
+	// seen held by someone else. It should return soon after that context
+	// is done: the lease is released and the next campaign begins only
+	// after it has returned. If it returns while the term is still valid,
+	// the term ends and the lease is released. A panic is recovered,
+	// reported as an EventError and ends the term like a return does.
+	// The context carries the term number (TermFromContext).
+	OnStartedLeading func(ctx context.Context)
+
+	// 2. What many programs set: callbacks and logs, work liveness,
+	// succession (docs/design.md, "Succession"), the release on shutdown,
+	// Kubernetes Events.
+
+	// OnStoppedLeading, if not nil, is called once after each term, after
+	// OnStartedLeading has returned and the lease was released (if it was).
+	// Unlike client-go's callback of the same name, it is never called when
+	// this candidate did not lead. It runs on Run's goroutine: Run does not
+	// campaign again until it returns.
+	OnStoppedLeading func()
+
+	// OnNewLeader, if not nil, is called with the holder identity each time
+	// relect observes a different, non-empty holder, including itself.
+	// Calls are made in order, one at a time, from a goroutine relect owns;
+	// a slow callback delays later calls but never the election. A holder
+	// is a state, not an event: while a call runs, at most 16 holders wait
+	// for theirs, and beyond that the oldest waiting is dropped (and a
+	// warning logged), so the newest holder is always announced last. Run
+	// returns once the waiting calls were made.
+	OnNewLeader func(identity string)
+
+	// Logger receives relect's logs and those of the wrapped client-go
+	// elector (through klog's contextual logging). Nil sends relect's own
+	// warnings and errors (Warn and above: a stuck leader, calls failing in
+	// a row, a registry off for lack of RBAC) to slog.Default(), as it is
+	// when each record is handled, and nothing else — not client-go's
+	// lines, an error per failed retry; a Logger without a handler (a zero
+	// slog.Logger) is refused by New.
+	// Levels: Info for each event (Debug for EventError, which can be
+	// many) and the wait for a missing Lease, with when it ends; Warn when
+	// calls fail in a row (at 2, then each time the run doubles), when
+	// degraded, when the candidate registry is off for lack of RBAC, and
+	// when another process seems to share this Identity.
+	// Records reach its handler in order from a goroutine of relect's,
+	// never from one that runs the election, so a slow handler delays only
+	// the log: when more than 1,024 records wait, the oldest are dropped
+	// and a warning says how many, of which levels, their most frequent
+	// messages, and when the oldest and newest were written. Run returns once every record queued
+	// during it was handled. Only the handler's Enabled is called on the
+	// election's goroutines (slog asks that it be quick).
+	Logger *slog.Logger
+
+	// Work makes the leader's work part of its leadership: a leader whose
+	// work is stuck — no Beat within Work.BeatWindow, or Work.Check failing
+	// Work.CheckFailures times in a row — ends its term (ErrWorkStuck) and
+	// releases the lease to the next in line, stays a candidate, and is
+	// passed over for a cooldown; the fleet does not flap when the work
+	// fails everywhere (see WorkOptions and docs/design.md, "Stuck work").
+	// The zero value turns it off, at no cost.
+	Work WorkOptions
+
+	// Priority ranks this candidate in succession: when a leader names its
+	// successors, it names the live candidates with the highest Priority
+	// first (ties in the order of their identities). Succession decides who
+	// tries first when the lease is released or expires, never whether a
+	// leader is ousted: a candidate of higher priority that joins later
+	// waits for the next change. Zero is the default; negative values rank
+	// below it. Needs the registry: with DisableRegistry or a Lock, New
+	// reports a nonzero Priority.
+	Priority int32
+
+	// Standby, when true, makes this Elector a candidate that never
+	// campaigns: it follows the Lease and reports its leader (Leader,
+	// OnNewLeader, Events, Candidates, WaitForLeader) but never writes the
+	// Lease, so it never leads and OnStartedLeading is never called (it
+	// must still be set). It registers as standing by, so that a leader
+	// refuses to hand over to it. With DisableRegistry it does not
+	// register: it still never writes the Lease, but leaders do not know
+	// it, and a HandOver naming it is refused as unknown (ErrUnknownCandidate) unless forced. Needs Config or
+	// Client: with a Lock, New reports Options.Standby.
+	Standby bool
+
+	// KeepLeaseOnCancel, when true, leaves the Lease held when Run's context
+	// is done, so that followers take over only after LeaseDuration. The
+	// default (false) releases it, after OnStartedLeading has returned, so
+	// that followers can take over at once.
+	KeepLeaseOnCancel bool
+
+	// EventRecorder, if not nil, receives Kubernetes Events (type Normal,
+	// reason "LeaderElection", as client-go's) on the Lease when this
+	// candidate became leader, stopped leading and released the lease, once
+	// per term. A k8s.io/client-go/tools/record.EventRecorder fits. relect
+	// never calls a Lock's RecordEvent: client-go's LeaseLock reads state
+	// there that its renew loop writes concurrently. With Lock, the Lease
+	// is named after Lock.Describe() ("namespace/name").
+	EventRecorder resourcelock.EventRecorder
+
+	// 3. Tuning: the durations (client-go's), the pacing of Lease API calls,
+	// the candidate registry, the degraded signal, the Events buffer. Every
+	// zero value is a working default.
+
 	// LeaseDuration is how long, after they last saw the Lease change,
 	// followers wait before they may take it over. It is written into the
 	// Lease in whole seconds, so it must be a whole number of seconds.
@@ -137,36 +242,6 @@ type Options struct {
 	// acquisition tries of a follower (which client-go jitters up to 2.2 ×
 	// RetryPeriod). Zero means 2 s.
 	RetryPeriod time.Duration
-
-	// OnStartedLeading runs the leader's work for one term. Required. It is
-	// called in a goroutine relect owns, with a context that is cancelled
-	// when the term ends: when the lease may have passed to another
-	// candidate (at the latest RenewDeadline after the last successful
-	// renewal was sent), when Run's context is done, or when the lease is
-	// seen held by someone else. It should return soon after that context
-	// is done: the lease is released and the next campaign begins only
-	// after it has returned. If it returns while the term is still valid,
-	// the term ends and the lease is released. A panic is recovered,
-	// reported as an EventError and ends the term like a return does.
-	// The context carries the term number (TermFromContext).
-	OnStartedLeading func(ctx context.Context)
-
-	// OnStoppedLeading, if not nil, is called once after each term, after
-	// OnStartedLeading has returned and the lease was released (if it was).
-	// Unlike client-go's callback of the same name, it is never called when
-	// this candidate did not lead. It runs on Run's goroutine: Run does not
-	// campaign again until it returns.
-	OnStoppedLeading func()
-
-	// OnNewLeader, if not nil, is called with the holder identity each time
-	// relect observes a different, non-empty holder, including itself.
-	// Calls are made in order, one at a time, from a goroutine relect owns;
-	// a slow callback delays later calls but never the election. A holder
-	// is a state, not an event: while a call runs, at most 16 holders wait
-	// for theirs, and beyond that the oldest waiting is dropped (and a
-	// warning logged), so the newest holder is always announced last. Run
-	// returns once the waiting calls were made.
-	OnNewLeader func(identity string)
 
 	// BackoffInitial is the first wait before campaigning again after a
 	// term that was not stable (see BackoffMax). Zero means RetryPeriod.
@@ -194,35 +269,6 @@ type Options struct {
 	// and the first renewal. Ignored when RateLimit is rate.Inf.
 	RateBurst int
 
-	// KeepLeaseOnCancel, when true, leaves the Lease held when Run's context
-	// is done, so that followers take over only after LeaseDuration. The
-	// default (false) releases it, after OnStartedLeading has returned, so
-	// that followers can take over at once.
-	KeepLeaseOnCancel bool
-
-	// Succession and registry (docs/design.md, "Succession").
-
-	// Priority ranks this candidate in succession: when a leader names its
-	// successors, it names the live candidates with the highest Priority
-	// first (ties in the order of their identities). Succession decides who
-	// tries first when the lease is released or expires, never whether a
-	// leader is ousted: a candidate of higher priority that joins later
-	// waits for the next change. Zero is the default; negative values rank
-	// below it. Needs the registry: with DisableRegistry or a Lock, New
-	// reports a nonzero Priority.
-	Priority int32
-
-	// Standby, when true, makes this Elector a candidate that never
-	// campaigns: it follows the Lease and reports its leader (Leader,
-	// OnNewLeader, Events, Candidates, WaitForLeader) but never writes the
-	// Lease, so it never leads and OnStartedLeading is never called (it
-	// must still be set). It registers as standing by, so that a leader
-	// refuses to hand over to it. With DisableRegistry it does not
-	// register: it still never writes the Lease, but leaders do not know
-	// it, and a HandOver naming it is refused as unknown (ErrUnknownCandidate) unless forced. Needs Config or
-	// Client: with a Lock, New reports Options.Standby.
-	Standby bool
-
 	// DisableRegistry, when true, turns the candidate registry off: this
 	// candidate publishes no registration, and as leader names no
 	// successors (followers then race for a released lease, as plain
@@ -240,55 +286,16 @@ type Options struct {
 	// minutes. Must be at least LeaseDuration.
 	RegistrationRenewal time.Duration
 
-	// Work makes the leader's work part of its leadership: a leader whose
-	// work is stuck — no Beat within Work.BeatWindow, or Work.Check failing
-	// Work.CheckFailures times in a row — ends its term (ErrWorkStuck) and
-	// releases the lease to the next in line, stays a candidate, and is
-	// passed over for a cooldown; the fleet does not flap when the work
-	// fails everywhere (see WorkOptions and docs/design.md, "Stuck work").
-	// The zero value turns it off, at no cost.
-	Work WorkOptions
-
 	// DegradedAfter is how many Lease API calls must fail in a row before
 	// the Elector reports itself degraded (EventDegraded, Stats.Degraded)
 	// until it next hears from the API: a call succeeds, or a watch
 	// delivers an event. Zero means 5.
 	DegradedAfter int
 
-	// EventRecorder, if not nil, receives Kubernetes Events (type Normal,
-	// reason "LeaderElection", as client-go's) on the Lease when this
-	// candidate became leader, stopped leading and released the lease, once
-	// per term. A k8s.io/client-go/tools/record.EventRecorder fits. relect
-	// never calls a Lock's RecordEvent: client-go's LeaseLock reads state
-	// there that its renew loop writes concurrently. With Lock, the Lease
-	// is named after Lock.Describe() ("namespace/name").
-	EventRecorder resourcelock.EventRecorder
-
 	// EventBuffer is the capacity of the Events channel. Zero means
 	// 64; at most 1,048,576 (it is allocated up front). When the buffer is full the oldest event is
 	// dropped (see Elector.Events).
 	EventBuffer int
-
-	// Logger receives relect's logs and those of the wrapped client-go
-	// elector (through klog's contextual logging). Nil sends relect's own
-	// warnings and errors (Warn and above: a stuck leader, calls failing in
-	// a row, a registry off for lack of RBAC) to slog.Default(), as it is
-	// when each record is handled, and nothing else — not client-go's
-	// lines, an error per failed retry; a Logger without a handler (a zero
-	// slog.Logger) is refused by New.
-	// Levels: Info for each event (Debug for EventError, which can be
-	// many) and the wait for a missing Lease, with when it ends; Warn when
-	// calls fail in a row (at 2, then each time the run doubles), when
-	// degraded, when the candidate registry is off for lack of RBAC, and
-	// when another process seems to share this Identity.
-	// Records reach its handler in order from a goroutine of relect's,
-	// never from one that runs the election, so a slow handler delays only
-	// the log: when more than 1,024 records wait, the oldest are dropped
-	// and a warning says how many, of which levels, their most frequent
-	// messages, and when the oldest and newest were written. Run returns once every record queued
-	// during it was handled. Only the handler's Enabled is called on the
-	// election's goroutines (slog asks that it be quick).
-	Logger *slog.Logger
 }
 
 // config is Options after defaults, validated, with the values derived from
