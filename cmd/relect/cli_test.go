@@ -204,6 +204,12 @@ func TestBadCommandLines(t *testing.T) {
 		{"run: --http-addr in use", []string{"run", "--kubeconfig=" + kc, "--http-addr=" + inUse, "default/job", "--", "true"}, exitFailure,
 			[]string{"HTTP server: --http-addr " + inUse, "address already in use"}},
 
+		// An explicit empty kubeconfig or context would silently mean the default.
+		{"status: empty --kubeconfig", []string{"status", "--kubeconfig=", "default/job"}, exitUsage,
+			[]string{"--kubeconfig is empty, which would mean the default ($KUBECONFIG, else ~/.kube/config"}},
+		{"yield: empty --context", []string{"yield", "--kubeconfig=" + kc, "--context=", "default/job"}, exitUsage,
+			[]string{"--context is empty, which would mean the default (the kubeconfig's current context)"}},
+
 		// Work liveness: the command's own checks, then relect.New's, named as flags.
 		{"run: --check and --check-url", []string{"run", "--check=true", "--check-url=http://127.0.0.1:1/", "default/job", "--", "true"}, exitUsage,
 			[]string{"--check and --check-url are both given"}},

@@ -38,9 +38,11 @@ func parseLease(s string) (leaseRef, error) {
 // clusterFlags find the API server as kubectl does.
 type clusterFlags struct {
 	kubeconfig, context string
+	fs                  *pflag.FlagSet
 }
 
 func (c *clusterFlags) define(fs *pflag.FlagSet) {
+	c.fs = fs
 	fs.StringVar(&c.kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, else ~/.kube/config, else the pod's service account)")
 	fs.StringVar(&c.context, "context", "", "kubeconfig context to use (default: the current context)")
 }
@@ -52,6 +54,14 @@ func (c *clusterFlags) define(fs *pflag.FlagSet) {
 // names a cluster, the error says what was tried (tried), not client-go's
 // "no configuration has been provided, try setting KUBERNETES_MASTER".
 func (c *clusterFlags) restConfig() (*rest.Config, error) {
+	// An explicit empty value would silently mean the default: refused, as
+	// the election's zeros are (refuseZeros).
+	if c.fs != nil && c.fs.Changed("kubeconfig") && c.kubeconfig == "" {
+		return nil, zeroFlagError(c.fs, "kubeconfig", "$KUBECONFIG, else ~/.kube/config, else the pod's service account")
+	}
+	if c.fs != nil && c.fs.Changed("context") && c.context == "" {
+		return nil, zeroFlagError(c.fs, "context", "the kubeconfig's current context")
+	}
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
 	rules.ExplicitPath = c.kubeconfig
 	overrides := &clientcmd.ConfigOverrides{CurrentContext: c.context}
