@@ -365,6 +365,8 @@ func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec 
 		verb = verbCreate
 	}
 	err = g.do(ctx, verb, true, func(ctx context.Context) error {
+		ctx, cancel := g.detached(ctx)
+		defer cancel()
 		sent = time.Now()
 		var err error
 		want := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: g.cfg.Namespace, Name: g.cfg.Name}}
@@ -386,6 +388,17 @@ func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec 
 		g.acquired.Store(&acquisition{lease: l, sent: sent})
 	}
 	return l, sent, err
+}
+
+// detached is the context a follower's acquiring write is sent with: ctx's values,
+// not its end, and the call timeout. Shutdown (the campaign's end) does not
+// cancel it: a write cancelled client-side may still be applied by the
+// apiserver after the release's read saw the Lease free, and the exited
+// process would hold the Lease until it expired. So shutdown waits for the
+// write's outcome, the call timeout at most, and releases what it wrote
+// (TestShutdownWhileAcquiringReleasesTheLateWrite).
+func (g *gateway) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), g.cfg.callTimeout)
 }
 
 // forgetAcquired drops what the follower's acquiring write left for

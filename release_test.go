@@ -6,7 +6,9 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect"
 	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -52,5 +54,27 @@ func TestStopReleasesOnlyWhatItWrote(t *testing.T) {
 		}
 		l.stop()
 		y.stop()
+	})
+}
+
+// Shutdown while the acquiring write is in flight: the write is let finish
+// (bounded by the call timeout), and Run releases what it wrote before it
+// returns. The write was cancelled client-side and applied after the
+// shutdown's read saw the Lease free: the exited process held the Lease
+// until it expired (seen once in CI, e2e TestShutdownWhileAcquiring).
+func TestShutdownWhileAcquiringReleasesTheLateWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased(ns, lease)
+		a := newCandidate(t, api, "a", func(o *relect.Options) { o.DisableRegistry = true })
+		a.client.SetApplyDelay(time.Second) // the write reaches the apiserver a second after it is sent
+		a.start()
+		time.Sleep(500 * time.Millisecond) // the acquiring write is in flight
+		require.Equal(t, 1, a.client.Calls(relecttest.VerbUpdate), "the acquiring write was sent")
+		require.Empty(t, api.Holder(ns, lease), "not applied yet")
+		a.stop()
+		time.Sleep(5 * time.Second) // every delayed write has landed
+		assert.Empty(t, api.Holder(ns, lease), "the exited candidate holds the Lease: %+v", api.Lease(ns, lease).Spec)
+		assert.Equal(t, int32(1), *api.Lease(ns, lease).Spec.LeaseDurationSeconds, "released")
 	})
 }

@@ -48,6 +48,7 @@ type Client struct {
 	loseAnswers    int
 	loseAnswersErr error
 	latency        time.Duration
+	applyDelay     time.Duration
 	partitioned    chan struct{} // non-nil while partitioned; closed by Heal
 	resume         chan struct{} // closed unless paused
 }
@@ -117,6 +118,46 @@ func (c *Client) SetLatency(d time.Duration) {
 	c.latency = d
 }
 
+// SetApplyDelay makes every write (Create, Update) through this handle
+// reach the LeaseAPI d after it passed the other faults, as behind a slow
+// apiserver or a proxy's queue: the write is applied then even if the
+// caller's context ended meanwhile and the call already returned the
+// context's error — the client gave up, the server did not. Zero: none;
+// Heal clears it (writes already delayed still land).
+func (c *Client) SetApplyDelay(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.applyDelay = d
+}
+
+// apply runs write, d after now if SetApplyDelay asked for it, and returns
+// its outcome — or, if ctx ends first, ctx's error while write still runs
+// at its time.
+func (c *Client) apply(ctx context.Context, write func() (*coordinationv1.Lease, error)) (*coordinationv1.Lease, error) {
+	c.mu.Lock()
+	d := c.applyDelay
+	c.mu.Unlock()
+	if d <= 0 {
+		return write()
+	}
+	type result struct {
+		l   *coordinationv1.Lease
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		time.Sleep(d)
+		l, err := write()
+		done <- result{l, err}
+	}()
+	select {
+	case r := <-done:
+		return r.l, r.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
 // Partition cuts this handle off: calls hang until their context ends, and
 // calls in flight when Heal is called go on normally.
 func (c *Client) Partition() {
@@ -152,12 +193,12 @@ func (c *Client) Resume() {
 	}
 }
 
-// Heal clears errors (FailNext, Fail, FailVerb, LoseAnswers), latency and a partition. It does not
+// Heal clears errors (FailNext, Fail, FailVerb, LoseAnswers), latency, the apply delay and a partition. It does not
 // end a Pause.
 func (c *Client) Heal() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.failNext, c.failNextErr, c.failErr, c.latency = 0, nil, nil, 0
+	c.failNext, c.failNextErr, c.failErr, c.latency, c.applyDelay = 0, nil, nil, 0, 0
 	c.failVerb = nil
 	c.loseAnswers, c.loseAnswersErr = 0, nil
 	if c.partitioned != nil {
@@ -268,7 +309,8 @@ func (l *leases) Create(ctx context.Context, lease *coordinationv1.Lease, _ meta
 	if err := l.c.enter(ctx, VerbCreate); err != nil {
 		return nil, err
 	}
-	out, err := l.c.api.create(l.ns, lease)
+	in := lease.DeepCopy() // the caller may reuse lease once it gave up
+	out, err := l.c.apply(ctx, func() (*coordinationv1.Lease, error) { return l.c.api.create(l.ns, in) })
 	if err == nil {
 		if lost := l.c.lostAnswer(); lost != nil {
 			return nil, lost
@@ -282,7 +324,8 @@ func (l *leases) Update(ctx context.Context, lease *coordinationv1.Lease, _ meta
 	if err := l.c.enter(ctx, VerbUpdate); err != nil {
 		return nil, err
 	}
-	out, err := l.c.api.update(l.ns, lease)
+	in := lease.DeepCopy()
+	out, err := l.c.apply(ctx, func() (*coordinationv1.Lease, error) { return l.c.api.update(l.ns, in) })
 	if err == nil {
 		if lost := l.c.lostAnswer(); lost != nil {
 			return nil, lost
