@@ -928,6 +928,12 @@ func (s *state) evaluateWorkLocked(t *term, now time.Time) {
 		t.stuck, t.stuckAt = why, now
 		s.emitLocked(Event{Kind: EventWorkStuck, Leader: s.cfg.identity, Term: t.number, Fence: t.fence, Err: why})
 	}
+	if why != nil {
+		// Stuck still, for the reason that holds now: a term judged by its
+		// check that recovered while its work did not beat hands over for
+		// no beat, not for the check failures of before.
+		t.stuck = why
+	}
 	t.value.stuck.Store(t.stuck != nil)
 	s.stats.WorkStuck, s.stats.WorkStuckSince = t.stuck != nil, time.Time{}
 	if t.stuck != nil {
