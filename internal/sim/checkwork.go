@@ -451,13 +451,13 @@ type Outage struct {
 	// release published; a release that was not written (an API fault, a
 	// kill) published none, so the count starts over after it (its
 	// successor acquires a record that expired, and the streak in it).
-	// Each chain gets the bound of the span from its start (From, or the
-	// last handover of the chain before) to its last handover
+	// So it does after a deletion of the Lease by hand: the record that
+	// carried the streak is gone, the next leader creates one without, and
+	// a chain ends at the deletion, the next one starting there. Each
+	// chain gets the bound of the span from its start (From, the last
+	// handover of the chain before, or the deletion) to its last handover
 	// (Work.StuckHandoverBound).
 	Chains []Chain
-	// Excused: the Lease was deleted by hand meanwhile, so the streak
-	// its line carried is lost, and the count starts over ("" if not).
-	Excused string
 }
 
 // Chain is a run of stuck handovers in a row within an Outage.
@@ -530,6 +530,17 @@ func Outages(h *History) []Outage {
 			if e.Kind != Stopped || e.Cause != CauseWorkStuck || e.At < o.From || e.At > until {
 				continue
 			}
+			since := chain.From
+			if len(chain.At) > 0 {
+				since = chain.At[len(chain.At)-1]
+			}
+			if r, ok := lastReset(h, since, e.At); ok {
+				if len(chain.At) > 0 {
+					chain.To = r
+					o.Chains = append(o.Chains, chain)
+				}
+				chain = Chain{From: r, To: until}
+			}
 			o.Handovers++
 			chain.Handovers++
 			chain.At = append(chain.At, e.At)
@@ -544,11 +555,20 @@ func Outages(h *History) []Outage {
 			c := &o.Chains[j]
 			c.Bound = h.Work.StuckHandoverBound(c.To - c.From)
 		}
-		if resetBetween(h, o.From, until) {
-			o.Excused = "the Lease was deleted by hand"
-		}
 	}
 	return out
+}
+
+// lastReset returns the last instant in (from, to] the Lease was deleted
+// by hand, if it was.
+func lastReset(h *History, from, to time.Duration) (time.Duration, bool) {
+	last, ok := time.Duration(0), false
+	for _, t := range h.Resets {
+		if t > from && t <= to && (!ok || t > last) {
+			last, ok = t, true
+		}
+	}
+	return last, ok
 }
 
 // releaseWritten returns the index in h.Changes of the release that the
@@ -569,9 +589,6 @@ func releaseWritten(h *History, e Event) int {
 func checkOutages(h *History) []Violation {
 	var out []Violation
 	for _, o := range Outages(h) {
-		if o.Excused != "" {
-			continue
-		}
 		for _, c := range o.Chains {
 			if k, least := c.tooSoon(h.Work); k > 0 {
 				out = append(out, Violation{Class: StuckWork, Rule: "stuck-handovers", At: c.At[k-1],

@@ -165,10 +165,24 @@ func TestCheckWorkOutage(t *testing.T) {
 			}
 		})
 	}
-	h := outageHistory([]time.Duration{20 * s, 35 * s, 50 * s})
-	h.Resets = []time.Duration{30 * s}
-	if got := CheckWork(h); len(got) != 0 {
-		t.Errorf("with the Lease deleted by hand meanwhile: %v", got)
+	// A deletion of the Lease by hand loses the streak: the count starts
+	// over at it, and the handovers after it are judged as a chain of
+	// their own.
+	for _, tc := range []struct {
+		name string
+		at   []time.Duration
+		want []string
+	}{
+		{"the streak lost to a deletion", []time.Duration{20 * s, 35 * s, 100 * s}, nil},
+		{"too soon after the deletion's chain began", []time.Duration{20 * s, 35 * s, 50 * s}, []string{"stuck-work/stuck-handovers"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := outageHistory(tc.at)
+			h.Resets = []time.Duration{30 * s}
+			if got := rules(CheckWork(h)); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v; outages %+v", got, tc.want, Outages(h))
+			}
+		})
 	}
 }
 

@@ -51,8 +51,10 @@ type stuckTotals struct {
 	beyondSeed             uint64
 	handovers              int // terms ended for stuck work
 	// Outages: how many, their stuck handovers, how many had a chain over
-	// its bound, and the one with the most handovers (and its seed).
+	// its bound (each a stuck-handovers violation; the first three seeds),
+	// and the one with the most handovers (and its seed).
 	outages, outageHandovers, overBound int
+	overBoundSeeds                      []uint64 // the first three
 	worst                               Outage
 	worstSeed                           uint64
 	// gaps are the judged StepDownGaps, by cause.
@@ -97,6 +99,9 @@ func (st *stuckTotals) add(seed uint64, h *History) {
 		st.outageHandovers += o.Handovers
 		if slices.ContainsFunc(o.Chains, func(c Chain) bool { k, _ := c.tooSoon(h.Work); return k > 0 }) {
 			st.overBound++
+			if len(st.overBoundSeeds) < 3 {
+				st.overBoundSeeds = append(st.overBoundSeeds, seed)
+			}
 		}
 		if st.outages == 1 || o.Handovers > st.worst.Handovers {
 			st.worst, st.worstSeed = o, seed
@@ -510,7 +515,12 @@ var stuckRows = []struct {
 	{"fleet-wide outages: count, stuck handovers in them", func(_ *Totals, st stuckTotals) string {
 		return fmt.Sprintf("%d: %d", st.outages, st.outageHandovers)
 	}},
-	{"… outages with a stuck handover sooner than the cooldowns allow", func(_ *Totals, st stuckTotals) string { return strconv.Itoa(st.overBound) }},
+	{"… outages with a stuck handover sooner than the cooldowns allow", func(_ *Totals, st stuckTotals) string {
+		if st.overBound == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("%d (seeds %v)", st.overBound, st.overBoundSeeds)
+	}},
 	{"… most stuck handovers in one outage (its bound)", func(_ *Totals, st stuckTotals) string {
 		if st.worst.Handovers == 0 {
 			return "0"
