@@ -689,6 +689,12 @@ func judgeGap(h *History, faults map[int][][2]time.Duration, ws [2]map[int][][2]
 	if rel < 0 && failedStepDown(h, e.Run, 0, e.At) {
 		return "its write failed" // the failure a Yield or HandOver armed (refused, if the term ended for stuck work)
 	}
+	if rel < 0 && editedBefore(h, e.At) {
+		// The release is conditional on the record the term last wrote or
+		// saw; an edit by hand since makes it conflict, and relect gives
+		// the record up (F3's fix) to expire, as a crashed leader's.
+		return "its release conflicted with a hand edit"
+	}
 	if e.At+g.Bound > h.End {
 		return "the run ends"
 	}
@@ -723,6 +729,18 @@ func judgeGap(h *History, faults map[int][][2]time.Duration, ws [2]map[int][][2]
 		return "no other candidate followed"
 	}
 	return ""
+}
+
+// editedBefore reports whether the last change of the Lease at or before
+// t was an edit by hand.
+func editedBefore(h *History, t time.Duration) bool {
+	i := -1
+	for j, c := range h.Changes {
+		if c.At <= t {
+			i = j
+		}
+	}
+	return i >= 0 && h.Changes[i].ByHand
 }
 
 // checkStepDownGaps (step-down-gap): after an undisturbed Yield or handover

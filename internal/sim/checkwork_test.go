@@ -248,4 +248,13 @@ func TestCheckStepDownGap(t *testing.T) {
 	if got := checkStepDownGaps(h); len(got) != 0 {
 		t.Errorf("a fault on the follower: %v", got)
 	}
+	// Seed 16360: the Lease edited by hand 0.2 s before the term ended
+	// (renewTime in the future), so the release conflicted and was given
+	// up; the lease expired, and nobody led for an expiry and a turn.
+	h = gapHistory(62 * s)
+	h.Changes = []Change{{At: 10 * s, Holder: "c0", Transitions: 1}, {At: 49*s + 800*ms, Holder: "c0", Transitions: 1, ByHand: true}}
+	h.Actions = []Applied{{Action: Action{At: 49*s + 800*ms, Kind: FutureRenew, Target: -1}, At: 49*s + 800*ms}}
+	if got := checkStepDownGaps(h); len(got) != 0 {
+		t.Errorf("a release that conflicted with a hand edit: %v", got)
+	}
 }
