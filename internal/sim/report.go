@@ -57,8 +57,11 @@ type stuckTotals struct {
 	overBoundSeeds                      []uint64 // the first three
 	worst                               Outage
 	worstSeed                           uint64
-	// gaps are the judged StepDownGaps, by cause.
-	gaps map[string][]time.Duration
+	// gaps are the judged StepDownGaps, by cause; steps the longest of
+	// them in succession steps (RetryPeriod/2), and its seed.
+	gaps      map[string][]time.Duration
+	steps     float64
+	stepsSeed uint64
 }
 
 // add adds the stuck work of h, played from the schedule of seed, and its
@@ -70,6 +73,9 @@ func (st *stuckTotals) add(seed uint64, h *History) {
 				st.gaps = map[string][]time.Duration{}
 			}
 			st.gaps[g.Cause] = append(st.gaps[g.Cause], g.Gap)
+			if n := float64(g.Gap) / float64(h.Timing.RetryPeriod/2); n > st.steps {
+				st.steps, st.stepsSeed = n, seed
+			}
 		}
 	}
 	if !h.Work.On() {
@@ -531,6 +537,12 @@ var stuckRows = []struct {
 		return durationStats(st.gaps[CauseWorkStuck])
 	}},
 	{"… after a Yield, undisturbed", func(_ *Totals, st stuckTotals) string { return durationStats(st.gaps[CauseYielded]) }},
+	{"… the longest of either, in succession steps (RetryPeriod/2; the bound: 7 and the calls' time)", func(_ *Totals, st stuckTotals) string {
+		if st.steps == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("%.2f (seed %d)", st.steps, st.stepsSeed)
+	}},
 	{"API calls per candidate-minute, schedules without work liveness", func(t *Totals, _ stuckTotals) string {
 		return fmt.Sprintf("%.1f", t.CallsPerCandidateMinuteWork(false))
 	}},
