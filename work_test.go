@@ -546,3 +546,49 @@ func TestStuckWorkSaysItsCountAndRecovers(t *testing.T) {
 		stopAll(cs...)
 	})
 }
+
+// A term stuck by one means and then by the other hands over for the
+// reason that holds at the handover: a leader alone, judged stuck by its
+// failing check, leads on; its work does not beat either, and once the
+// BeatWindow has passed its check recovers: it stays stuck, now for no
+// beat; when a second candidate
+// comes, the term ends saying "no beat", not the check failure of long
+// before (the simulation's seed 24375: a term ended for "the work check
+// failed" 1.7 s after the check had recovered).
+func TestStuckHandoverSaysTheReasonThatHolds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		w := &worker{}
+		w.hung.Store(true)
+		w.failing.Store(true)
+		a := newCandidate(t, api, "c00", func(o *relect.Options) {
+			o.OnStartedLeading = w.run
+			o.Work = relect.WorkOptions{BeatWindow: 20 * time.Second, Check: w.check, CheckInterval: time.Second, CheckFailures: 1}
+		})
+		a.start()
+		synctest.Wait()
+		require.True(t, a.e.IsLeader())
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		require.Len(t, stuckEvents(a), 1)
+		assert.ErrorContains(t, stuckEvents(a)[0].Err, "work check failed", "judged stuck by its check")
+
+		time.Sleep(25 * time.Second) // past the BeatWindow, the check failing
+		w.failing.Store(false)
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		assert.True(t, a.e.IsLeader(), "alone: it leads on")
+		assert.True(t, a.e.Stats().WorkStuck, "the check recovered, but the work has not beaten for over its BeatWindow")
+
+		b := newCandidate(t, api, "c01", nil)
+		b.start()
+		waitFor(t, 2*ld, "c01 leads", func() bool { return b.e.IsLeader() && !a.e.IsLeader() })
+		stopped := a.eventsOf(relect.EventStoppedLeading)
+		require.NotEmpty(t, stopped)
+		last := stopped[len(stopped)-1].Err
+		assert.ErrorIs(t, last, relect.ErrWorkStuck)
+		assert.ErrorContains(t, last, "no beat", "the reason that holds at the handover")
+		assert.NotContains(t, last.Error(), "work check", "not the check failure of 25 s before")
+		stopAll(a, b)
+	})
+}

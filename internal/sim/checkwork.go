@@ -451,13 +451,13 @@ type Outage struct {
 	// release published; a release that was not written (an API fault, a
 	// kill) published none, so the count starts over after it (its
 	// successor acquires a record that expired, and the streak in it).
-	// Each chain gets the bound of the span from its start (From, or the
-	// last handover of the chain before) to its last handover
+	// So it does after a deletion of the Lease by hand: the record that
+	// carried the streak is gone, the next leader creates one without, and
+	// a chain ends at the deletion, the next one starting there. Each
+	// chain gets the bound of the span from its start (From, the last
+	// handover of the chain before, or the deletion) to its last handover
 	// (Work.StuckHandoverBound).
 	Chains []Chain
-	// Excused: the Lease was deleted by hand meanwhile, so the streak
-	// its line carried is lost, and the count starts over ("" if not).
-	Excused string
 }
 
 // Chain is a run of stuck handovers in a row within an Outage.
@@ -530,6 +530,17 @@ func Outages(h *History) []Outage {
 			if e.Kind != Stopped || e.Cause != CauseWorkStuck || e.At < o.From || e.At > until {
 				continue
 			}
+			since := chain.From
+			if len(chain.At) > 0 {
+				since = chain.At[len(chain.At)-1]
+			}
+			if r, ok := lastReset(h, since, e.At); ok {
+				if len(chain.At) > 0 {
+					chain.To = r
+					o.Chains = append(o.Chains, chain)
+				}
+				chain = Chain{From: r, To: until}
+			}
 			o.Handovers++
 			chain.Handovers++
 			chain.At = append(chain.At, e.At)
@@ -544,11 +555,20 @@ func Outages(h *History) []Outage {
 			c := &o.Chains[j]
 			c.Bound = h.Work.StuckHandoverBound(c.To - c.From)
 		}
-		if resetBetween(h, o.From, until) {
-			o.Excused = "the Lease was deleted by hand"
-		}
 	}
 	return out
+}
+
+// lastReset returns the last instant in (from, to] the Lease was deleted
+// by hand, if it was.
+func lastReset(h *History, from, to time.Duration) (time.Duration, bool) {
+	last, ok := time.Duration(0), false
+	for _, t := range h.Resets {
+		if t > from && t <= to && (!ok || t > last) {
+			last, ok = t, true
+		}
+	}
+	return last, ok
 }
 
 // releaseWritten returns the index in h.Changes of the release that the
@@ -569,9 +589,6 @@ func releaseWritten(h *History, e Event) int {
 func checkOutages(h *History) []Violation {
 	var out []Violation
 	for _, o := range Outages(h) {
-		if o.Excused != "" {
-			continue
-		}
 		for _, c := range o.Chains {
 			if k, least := c.tooSoon(h.Work); k > 0 {
 				out = append(out, Violation{Class: StuckWork, Rule: "stuck-handovers", At: c.At[k-1],
@@ -672,6 +689,12 @@ func judgeGap(h *History, faults map[int][][2]time.Duration, ws [2]map[int][][2]
 	if rel < 0 && failedStepDown(h, e.Run, 0, e.At) {
 		return "its write failed" // the failure a Yield or HandOver armed (refused, if the term ended for stuck work)
 	}
+	if rel < 0 && editedBefore(h, e.At) {
+		// The release is conditional on the record the term last wrote or
+		// saw; an edit by hand since makes it conflict, and relect gives
+		// the record up (F3's fix) to expire, as a crashed leader's.
+		return "its release conflicted with a hand edit"
+	}
 	if e.At+g.Bound > h.End {
 		return "the run ends"
 	}
@@ -706,6 +729,18 @@ func judgeGap(h *History, faults map[int][][2]time.Duration, ws [2]map[int][][2]
 		return "no other candidate followed"
 	}
 	return ""
+}
+
+// editedBefore reports whether the last change of the Lease at or before
+// t was an edit by hand.
+func editedBefore(h *History, t time.Duration) bool {
+	i := -1
+	for j, c := range h.Changes {
+		if c.At <= t {
+			i = j
+		}
+	}
+	return i >= 0 && h.Changes[i].ByHand
 }
 
 // checkStepDownGaps (step-down-gap): after an undisturbed Yield or handover

@@ -165,10 +165,24 @@ func TestCheckWorkOutage(t *testing.T) {
 			}
 		})
 	}
-	h := outageHistory([]time.Duration{20 * s, 35 * s, 50 * s})
-	h.Resets = []time.Duration{30 * s}
-	if got := CheckWork(h); len(got) != 0 {
-		t.Errorf("with the Lease deleted by hand meanwhile: %v", got)
+	// A deletion of the Lease by hand loses the streak: the count starts
+	// over at it, and the handovers after it are judged as a chain of
+	// their own.
+	for _, tc := range []struct {
+		name string
+		at   []time.Duration
+		want []string
+	}{
+		{"the streak lost to a deletion", []time.Duration{20 * s, 35 * s, 100 * s}, nil},
+		{"too soon after the deletion's chain began", []time.Duration{20 * s, 35 * s, 50 * s}, []string{"stuck-work/stuck-handovers"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := outageHistory(tc.at)
+			h.Resets = []time.Duration{30 * s}
+			if got := rules(CheckWork(h)); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v; outages %+v", got, tc.want, Outages(h))
+			}
+		})
 	}
 }
 
@@ -233,5 +247,14 @@ func TestCheckStepDownGap(t *testing.T) {
 	h.Actions = []Applied{{Action: Action{At: 40 * s, Kind: Latency, Target: 1}, At: 40 * s}}
 	if got := checkStepDownGaps(h); len(got) != 0 {
 		t.Errorf("a fault on the follower: %v", got)
+	}
+	// Seed 16360: the Lease edited by hand 0.2 s before the term ended
+	// (renewTime in the future), so the release conflicted and was given
+	// up; the lease expired, and nobody led for an expiry and a turn.
+	h = gapHistory(62 * s)
+	h.Changes = []Change{{At: 10 * s, Holder: "c0", Transitions: 1}, {At: 49*s + 800*ms, Holder: "c0", Transitions: 1, ByHand: true}}
+	h.Actions = []Applied{{Action: Action{At: 49*s + 800*ms, Kind: FutureRenew, Target: -1}, At: 49*s + 800*ms}}
+	if got := checkStepDownGaps(h); len(got) != 0 {
+		t.Errorf("a release that conflicted with a hand edit: %v", got)
 	}
 }

@@ -105,7 +105,10 @@ var Findings = []Finding{InvisibleRenewal, RevokingEdit, StreakEndsUnseen, Strea
 // Explain attributes a stuck-handovers violation to F5 or F6 by the release
 // that lost the streak, a step-down gap to F7, a term ended for stale
 // check failures to F8 — each a regression now. The liveness finding F4 of
-// docs/reliability.md has no rule here.
+// docs/reliability.md (seed 24417: a record being resumed, edited by hand,
+// waited out by client-go's polling) is open and has no rule here: it has
+// not been reproduced since, and a replay that flags it fails the run as
+// liveness/late-leader.
 
 // Explain returns the known finding that accounts for safety violation v
 // of h, or "" if none does (and for any other class). Of v's two

@@ -51,12 +51,17 @@ type stuckTotals struct {
 	beyondSeed             uint64
 	handovers              int // terms ended for stuck work
 	// Outages: how many, their stuck handovers, how many had a chain over
-	// its bound, and the one with the most handovers (and its seed).
+	// its bound (each a stuck-handovers violation; the first three seeds),
+	// and the one with the most handovers (and its seed).
 	outages, outageHandovers, overBound int
+	overBoundSeeds                      []uint64 // the first three
 	worst                               Outage
 	worstSeed                           uint64
-	// gaps are the judged StepDownGaps, by cause.
-	gaps map[string][]time.Duration
+	// gaps are the judged StepDownGaps, by cause; steps the longest of
+	// them in succession steps (RetryPeriod/2), and its seed.
+	gaps      map[string][]time.Duration
+	steps     float64
+	stepsSeed uint64
 }
 
 // add adds the stuck work of h, played from the schedule of seed, and its
@@ -68,6 +73,9 @@ func (st *stuckTotals) add(seed uint64, h *History) {
 				st.gaps = map[string][]time.Duration{}
 			}
 			st.gaps[g.Cause] = append(st.gaps[g.Cause], g.Gap)
+			if n := float64(g.Gap) / float64(h.Timing.RetryPeriod/2); n > st.steps {
+				st.steps, st.stepsSeed = n, seed
+			}
 		}
 	}
 	if !h.Work.On() {
@@ -97,6 +105,9 @@ func (st *stuckTotals) add(seed uint64, h *History) {
 		st.outageHandovers += o.Handovers
 		if slices.ContainsFunc(o.Chains, func(c Chain) bool { k, _ := c.tooSoon(h.Work); return k > 0 }) {
 			st.overBound++
+			if len(st.overBoundSeeds) < 3 {
+				st.overBoundSeeds = append(st.overBoundSeeds, seed)
+			}
 		}
 		if st.outages == 1 || o.Handovers > st.worst.Handovers {
 			st.worst, st.worstSeed = o, seed
@@ -510,7 +521,12 @@ var stuckRows = []struct {
 	{"fleet-wide outages: count, stuck handovers in them", func(_ *Totals, st stuckTotals) string {
 		return fmt.Sprintf("%d: %d", st.outages, st.outageHandovers)
 	}},
-	{"… outages with a stuck handover sooner than the cooldowns allow", func(_ *Totals, st stuckTotals) string { return strconv.Itoa(st.overBound) }},
+	{"… outages with a stuck handover sooner than the cooldowns allow", func(_ *Totals, st stuckTotals) string {
+		if st.overBound == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("%d (seeds %v)", st.overBound, st.overBoundSeeds)
+	}},
 	{"… most stuck handovers in one outage (its bound)", func(_ *Totals, st stuckTotals) string {
 		if st.worst.Handovers == 0 {
 			return "0"
@@ -521,6 +537,12 @@ var stuckRows = []struct {
 		return durationStats(st.gaps[CauseWorkStuck])
 	}},
 	{"… after a Yield, undisturbed", func(_ *Totals, st stuckTotals) string { return durationStats(st.gaps[CauseYielded]) }},
+	{"… the longest of either, in succession steps (RetryPeriod/2; the bound: 7 and the calls' time)", func(_ *Totals, st stuckTotals) string {
+		if st.steps == 0 {
+			return "0"
+		}
+		return fmt.Sprintf("%.2f (seed %d)", st.steps, st.stepsSeed)
+	}},
 	{"API calls per candidate-minute, schedules without work liveness", func(t *Totals, _ stuckTotals) string {
 		return fmt.Sprintf("%.1f", t.CallsPerCandidateMinuteWork(false))
 	}},
