@@ -141,7 +141,7 @@ func (s *state) await() (number int64, leading bool, leader string, changed <-ch
 }
 
 // requestedLocked honours a Request in l addressed to this leader's term
-// (request.go): a Yield, or a HandOver under HandOver's rule — a candidate
+// (package operator writes it): a Yield, or a HandOver under HandOver's rule — a candidate
 // this leader knows from its registry as live and able to lead, unless the
 // request says Unregistered; a standby never; and before the leader's
 // first list of the registry, nobody but an Unregistered one (a request

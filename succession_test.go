@@ -343,7 +343,7 @@ func TestHandOverRefusesUnknown(t *testing.T) {
 // registration once before refusing: one that registered after the
 // leader's list (its watch event not in) is handed over to. A refusal says
 // which case it is: not registered (yet), or gone. It was refused as "not
-// a live registered candidate … pass AllowUnregistered", advice that skips
+// a live registered candidate … pass AllowUnregistered" (the option of then), advice that skips
 // both registry checks, for the 1–3 s a candidate waits to register.
 func TestHandOverConfirmsAnUnknownCandidate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
