@@ -2,6 +2,7 @@ package fleetbench
 
 import (
 	"context"
+	"github.com/relect/relect/internal/bench"
 	"log/slog"
 
 	"github.com/go-logr/logr"
@@ -24,8 +25,8 @@ type process interface {
 // relect releases when cancelled, the client-go loop too
 // (ReleaseOnCancel). onStarted is called with the identity when a term's
 // work starts (OnStartedLeading).
-func newProcess(impl Impl, identity string, cs kubernetes.Interface, onStarted func(identity string)) process {
-	if impl == Relect {
+func newProcess(impl bench.Impl, identity string, cs kubernetes.Interface, onStarted func(identity string)) process {
+	if impl == bench.Relect {
 		return newRelectProcess(identity, cs, onStarted)
 	}
 	return newClientGoLoop(identity, cs, onStarted)
