@@ -131,7 +131,7 @@ func (f *apartFleet) afterRenewal(holder string, from time.Time) {
 func benchFleetApart(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 	lt := productionTiming
 	f := &apartFleet{fleet: &fleet{t: t, c: c, k: k, lease: leaseName(t), terms: &termLog{}}}
-	f.opts = f.terms.opts(procOpts{mode: k.mode, lease: f.lease, timing: lt, json: k.json, user: c.serviceAccountConfig(t)})
+	f.opts = termOpts(f.terms, procOpts{mode: k.mode, lease: f.lease, timing: lt, json: k.json, user: c.serviceAccountConfig(t)})
 	c.createReleasedLease(t, f.lease)
 	f.w = c.watchLease(t, f.lease)
 	t.Cleanup(func() {
@@ -190,8 +190,8 @@ func (f *apartFleet) change(leader *candidate, from time.Time) (next *candidate,
 				return true
 			}
 		}
-		if m := f.terms.between(cancelled, time.Now().Add(time.Hour)); len(m) > 0 {
-			t.Fatalf("after %s's SIGTERM, %s led: not a candidate apart", leader.id, m[0].p.id)
+		if m := f.terms.Between(cancelled, time.Now().Add(time.Hour)); len(m) > 0 {
+			t.Fatalf("after %s's SIGTERM, %s led: not a candidate apart", leader.id, m[0].Who.id)
 		}
 		return false
 	})

@@ -3,12 +3,11 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math"
+	"github.com/relect/relect/internal/bench"
 	"net/http"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,111 +21,45 @@ import (
 
 // ---- terms: when each candidate of a group began and stopped leading ----
 
-// termMark is one candidate's OnStartedLeading beginning (start), or its
-// context ending.
-type termMark struct {
-	p     *proc
-	at    time.Time
-	start bool
-}
-
 // termLog records the terms of a group of in-process candidates, through
-// procOpts.onStarted and onStopped. It is safe for concurrent use.
-type termLog struct {
-	mu    sync.Mutex
-	marks []termMark // in the order recorded
-}
+// procOpts.onStarted and onStopped (termOpts): the benchmark's one term
+// log, internal/bench's.
+type termLog = bench.Terms[*proc]
 
-// opts returns o with the log's callbacks.
-func (l *termLog) opts(o procOpts) procOpts {
-	o.onStarted = func(p *proc, at time.Time) { l.add(termMark{p, at, true}) }
-	o.onStopped = func(p *proc, at time.Time) { l.add(termMark{p, at, false}) }
+// termMark is one candidate's term beginning or ending.
+type termMark = bench.Mark[*proc]
+
+// termOpts returns o with l's callbacks.
+func termOpts(l *termLog, o procOpts) procOpts {
+	o.onStarted = l.Started
+	o.onStopped = l.Stopped
 	return o
 }
 
-func (l *termLog) add(m termMark) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.marks = append(l.marks, m)
-}
-
-// nextStart waits up to timeout for a term that started at or after from,
-// and returns the first one.
-func (l *termLog) nextStart(from time.Time, timeout time.Duration) (termMark, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		for _, m := range l.between(from, time.Now().Add(time.Hour)) {
-			if m.start {
-				return m, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return termMark{}, fmt.Errorf("no term started within %v", timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// between returns the marks stamped in [from, to), earliest first.
-func (l *termLog) between(from, to time.Time) []termMark {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []termMark
-	for _, m := range l.marks {
-		if !m.at.Before(from) && m.at.Before(to) {
-			out = append(out, m)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].at.Before(out[j].at) })
-	return out
-}
-
-// current waits up to timeout until exactly one of ps leads, and returns
-// the start of its term.
-func (l *termLog) current(ps []*proc, timeout time.Duration) (termMark, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		var leading []*proc
+// currentTerm waits up to timeout until exactly one of ps leads, and
+// returns the start of its term.
+func currentTerm(l *termLog, ps []*proc, timeout time.Duration) (termMark, error) {
+	var cur termMark
+	n := 0
+	if !bench.Await(timeout, time.Millisecond, func() bool {
+		n = 0
+		var leading *proc
 		for _, p := range ps {
 			if p.leading.Load() {
-				leading = append(leading, p)
+				leading = p
+				n++
 			}
 		}
-		if len(leading) == 1 {
-			if m, ok := l.lastStart(leading[0]); ok {
-				return m, nil
-			}
+		if n != 1 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			return termMark{}, fmt.Errorf("%d of %d candidates lead, after %v", len(leading), len(ps), timeout)
-		}
-		time.Sleep(time.Millisecond)
+		m, ok := l.LastStart(leading)
+		cur = m
+		return ok
+	}) {
+		return termMark{}, fmt.Errorf("%d of %d candidates lead, after %v", n, len(ps), timeout)
 	}
-}
-
-// lastStart returns the start of p's last term, if it led.
-func (l *termLog) lastStart(p *proc) (termMark, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i := len(l.marks) - 1; i >= 0; i-- {
-		if m := l.marks[i]; m.p == p && m.start {
-			return m, true
-		}
-	}
-	return termMark{}, false
-}
-
-// lastStop is when p's last term ended, or zero if it never led.
-func (l *termLog) lastStop(p *proc) time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var at time.Time
-	for _, m := range l.marks {
-		if m.p == p && !m.start && m.at.After(at) {
-			at = m.at
-		}
-	}
-	return at
+	return cur, nil
 }
 
 // ---- row g: a change of leader at fleet size ----
@@ -258,13 +191,13 @@ func checkAPF(t *testing.T, k fleetKey, cw window, throttled int) {
 // window's length (the quiet one is longer by the time its closing scrape
 // took: a sample is stamped after its scrape), so the background and the
 // scrapes cancel out, but for their noise.
-func (r fleetRun) perChange() (reqs, writes, cpuMS meanSE) {
+func (r fleetRun) perChange() (reqs, writes, cpuMS bench.MeanSE) {
 	var dr, dw, dc []float64
 	for i := range r.change {
 		reqs, writes, cpuMS := r.beyond(i)
 		dr, dw, dc = append(dr, reqs), append(dw, writes), append(dc, cpuMS)
 	}
-	return meanSEOf(dr), meanSEOf(dw), meanSEOf(dc)
+	return bench.MeanSEOf(dr), bench.MeanSEOf(dw), bench.MeanSEOf(dc)
 }
 
 // beyond is what change i cost beyond the background: its window minus
@@ -273,28 +206,6 @@ func (r fleetRun) beyond(i int) (reqs, writes, cpuMS float64) {
 	c, q := r.change[i], r.quiet[i]
 	scale := c.d.Seconds() / q.d.Seconds()
 	return c.reqs - q.reqs*scale, c.writes - q.writes*scale, msOf(c.apiCPU) - msOf(q.apiCPU)*scale
-}
-
-// meanSE is a mean and its standard error.
-type meanSE struct{ mean, se float64 }
-
-func meanSEOf(xs []float64) meanSE {
-	m := mean(xs)
-	if len(xs) < 2 {
-		return meanSE{m, math.NaN()}
-	}
-	var ss float64
-	for _, x := range xs {
-		ss += (x - m) * (x - m)
-	}
-	return meanSE{m, math.Sqrt(ss/float64(len(xs)-1)) / math.Sqrt(float64(len(xs)))}
-}
-
-func (v meanSE) String() string {
-	if math.IsNaN(v.se) {
-		return fmt.Sprintf("%.1f", v.mean)
-	}
-	return fmt.Sprintf("%.1f ± %.1f", v.mean, v.se)
 }
 
 // background is the lease requests per second of the quiet windows.
@@ -374,7 +285,7 @@ func (f *fleet) sample() load {
 func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 	lt := productionTiming
 	f := &fleet{t: t, c: c, k: k, lease: leaseName(t), terms: &termLog{}}
-	f.opts = f.terms.opts(procOpts{mode: k.mode, lease: f.lease, timing: lt, disableRegistry: k.registryOff, json: k.json,
+	f.opts = termOpts(f.terms, procOpts{mode: k.mode, lease: f.lease, timing: lt, disableRegistry: k.registryOff, json: k.json,
 		user: c.serviceAccountConfig(t)})
 	c.createReleasedLease(t, f.lease)
 	t.Cleanup(func() {
@@ -393,24 +304,24 @@ func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 	// Two renewals more: relect's leader has listed the registrations and
 	// names its successors in the Lease.
 	time.Sleep(2 * lt.rp)
-	cur, err := f.terms.current(f.live, electionTimeout(lt))
+	cur, err := currentTerm(f.terms, f.live, electionTimeout(lt))
 	if err != nil {
 		describeFleet(t, c, f.lease, f.live)
 		t.Fatal(err)
 	}
 	starts := 0
-	for _, m := range f.terms.between(begin, time.Now()) {
-		if m.start {
+	for _, m := range f.terms.Between(begin, time.Now()) {
+		if m.Start {
 			starts++
 		}
 	}
-	t.Logf("%s: %d candidates started and settled in %v; %s leads, after %d terms", k, k.n, time.Since(begin).Round(time.Millisecond), cur.p.id, starts)
+	t.Logf("%s: %d candidates started and settled in %v; %s leads, after %d terms", k, k.n, time.Since(begin).Round(time.Millisecond), cur.Who.id, starts)
 
 	var run fleetRun
 	for len(run.latency) < changes {
 		before := slices.Clone(f.live)
 		next, latency, cw, qw := f.change(cur)
-		throttled := throttledBetween(before, next.at.Add(-latency), next.at.Add(productionTiming.rp+fleetSettle))
+		throttled := throttledBetween(before, next.At.Add(-latency), next.At.Add(productionTiming.rp+fleetSettle))
 		checkAPF(t, k, cw, throttled)
 		run.latency = append(run.latency, latency)
 		run.change, run.quiet = append(run.change, cw), append(run.quiet, qw)
@@ -433,8 +344,8 @@ func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 func (f *fleet) betweenRenewals(m termMark) {
 	f.t.Helper()
 	lt := productionTiming
-	if err := m.p.reqs.waitSince("PUT", later(m.at.Add(lt.rp), time.Now()), 2*lt.rp+slack); err != nil {
-		f.t.Fatalf("%s leads but does not renew: %v", m.p.id, err)
+	if err := m.Who.reqs.waitSince("PUT", later(m.At.Add(lt.rp), time.Now()), 2*lt.rp+slack); err != nil {
+		f.t.Fatalf("%s leads but does not renew: %v", m.Who.id, err)
 	}
 	time.Sleep(lt.rp / 4)
 }
@@ -449,7 +360,7 @@ func (f *fleet) betweenRenewals(m termMark) {
 // the next leader's term and the change's latency: the cancel → the next
 // OnStartedLeading.
 func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, qw window) {
-	t, lt, leader := f.t, productionTiming, cur.p
+	t, lt, leader := f.t, productionTiming, cur.Who
 	f.betweenRenewals(cur)
 	if !leader.leading.Load() {
 		describeFleet(t, f.c, f.lease, f.live)
@@ -458,18 +369,18 @@ func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, 
 	a := f.sample()
 	cancelled := time.Now()
 	leader.cancel()
-	next, err := f.terms.nextStart(cancelled, electionTimeout(lt))
+	next, err := f.terms.Next(cancelled, nil, electionTimeout(lt))
 	if err != nil {
 		describeFleet(t, f.c, f.lease, f.live)
 		t.Fatalf("after cancelling %s: %v", leader.id, err)
 	}
-	if next.p == leader {
+	if next.Who == leader {
 		t.Fatalf("%s led again after its Run was cancelled", leader.id)
 	}
 	<-leader.done
-	time.Sleep(time.Until(next.at.Add(lt.rp + fleetSettle)))
+	time.Sleep(time.Until(next.At.Add(lt.rp + fleetSettle)))
 	b := f.sample()
-	path := pathOf(f.lease, leader, next.p, cancelled, next.at)
+	path := pathOf(f.lease, leader, next.Who, cancelled, next.At)
 	fan := ""
 	if rel, ok := leader.reqs.firstSince("PUT", f.lease, cancelled); ok && f.k.mode == modeRelect {
 		p50, last, n := fanOut(f.lease, removeProc(f.live, leader), rel.at)
@@ -487,9 +398,9 @@ func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, 
 	if a.apiPID != q1.apiPID {
 		t.Fatal("the apiserver restarted during the run")
 	}
-	cw, qw, latency = windowOf(a, b), windowOf(q0, q1), next.at.Sub(cancelled)
+	cw, qw, latency = windowOf(a, b), windowOf(q0, q1), next.At.Sub(cancelled)
 	t.Logf("%s: %s → %s in %s (%s%s; their requests: %s); lease requests in the %v window %.0f (%s), in the %v quiet one %.0f (%s); apiserver CPU %v and %v; watch bytes %.0f and %.0f",
-		f.k, leader.id, next.p.id, ms(latency), path, fan, requestsBetween([]*proc{leader, next.p}, cancelled, next.at),
+		f.k, leader.id, next.Who.id, ms(latency), path, fan, requestsBetween([]*proc{leader, next.Who}, cancelled, next.At),
 		cw.d.Round(time.Millisecond), cw.reqs, byVerb(a, b), qw.d.Round(time.Millisecond), qw.reqs, byVerb(q0, q1), cw.apiCPU, qw.apiCPU, cw.watchBytes, qw.watchBytes)
 	return next, latency, cw, qw
 }
@@ -678,7 +589,7 @@ func benchStepDown(t *testing.T, c *cluster, kind string, n int) stepDownRun {
 	c.createReleasedLease(t, lease)
 	w := c.watchLease(t, lease)
 	terms := &termLog{}
-	ps, err := c.startProcs(3, kind, terms.opts(procOpts{mode: modeRelect, lease: lease, timing: lt, backoffMax: lt.rp}))
+	ps, err := c.startProcs(3, kind, termOpts(terms, procOpts{mode: modeRelect, lease: lease, timing: lt, backoffMax: lt.rp}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -693,7 +604,7 @@ func benchStepDown(t *testing.T, c *cluster, kind string, n int) stepDownRun {
 		}
 	}
 	time.Sleep(2 * lt.rp)
-	cur, err := terms.current(ps, electionTimeout(lt))
+	cur, err := currentTerm(terms, ps, electionTimeout(lt))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -702,9 +613,9 @@ func benchStepDown(t *testing.T, c *cluster, kind string, n int) stepDownRun {
 	var prev *proc
 	ctx := context.Background()
 	for len(run.latency) < n {
-		leader := cur.p
+		leader := cur.Who
 		target := settledFleet(t, terms, leader, prev, ps, kind)
-		if err := leader.reqs.waitSince("PUT", later(cur.at.Add(lt.rp), time.Now()), 2*lt.rp+slack); err != nil {
+		if err := leader.reqs.waitSince("PUT", later(cur.At.Add(lt.rp), time.Now()), 2*lt.rp+slack); err != nil {
 			t.Fatalf("%s leads but does not renew: %v", leader.id, err)
 		}
 		time.Sleep(lt.rp / 4)
@@ -722,17 +633,17 @@ func benchStepDown(t *testing.T, c *cluster, kind string, n int) stepDownRun {
 		if err != nil {
 			t.Fatalf("%s: %s: %v", leader.id, kind, err)
 		}
-		next, err := terms.nextStart(called, electionTimeout(lt))
+		next, err := terms.Next(called, nil, electionTimeout(lt))
 		if err != nil {
 			t.Fatalf("after %s's %s: %v", leader.id, kind, err)
 		}
-		if next.p == leader {
+		if next.Who == leader {
 			t.Fatalf("%s led again after its %s", leader.id, kind)
 		}
-		d := next.at.Sub(called)
+		d := next.At.Sub(called)
 		run.latency = append(run.latency, d)
 		t.Logf("%s: %s → %s in %s (the call returned after %s); Lease requests meanwhile: %s",
-			kind, leader.id, next.p.id, ms(d), ms(returned.Sub(called)), requestsBetween(ps, called, next.at))
+			kind, leader.id, next.Who.id, ms(d), ms(returned.Sub(called)), requestsBetween(ps, called, next.At))
 		if kind == ctlHandOver {
 			run.clean = append(run.clean, handedOverCleanly(t, w, terms, leader, target, next, called, term))
 		}
@@ -749,7 +660,7 @@ func settledFleet(t *testing.T, terms *termLog, leader, prev *proc, ps []*proc, 
 	t.Helper()
 	lt := productionTiming
 	for _, p := range removeProc(ps, leader) {
-		if err := p.reqs.waitSince("WATCH", terms.lastStop(p), 2*lt.rp+slack); err != nil {
+		if err := p.reqs.waitSince("WATCH", terms.LastStop(p), 2*lt.rp+slack); err != nil {
 			t.Fatalf("%s does not follow the Lease again: %v", p.id, err)
 		}
 		if p != prev {
@@ -802,13 +713,13 @@ func later(a, b time.Time) time.Time {
 func handedOverCleanly(t *testing.T, w *leaseWatch, terms *termLog, leader, target *proc, next termMark, called time.Time, term int64) bool {
 	t.Helper()
 	ok := true
-	if next.p != target {
-		t.Errorf("HandOver from %s to %s: %s led next", leader.id, target.id, next.p.id)
+	if next.Who != target {
+		t.Errorf("HandOver from %s to %s: %s led next", leader.id, target.id, next.Who.id)
 		ok = false
 	}
-	if stop := terms.lastStop(leader); stop.Before(called) || !stop.Before(next.at) {
+	if stop := terms.LastStop(leader); stop.Before(called) || !stop.Before(next.At) {
 		t.Errorf("HandOver from %s: its work returned at %s, not between the call (%s) and %s's term (%s)",
-			leader.id, stop.Format("15:04:05.000000"), called.Format("15:04:05.000000"), next.p.id, next.at.Format("15:04:05.000000"))
+			leader.id, stop.Format("15:04:05.000000"), called.Format("15:04:05.000000"), next.Who.id, next.At.Format("15:04:05.000000"))
 		ok = false
 	}
 	// The Lease: from the call on, only the old leader and the named
@@ -937,7 +848,7 @@ func (r *perfResults) registryOff(n int) format {
 	cpu, latency := r.get(fleetSeries(n, true, "CPU ms"), modeRelect), r.get(fleetSeries(n, true, "latency"), modeRelect)
 	return func(rel, _ []float64) (string, string, string) {
 		p50p99, _, _ := medianP99(latency, nil)
-		return fmt.Sprintf("%v; %v; %s", meanSEOf(rel), meanSEOf(cpu), p50p99), "—", ""
+		return fmt.Sprintf("%v; %v; %s", bench.MeanSEOf(rel), bench.MeanSEOf(cpu), p50p99), "—", ""
 	}
 }
 
@@ -965,7 +876,7 @@ func (r *perfResults) inProcessCells(n int) format {
 	cpu := r.get(fleetSeries(n, false, "CPU ms"), implRelectInProcess)
 	return func(_, _ []float64) (string, string, string) {
 		p50p99, _, _ := medianP99(latency, nil)
-		return fmt.Sprintf("%s; %v", p50p99, meanSEOf(cpu)), "—", ""
+		return fmt.Sprintf("%s; %v", p50p99, bench.MeanSEOf(cpu)), "—", ""
 	}
 }
 
