@@ -268,41 +268,18 @@ func (f *fleet) awaitRenewal(holder string, from time.Time, limit time.Duration)
 	return renewal, nil
 }
 
-// change makes the leader go as sc says, measures the change of leader
-// that follows, starts the old leader again as a new process, and lets the
-// fleet settle for a LeaseDuration.
+// change makes the leader go as sc says (bench.Change, through a scene),
+// measures the change of leader that follows, starts the old leader again
+// as a new process, and lets the fleet settle for a LeaseDuration.
 func (f *fleet) change(sc Scenario) (*Change, error) {
 	cur, _ := f.terms.Latest()
-	old := f.byName(cur.Who)
-	// Stop it a quarter RetryPeriod after a renewal, so that none is in
-	// flight at the stop.
-	renewed, err := f.awaitRenewal(old.name, time.Now(), 2*rp)
+	defer f.w.disarm()
+	start, next, err := bench.Change(scene{f, sc}, cur, rp)
 	if err != nil {
 		return nil, err
 	}
-	time.Sleep(time.Until(renewed.End.Add(rp / 4)))
-
-	if sc.Shed {
-		f.w.arm()
-		defer f.w.disarm()
-	}
-	ch := &Change{Impl: f.cfg.Impl, N: f.cfg.N, Scenario: sc, From: old.name}
-	if sc.Crash {
-		f.w.kill(old.name)
-		old.stop()
-		// The lease expires LeaseDuration after its followers saw the last
-		// renewal: when the apiserver answered it, at the earliest.
-		ch.Start = f.w.lastRenewal(old.name).End.Add(ld)
-	} else {
-		ch.Start = time.Now()
-		old.stop()
-	}
-	t, err := f.terms.Next(ch.Start, old.name, 3*ld)
-	if err != nil {
-		return nil, err
-	}
-	ch.To, ch.Term = t.Who, t.At
-	closing, err := f.awaitRenewal(t.Who, t.At.Add(rp/2), 2*rp)
+	ch := &Change{Impl: f.cfg.Impl, N: f.cfg.N, Scenario: sc, From: cur.Who, To: next.Who, Start: start, Term: next.At}
+	closing, err := f.awaitRenewal(next.Who, next.At.Add(rp/2), 2*rp)
 	if err != nil {
 		return nil, err
 	}
@@ -312,7 +289,45 @@ func (f *fleet) change(sc Scenario) (*Change, error) {
 			ch.Calls = append(ch.Calls, c)
 		}
 	}
-	old.start()
+	f.byName(cur.Who).start()
 	time.Sleep(ld)
 	return ch, nil
+}
+
+// scene is the fleet playing one scenario: the bench.Fleet that
+// bench.Change drives.
+type scene struct {
+	*fleet
+	sc Scenario
+}
+
+// Renewal waits up to two RetryPeriods for holder's renewal.
+func (s scene) Renewal(holder string, from time.Time) (time.Time, error) {
+	c, err := s.awaitRenewal(holder, from, 2*rp)
+	return c.End, err
+}
+
+// Leave arms the shedding if the scenario sheds (change disarms it), and
+// stops the leader's process: a crash kills it, and the change starts when
+// the lease expires, LeaseDuration after its followers saw the last
+// renewal (when the apiserver answered it, at the earliest); else its Run
+// is cancelled, and the change starts then.
+func (s scene) Leave(leader string) (time.Time, error) {
+	old := s.byName(leader)
+	if s.sc.Shed {
+		s.w.arm()
+	}
+	if s.sc.Crash {
+		s.w.kill(old.name)
+		old.stop()
+		return s.w.lastRenewal(old.name).End.Add(ld), nil
+	}
+	start := time.Now()
+	old.stop()
+	return start, nil
+}
+
+// Next waits up to three LeaseDurations for the next term.
+func (s scene) Next(from time.Time, not string) (bench.Mark[string], error) {
+	return s.terms.Next(from, not, 3*ld)
 }
