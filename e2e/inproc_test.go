@@ -229,6 +229,24 @@ func (l *reqLog) has(verb string) bool {
 	return false
 }
 
+// answeredSince waits until a request with this verb on lease, sent at or
+// after since, has been answered 200 OK, and returns when it was.
+func (l *reqLog) answeredSince(verb, lease string, since time.Time, timeout time.Duration) (time.Time, error) {
+	var at time.Time
+	if bench.Await(timeout, 5*time.Millisecond, func() bool {
+		for _, r := range l.all() {
+			if r.verb == verb && r.lease == lease && !r.at.Before(since) && r.status == http.StatusOK {
+				at = r.answered
+				return true
+			}
+		}
+		return false
+	}) {
+		return at, nil
+	}
+	return time.Time{}, fmt.Errorf("no %s of %s sent since %s answered within %v", verb, lease, since.Format("15:04:05.000"), timeout)
+}
+
 // waitSince waits until a request with this verb sent at or after since
 // has been logged.
 func (l *reqLog) waitSince(verb string, since time.Time, timeout time.Duration) error {

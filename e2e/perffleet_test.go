@@ -336,46 +336,66 @@ func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 	return run
 }
 
-// betweenRenewals waits until a quarter RetryPeriod after a renewal by the
-// leader of term m sent at least RetryPeriod into the term, and now or
-// later. Both windows of a change begin there: the same phase of the
-// renewals, long after the last sample (a scrape of /metrics stalls the
-// requests in flight, which then complete in the next window).
-func (f *fleet) betweenRenewals(m termMark) {
-	f.t.Helper()
-	lt := productionTiming
-	if err := m.Who.reqs.waitSince("PUT", later(m.At.Add(lt.rp), time.Now()), 2*lt.rp+slack); err != nil {
-		f.t.Fatalf("%s leads but does not renew: %v", m.Who.id, err)
-	}
-	time.Sleep(lt.rp / 4)
+// group is in-process candidates on one Lease and their terms: the
+// bench.Fleet that bench.Change drives in rows g and h, leave making the
+// leader go.
+type group struct {
+	lease string
+	terms *termLog
+	leave func(leader *proc) (time.Time, error)
 }
 
-// change makes one change of leader: the Run of cur's candidate is
-// cancelled between two renewals, at least RetryPeriod into its term, as in
-// row b. The change's window (cw) runs from a sample just before the
-// cancel to fleetSettle after RetryPeriod into the next leader's term, once
-// the cancelled Run returned; then the stopped candidate is replaced, and
-// once the new one made its first calls, a quiet window as long (qw) is
-// measured, from the same phase of the new leader's renewals. It returns
-// the next leader's term and the change's latency: the cancel → the next
-// OnStartedLeading.
+// Renewal waits up to two RetryPeriods and slack for a renewal of the
+// Lease by leader sent at or after from to be answered. Both windows of a
+// change of row g begin a quarter RetryPeriod after one (bench.AfterRenewal):
+// the same phase of the renewals, long after the last sample (a scrape of
+// /metrics stalls the requests in flight, which then complete in the next
+// window).
+func (g group) Renewal(leader *proc, from time.Time) (time.Time, error) {
+	at, err := leader.reqs.answeredSince("PUT", g.lease, from, 2*productionTiming.rp+slack)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: %w", leader.id, err)
+	}
+	return at, nil
+}
+
+func (g group) Leave(leader *proc) (time.Time, error) { return g.leave(leader) }
+
+// Next waits for the next term; one of the candidate that went is an
+// error.
+func (g group) Next(from time.Time, gone *proc) (termMark, error) {
+	next, err := g.terms.Next(from, nil, electionTimeout(productionTiming))
+	if err == nil && next.Who == gone {
+		err = fmt.Errorf("%s led again", gone.id)
+	}
+	return next, err
+}
+
+// change makes one change of leader (bench.Change): the Run of cur's
+// candidate is cancelled between two renewals, at least RetryPeriod into
+// its term, as in row b. The change's window (cw) runs from a sample just
+// before the cancel to fleetSettle after RetryPeriod into the next
+// leader's term, once the cancelled Run returned; then the stopped
+// candidate is replaced, and once the new one made its first calls, a
+// quiet window as long (qw) is measured, from the same phase of the new
+// leader's renewals. It returns the next leader's term and the change's
+// latency: the cancel → the next OnStartedLeading.
 func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, qw window) {
 	t, lt, leader := f.t, productionTiming, cur.Who
-	f.betweenRenewals(cur)
-	if !leader.leading.Load() {
-		describeFleet(t, f.c, f.lease, f.live)
-		t.Fatalf("%s stopped leading by itself", leader.id)
-	}
-	a := f.sample()
-	cancelled := time.Now()
-	leader.cancel()
-	next, err := f.terms.Next(cancelled, nil, electionTimeout(lt))
+	var a load
+	g := group{lease: f.lease, terms: f.terms, leave: func(leader *proc) (time.Time, error) {
+		if !leader.leading.Load() {
+			return time.Time{}, fmt.Errorf("%s stopped leading by itself", leader.id)
+		}
+		a = f.sample()
+		cancelled := time.Now()
+		leader.cancel()
+		return cancelled, nil
+	}}
+	cancelled, next, err := bench.Change(g, cur, lt.rp)
 	if err != nil {
 		describeFleet(t, f.c, f.lease, f.live)
-		t.Fatalf("after cancelling %s: %v", leader.id, err)
-	}
-	if next.Who == leader {
-		t.Fatalf("%s led again after its Run was cancelled", leader.id)
+		t.Fatalf("a change from %s: %v", leader.id, err)
 	}
 	<-leader.done
 	time.Sleep(time.Until(next.At.Add(lt.rp + fleetSettle)))
@@ -391,7 +411,9 @@ func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, 
 	}
 	f.live = removeProc(f.live, leader)
 	f.settled(f.add())
-	f.betweenRenewals(next)
+	if err := bench.AfterRenewal(g, next.Who, next.At, lt.rp); err != nil {
+		t.Fatal(err)
+	}
 	q0 := f.sample()
 	time.Sleep(b.at.Sub(a.at))
 	q1 := f.sample()
@@ -615,30 +637,29 @@ func benchStepDown(t *testing.T, c *cluster, kind string, n int) stepDownRun {
 	for len(run.latency) < n {
 		leader := cur.Who
 		target := settledFleet(t, terms, leader, prev, ps, kind)
-		if err := leader.reqs.waitSince("PUT", later(cur.At.Add(lt.rp), time.Now()), 2*lt.rp+slack); err != nil {
-			t.Fatalf("%s leads but does not renew: %v", leader.id, err)
-		}
-		time.Sleep(lt.rp / 4)
-		term, leading := leader.e.Term()
-		if !leading {
-			t.Fatalf("%s stopped leading by itself", leader.id)
-		}
-		called := time.Now()
-		if kind == ctlYield {
-			err = leader.e.Yield(ctx)
-		} else {
-			err = leader.e.HandOver(ctx, target.id)
-		}
-		returned := time.Now()
+		var term int64
+		var called, returned time.Time
+		g := group{lease: lease, terms: terms, leave: func(leader *proc) (time.Time, error) {
+			var leading bool
+			if term, leading = leader.e.Term(); !leading {
+				return time.Time{}, fmt.Errorf("%s stopped leading by itself", leader.id)
+			}
+			called = time.Now()
+			var err error
+			if kind == ctlYield {
+				err = leader.e.Yield(ctx)
+			} else {
+				err = leader.e.HandOver(ctx, target.id)
+			}
+			returned = time.Now()
+			if err != nil {
+				return time.Time{}, fmt.Errorf("%s: %s: %w", leader.id, kind, err)
+			}
+			return called, nil
+		}}
+		_, next, err := bench.Change(g, cur, lt.rp)
 		if err != nil {
-			t.Fatalf("%s: %s: %v", leader.id, kind, err)
-		}
-		next, err := terms.Next(called, nil, electionTimeout(lt))
-		if err != nil {
-			t.Fatalf("after %s's %s: %v", leader.id, kind, err)
-		}
-		if next.Who == leader {
-			t.Fatalf("%s led again after its %s", leader.id, kind)
+			t.Fatalf("a %s from %s: %v", kind, leader.id, err)
 		}
 		d := next.At.Sub(called)
 		run.latency = append(run.latency, d)
