@@ -239,18 +239,10 @@ func (f *apartFleet) change(leader *candidate, from time.Time) (next *candidate,
 	f.apart = others(leader, f.apart...)
 	f.addApart()
 	f.inLine(others(next, f.apart...)...)
-	if err := bench.AfterRenewal(scene, next, nextAt, lt.rp); err != nil {
-		t.Fatal(err)
-	}
-	q0 := f.sample()
-	time.Sleep(b.at.Sub(a.at))
-	q1 := f.sample()
-	if a.apiPID != q1.apiPID {
-		t.Fatal("the apiserver restarted during the run")
-	}
-	cw, qw, latency = windowOf(a, b), windowOf(q0, q1), nextAt.Sub(cancelled)
+	cw, qw = windows(f.fleet, bench.Fleet[*candidate](scene), m, a, b)
+	latency = nextAt.Sub(cancelled)
 	t.Logf("%s: %s → %s in %s; lease requests in the %v window %.0f (%s), in the %v quiet one %.0f (%s); apiserver CPU %v and %v; watch bytes %.0f and %.0f",
-		f.k, leader.id, next.id, ms(latency), cw.d.Round(time.Millisecond), cw.reqs, byVerb(a, b), qw.d.Round(time.Millisecond), qw.reqs, byVerb(q0, q1),
+		f.k, leader.id, next.id, ms(latency), cw.d.Round(time.Millisecond), cw.reqs, cw.verbs, qw.d.Round(time.Millisecond), qw.reqs, qw.verbs,
 		cw.apiCPU, qw.apiCPU, cw.watchBytes, qw.watchBytes)
 	return next, nextAt, latency, cw, qw
 }

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relect/relect"
 )
 
 // Rows g and h of the benchmark: changes of leader in fleets of N
@@ -132,12 +131,14 @@ type window struct {
 	// Priority and Fairness rejected (429), workloadLow: dispatched to
 	// workload-low through the FlowSchema service-accounts.
 	watchBytes, rejected, workloadLow float64
+	// verbs: the lease requests by verb (byVerb), for the log.
+	verbs string
 }
 
 func windowOf(a, b load) window {
 	w := window{d: b.at.Sub(a.at), reqs: b.metrics.total() - a.metrics.total(), apiCPU: b.api - a.api, selfCPU: b.self - a.self,
 		watchBytes: b.metrics.watchBytes - a.metrics.watchBytes, rejected: b.metrics.rejected - a.metrics.rejected,
-		workloadLow: b.metrics.workloadLow - a.metrics.workloadLow}
+		workloadLow: b.metrics.workloadLow - a.metrics.workloadLow, verbs: byVerb(a, b)}
 	for _, verb := range []string{"PUT", "POST", "DELETE", "PATCH"} {
 		w.writes += b.metrics.leaseRequests[verb] - a.metrics.leaseRequests[verb]
 	}
@@ -411,20 +412,30 @@ func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, 
 	}
 	f.live = removeProc(f.live, leader)
 	f.settled(f.add())
-	if err := bench.AfterRenewal(g, next.Who, next.At, lt.rp); err != nil {
-		t.Fatal(err)
+	cw, qw = windows(f, g, next, a, b)
+	latency = next.At.Sub(cancelled)
+	t.Logf("%s: %s → %s in %s (%s%s; their requests: %s); lease requests in the %v window %.0f (%s), in the %v quiet one %.0f (%s); apiserver CPU %v and %v; watch bytes %.0f and %.0f",
+		f.k, leader.id, next.Who.id, ms(latency), path, fan, requestsBetween([]*proc{leader, next.Who}, cancelled, next.At),
+		cw.d.Round(time.Millisecond), cw.reqs, cw.verbs, qw.d.Round(time.Millisecond), qw.reqs, qw.verbs, cw.apiCPU, qw.apiCPU, cw.watchBytes, qw.watchBytes)
+	return next, latency, cw, qw
+}
+
+// windows returns a change's window, from the sample a to the sample b,
+// and its quiet window: as long, from a quarter RetryPeriod after a
+// renewal by the next leader (bench.AfterRenewal on fl), once the fleet f
+// is whole again.
+func windows[C comparable](f *fleet, fl bench.Fleet[C], next bench.Mark[C], a, b load) (cw, qw window) {
+	f.t.Helper()
+	if err := bench.AfterRenewal(fl, next.Who, next.At, productionTiming.rp); err != nil {
+		f.t.Fatal(err)
 	}
 	q0 := f.sample()
 	time.Sleep(b.at.Sub(a.at))
 	q1 := f.sample()
 	if a.apiPID != q1.apiPID {
-		t.Fatal("the apiserver restarted during the run")
+		f.t.Fatal("the apiserver restarted during the run")
 	}
-	cw, qw, latency = windowOf(a, b), windowOf(q0, q1), next.At.Sub(cancelled)
-	t.Logf("%s: %s → %s in %s (%s%s; their requests: %s); lease requests in the %v window %.0f (%s), in the %v quiet one %.0f (%s); apiserver CPU %v and %v; watch bytes %.0f and %.0f",
-		f.k, leader.id, next.Who.id, ms(latency), path, fan, requestsBetween([]*proc{leader, next.Who}, cancelled, next.At),
-		cw.d.Round(time.Millisecond), cw.reqs, byVerb(a, b), qw.d.Round(time.Millisecond), qw.reqs, byVerb(q0, q1), cw.apiCPU, qw.apiCPU, cw.watchBytes, qw.watchBytes)
-	return next, latency, cw, qw
+	return windowOf(a, b), windowOf(q0, q1)
 }
 
 // handoverPath is when the steps of one change of leader happened, from
@@ -568,11 +579,12 @@ type stepDownRun struct {
 const tokensNeeded = 5
 
 // untilTokens returns how long until the token bucket of a relect candidate
-// with the defaults (burst relect.DefaultRateBurst, 2 calls per
+// with the defaults (defaultBudget: burst relect.DefaultRateBurst, 2 calls per
 // RetryPeriod) holds n tokens, as worked out from its Lease requests: one
 // token each, the bucket full at the start.
 func untilTokens(reqs []request, lt leaseTiming, n float64) time.Duration {
-	rate, burst := 2/lt.rp.Seconds(), float64(relect.DefaultRateBurst)
+	b := defaultBudget(lt)
+	rate, burst := b.rate, float64(b.burst)
 	tokens, last := burst, time.Now()
 	for i, r := range reqs {
 		if i > 0 {
@@ -587,7 +599,8 @@ func untilTokens(reqs []request, lt leaseTiming, n float64) time.Duration {
 // refillTime is how long an empty token bucket of relect's defaults takes
 // to fill.
 func refillTime(lt leaseTiming) time.Duration {
-	return time.Duration(relect.DefaultRateBurst) * lt.rp / 2
+	b := defaultBudget(lt)
+	return time.Duration(float64(b.burst) / b.rate * float64(time.Second))
 }
 
 // benchStepDown makes n changes of leader among three relect candidates

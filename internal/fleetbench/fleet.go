@@ -21,6 +21,7 @@ const (
 // loop is given too.
 const (
 	ld = relect.DefaultLeaseDuration
+	rd = relect.DefaultRenewDeadline
 	rp = relect.DefaultRetryPeriod
 )
 

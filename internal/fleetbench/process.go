@@ -67,9 +67,9 @@ func newClientGoLoop(identity string, cs kubernetes.Interface, onStarted func(st
 		Namespace:     namespace,
 		Name:          leaseName,
 		Identity:      identity,
-		LeaseDuration: relect.DefaultLeaseDuration,
-		RenewDeadline: relect.DefaultRenewDeadline,
-		RetryPeriod:   relect.DefaultRetryPeriod,
+		LeaseDuration: ld,
+		RenewDeadline: rd,
+		RetryPeriod:   rp,
 		OnStartedLeading: func(ctx context.Context) {
 			onStarted(identity)
 			<-ctx.Done()
