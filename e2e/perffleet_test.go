@@ -10,7 +10,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
 )
 
 // Rows g and h of the benchmark: changes of leader in fleets of N
@@ -730,14 +729,6 @@ func firstInLine(t *testing.T, leader *proc, ps []*proc) *proc {
 	}
 	t.Fatalf("%s names no successor among %d candidates: %v", leader.id, len(ps), leader.e.Candidates())
 	return nil
-}
-
-// later returns the later of a and b.
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // handedOverCleanly checks what HandOver promises (an error otherwise):
