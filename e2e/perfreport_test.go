@@ -392,14 +392,14 @@ func (r *perfResults) table(machine string, took time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "relect vs the client-go loop (elastic-agent PR #4542), one run of `%s=%s` in %v on %s.\n\n",
 		envPerf, r.size, took.Round(time.Second), machine)
-	r.writeRows(&b, r.rows(), [2]string{modeRelect, modeClientGo}, "| row | measure | relect | client-go loop | client-go ÷ relect |")
+	r.writeRows(&b, r.rows(), [2]string{modeRelect, modeClientGo}, "row", "measure", "relect", "client-go loop", "client-go ÷ relect")
 	for _, f := range r.footnotes() {
 		b.WriteString(f + "\n\n")
 	}
 	if rows := r.jsonRows(); len(rows) > 0 {
 		b.WriteString("relect's Lease client speaking protobuf (its default with Options.Config) and JSON (Options.Client built from a JSON rest.Config: " +
 			"every Lease and registry call in JSON, as relect sent them before it spoke protobuf), side by side in the same run:\n\n")
-		r.writeRows(&b, rows, [2]string{modeRelect, implRelectJSON}, "| row | measure | relect, protobuf | relect, JSON | JSON ÷ protobuf |")
+		r.writeRows(&b, rows, [2]string{modeRelect, implRelectJSON}, "row", "measure", "relect, protobuf", "relect, JSON", "JSON ÷ protobuf")
 	}
 	if len(r.p.scaleNs) > 1 {
 		b.WriteString(r.slopeSection())
@@ -407,18 +407,18 @@ func (r *perfResults) table(machine string, took time.Duration) string {
 	return b.String()
 }
 
-// writeRows writes rows as a markdown table under header, its two value
+// writeRows writes rows as a markdown table under heads, its two value
 // columns reading the samples of impls. A row with no sample in either
 // column was not run (RELECT_PERF_ROWS) and is left out.
-func (r *perfResults) writeRows(b *strings.Builder, rows []perfRow, impls [2]string, header string) {
-	b.WriteString(header + "\n|---|---|---:|---:|---:|\n")
+func (r *perfResults) writeRows(b *strings.Builder, rows []perfRow, impls [2]string, heads ...string) {
+	bench.Header(b, heads, 2)
 	for _, row := range rows {
 		xs, ys := r.get(row.s, impls[0]), r.get(row.s, impls[1])
 		if len(xs) == 0 && len(ys) == 0 {
 			continue
 		}
 		x, y, ratio := row.f(xs, ys)
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", row.id, row.what, x, y, ratio)
+		bench.Row(b, row.id, row.what, x, y, ratio)
 	}
 	b.WriteString("\n")
 }

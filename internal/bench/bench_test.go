@@ -2,6 +2,7 @@ package bench
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -74,4 +75,12 @@ func TestScales(t *testing.T) {
 	assert.Equal(t, []float64{1, 10, 100, 1000}, lg.Ticks)
 	assert.InDelta(t, 2.0/3, lg.Frac(100), 1e-12)
 	assert.Equal(t, []float64{1, 10}, Log(1).Ticks, "a top of 1 still has a decade")
+}
+
+// A table's names align left, its figures right.
+func TestHeader(t *testing.T) {
+	var b strings.Builder
+	Header(&b, []string{"N", "change", "calls"}, 2)
+	Row(&b, "2", "graceful", "5 / 5")
+	assert.Equal(t, "| N | change | calls |\n| --- | --- | ---: |\n| 2 | graceful | 5 / 5 |\n", b.String())
 }

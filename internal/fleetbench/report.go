@@ -157,8 +157,7 @@ func Report(rs []*Result) string {
 			heads = append(heads, fmt.Sprintf("%s, %v, %v", c.m.name, sc, c.impl))
 		}
 	}
-	row(&b, heads)
-	row(&b, slices.Repeat([]string{"---:"}, len(heads)))
+	bench.Header(&b, heads, 0)
 	for _, n := range all.sizes() {
 		cells := []string{fmt.Sprint(n), steady(all.find(bench.Relect, n)), steady(all.find(bench.ClientGoLoop, n))}
 		for _, sc := range windowScenarios {
@@ -166,7 +165,7 @@ func Report(rs []*Result) string {
 				cells = append(cells, c.cell(all.changes(c.impl, n, sc)))
 			}
 		}
-		row(&b, cells)
+		bench.Row(&b, cells...)
 	}
 	b.WriteString("\n")
 	b.WriteString(all.targets())
@@ -178,13 +177,7 @@ func header(b *strings.Builder, first []string, cols []column) {
 	for _, c := range cols {
 		heads = append(heads, c.m.name+", "+c.impl.String())
 	}
-	row(b, heads)
-	align := slices.Repeat([]string{"---"}, len(first))
-	row(b, append(align, slices.Repeat([]string{"---:"}, len(cols))...))
-}
-
-func row(b *strings.Builder, cells []string) {
-	b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	bench.Header(b, heads, len(first))
 }
 
 func steady(r *Result) string {
