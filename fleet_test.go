@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect/internal/bench"
 	"github.com/relect/relect/internal/fleetbench"
 	"github.com/relect/relect/internal/sim"
 )
@@ -37,7 +38,7 @@ func TestFleetChanges(t *testing.T) {
 	start := time.Now()
 	var results []*fleetbench.Result
 	for _, n := range sizes {
-		for _, impl := range fleetbench.Impls {
+		for _, impl := range bench.Impls {
 			synctest.Test(t, func(t *testing.T) {
 				r, err := fleetbench.Run(fleetbench.Config{Impl: impl, N: n, Changes: changes})
 				if err != nil {

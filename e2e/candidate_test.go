@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/relect/relect/internal/bench"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -274,20 +275,14 @@ const livenessGrace = 30 * time.Second
 func waitFor(t *testing.T, expected time.Duration, what string, cond func() bool) time.Time {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(expected + livenessGrace)
-	for {
-		if cond() {
-			now := time.Now()
-			if took := now.Sub(start); took > expected {
-				t.Logf("slow: %s took %s, expected within %v (a measurement on this machine, not a failure)", what, ms(took), expected)
-			}
-			return now
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not happen within %v (expected within %v)", what, expected+livenessGrace, expected)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !bench.Await(expected+livenessGrace, 10*time.Millisecond, cond) {
+		t.Fatalf("%s did not happen within %v (expected within %v)", what, expected+livenessGrace, expected)
 	}
+	now := time.Now()
+	if took := now.Sub(start); took > expected {
+		t.Logf("slow: %s took %s, expected within %v (a measurement on this machine, not a failure)", what, ms(took), expected)
+	}
+	return now
 }
 
 // waitLeader waits until exactly one of cands leads, and returns it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/relect/relect/internal/bench"
 	"io"
 	"log/slog"
 	"net"
@@ -230,17 +231,36 @@ func (l *reqLog) has(verb string) bool {
 	return false
 }
 
+// answeredSince waits until a request with this verb on lease, sent at or
+// after since, has been answered 200 OK, and returns when it was.
+func (l *reqLog) answeredSince(verb, lease string, since time.Time, timeout time.Duration) (time.Time, error) {
+	var at time.Time
+	if bench.Await(timeout, 5*time.Millisecond, func() bool {
+		for _, r := range l.all() {
+			if r.verb == verb && r.lease == lease && !r.at.Before(since) && r.status == http.StatusOK {
+				at = r.answered
+				return true
+			}
+		}
+		return false
+	}) {
+		return at, nil
+	}
+	return time.Time{}, fmt.Errorf("no %s of %s sent since %s answered within %v", verb, lease, since.Format("15:04:05.000"), timeout)
+}
+
 // waitSince waits until a request with this verb sent at or after since
 // has been logged.
 func (l *reqLog) waitSince(verb string, since time.Time, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	if bench.Await(timeout, 5*time.Millisecond, func() bool {
 		for _, r := range l.all() {
 			if r.verb == verb && !r.at.Before(since) {
-				return nil
+				return true
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		return false
+	}) {
+		return nil
 	}
 	return fmt.Errorf("no %s request sent since %s within %v", verb, since.Format("15:04:05.000"), timeout)
 }
@@ -478,14 +498,17 @@ func stopProcs(ps []*proc) error {
 
 // leaderOf waits until one of ps leads and returns it.
 func leaderOf(ps []*proc, timeout time.Duration) (*proc, error) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	var leader *proc
+	if bench.Await(timeout, 5*time.Millisecond, func() bool {
 		for _, p := range ps {
 			if p.leading.Load() {
-				return p, nil
+				leader = p
+				return true
 			}
 		}
-		time.Sleep(5 * time.Millisecond)
+		return false
+	}) {
+		return leader, nil
 	}
 	return nil, fmt.Errorf("no leader among %d candidates within %v", len(ps), timeout)
 }

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"github.com/relect/relect/internal/bench"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -496,11 +497,7 @@ const freshHandover = 100 * time.Millisecond
 // elected, as in a quick rolling restart: relect's token bucket may then
 // still be empty from the acquisition).
 func benchHandover(t *testing.T, c *cluster, mode string, n int, fresh bool) []time.Duration {
-	type start struct {
-		p  *proc
-		at time.Time
-	}
-	started := make(chan start, 16)
+	terms := &termLog{}
 	lease := leaseName(t)
 	c.createReleasedLease(t, lease)
 	var live []*proc
@@ -511,8 +508,7 @@ func benchHandover(t *testing.T, c *cluster, mode string, n int, fresh bool) []t
 	})
 	seq := 0
 	add := func() {
-		p, err := c.startProc(procOpts{mode: mode, lease: lease, id: fmt.Sprintf("%s-%d", mode, seq), timing: productionTiming,
-			onStarted: func(p *proc, at time.Time) { started <- start{p, at} }})
+		p, err := c.startProc(termOpts(terms, procOpts{mode: mode, lease: lease, id: fmt.Sprintf("%s-%d", mode, seq), timing: productionTiming}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -522,40 +518,34 @@ func benchHandover(t *testing.T, c *cluster, mode string, n int, fresh bool) []t
 	for i := 0; i < 3; i++ {
 		add()
 	}
-	timeout := electionTimeout(productionTiming)
-	var cur start
-	select {
-	case cur = <-started:
-	case <-time.After(timeout):
-		t.Fatalf("no leader within %v", timeout)
+	cur, err := terms.Next(time.Time{}, nil, electionTimeout(productionTiming))
+	if err != nil {
+		t.Fatalf("no leader: %v", err)
 	}
+	g := group{lease: lease, terms: terms, leave: func(leader *proc) (time.Time, error) {
+		cancelled := time.Now()
+		leader.cancel()
+		return cancelled, nil
+	}}
 	var lat []time.Duration
 	for len(lat) < n {
-		leader := cur.p
+		leader := cur.Who
+		var cancelled time.Time
 		if fresh {
-			time.Sleep(time.Until(cur.at.Add(freshHandover)))
+			time.Sleep(time.Until(cur.At.Add(freshHandover)))
+			cancelled, _ = g.Leave(leader)
+			cur, err = g.Next(cancelled, leader)
 		} else {
 			// Between two renewals: a renewal in flight at the cancel
 			// is another scenario.
-			rp := productionTiming.rp
-			if err := leader.reqs.waitSince("PUT", cur.at.Add(rp), 2*rp+slack); err != nil {
-				t.Fatalf("%s leads but does not renew: %v", leader.id, err)
-			}
-			time.Sleep(rp / 4)
+			cancelled, cur, err = bench.Change(g, cur, productionTiming.rp)
 		}
-		cancelled := time.Now()
-		leader.cancel()
-		select {
-		case cur = <-started:
-		case <-time.After(timeout):
-			t.Fatalf("no new leader within %v of cancelling %s", timeout, leader.id)
+		if err != nil {
+			t.Fatalf("a handover from %s: %v", leader.id, err)
 		}
-		if cur.p == leader {
-			t.Fatalf("%s led again after its Run was cancelled", leader.id)
-		}
-		lat = append(lat, cur.at.Sub(cancelled))
-		t.Logf("%s: handover %s → %s in %s; Lease requests meanwhile: %s", mode, leader.id, cur.p.id, ms(lat[len(lat)-1]),
-			requestsBetween(live, cancelled, cur.at))
+		lat = append(lat, cur.At.Sub(cancelled))
+		t.Logf("%s: handover %s → %s in %s; Lease requests meanwhile: %s", mode, leader.id, cur.Who.id, ms(lat[len(lat)-1]),
+			requestsBetween(live, cancelled, cur.At))
 		if err := leader.stop(); err != nil {
 			t.Error(err)
 		}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/relect/relect/internal/bench"
 	"slices"
 	"syscall"
 	"testing"
@@ -101,26 +102,61 @@ func (f *apartFleet) inLine(cands ...*candidate) {
 	})
 }
 
-// afterRenewal waits until a quarter RetryPeriod after a renewal by holder,
-// as the test's watch on the Lease saw it, sent at least RetryPeriod into
-// its term (which began at from) and now or later (fleet.betweenRenewals).
-func (f *apartFleet) afterRenewal(holder string, from time.Time) {
-	f.t.Helper()
-	lt := productionTiming
-	since := later(from.Add(lt.rp), time.Now())
-	var renewal leaseObs
-	waitFor(f.t, 2*lt.rp+slack, "a renewal by "+holder, func() bool {
-		f.w.mu.Lock()
-		defer f.w.mu.Unlock()
-		for _, o := range f.w.obs {
-			if o.exists && o.holder == holder && !o.at.Before(since) {
-				renewal = o
+// apartScene is the bench.Fleet of a fleet with its successors apart:
+// its candidates are the candidate processes, whose renewals are seen on
+// the test's watch on the Lease.
+type apartScene struct {
+	f     *apartFleet
+	leave func(leader *candidate) (time.Time, error)
+}
+
+// Renewal waits up to two RetryPeriods and slack until the watch has seen
+// a renewal by holder sent at or after from, and returns when it saw it.
+func (s apartScene) Renewal(holder *candidate, from time.Time) (time.Time, error) {
+	var at time.Time
+	if !bench.Await(2*productionTiming.rp+slack, 10*time.Millisecond, func() bool {
+		s.f.w.mu.Lock()
+		defer s.f.w.mu.Unlock()
+		for _, o := range s.f.w.obs {
+			if o.exists && o.holder == holder.id && !o.at.Before(from) {
+				at = o.at
 				return true
 			}
 		}
 		return false
+	}) {
+		return time.Time{}, fmt.Errorf("the watch saw no renewal by %s", holder.id)
+	}
+	return at, nil
+}
+
+func (s apartScene) Leave(leader *candidate) (time.Time, error) { return s.leave(leader) }
+
+// Next waits for the term of another candidate process; a term of an
+// in-process candidate is an error: the successors are apart.
+func (s apartScene) Next(from time.Time, gone *candidate) (bench.Mark[*candidate], error) {
+	var next bench.Mark[*candidate]
+	var inProcess *proc
+	bench.Await(electionTimeout(productionTiming), 10*time.Millisecond, func() bool {
+		for _, cand := range others(gone, s.f.apart...) {
+			if at, ok := startedSince(cand, from); ok {
+				next = bench.Mark[*candidate]{Who: cand, At: at, Start: true}
+				return true
+			}
+		}
+		if m := s.f.terms.Between(from, time.Now().Add(time.Hour)); len(m) > 0 {
+			inProcess = m[0].Who
+			return true
+		}
+		return false
 	})
-	time.Sleep(time.Until(renewal.at.Add(lt.rp / 4)))
+	switch {
+	case inProcess != nil:
+		return next, fmt.Errorf("%s led: not a candidate apart", inProcess.id)
+	case next.Who == nil:
+		return next, fmt.Errorf("no candidate apart led within %v", electionTimeout(productionTiming))
+	}
+	return next, nil
 }
 
 // benchFleetApart is benchFleet for relect with the successors apart
@@ -131,7 +167,7 @@ func (f *apartFleet) afterRenewal(holder string, from time.Time) {
 func benchFleetApart(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 	lt := productionTiming
 	f := &apartFleet{fleet: &fleet{t: t, c: c, k: k, lease: leaseName(t), terms: &termLog{}}}
-	f.opts = f.terms.opts(procOpts{mode: k.mode, lease: f.lease, timing: lt, json: k.json, user: c.serviceAccountConfig(t)})
+	f.opts = termOpts(f.terms, procOpts{mode: k.mode, lease: f.lease, timing: lt, json: k.json, user: c.serviceAccountConfig(t)})
 	c.createReleasedLease(t, f.lease)
 	f.w = c.watchLease(t, f.lease)
 	t.Cleanup(func() {
@@ -177,24 +213,19 @@ func benchFleetApart(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun
 // from, to the successor it names first; the windows are fleet.change's.
 func (f *apartFleet) change(leader *candidate, from time.Time) (next *candidate, nextAt time.Time, latency time.Duration, cw, qw window) {
 	t, lt := f.t, productionTiming
-	f.afterRenewal(leader.id, from)
-	if !leader.leading() {
-		t.Fatalf("%s stopped leading by itself", leader.id)
+	var a load
+	scene := apartScene{f: f, leave: func(leader *candidate) (time.Time, error) {
+		if !leader.leading() {
+			return time.Time{}, fmt.Errorf("%s stopped leading by itself", leader.id)
+		}
+		a = f.sample()
+		return leader.signal(syscall.SIGTERM), nil
+	}}
+	cancelled, m, err := bench.Change(scene, bench.Mark[*candidate]{Who: leader, At: from, Start: true}, lt.rp)
+	if err != nil {
+		t.Fatalf("a SIGTERM of %s: %v", leader.id, err)
 	}
-	a := f.sample()
-	cancelled := leader.signal(syscall.SIGTERM)
-	waitFor(t, electionTimeout(lt), "a new leader after "+leader.id+"'s SIGTERM", func() bool {
-		for _, cand := range others(leader, f.apart...) {
-			if at, ok := startedSince(cand, cancelled); ok {
-				next, nextAt = cand, at
-				return true
-			}
-		}
-		if m := f.terms.between(cancelled, time.Now().Add(time.Hour)); len(m) > 0 {
-			t.Fatalf("after %s's SIGTERM, %s led: not a candidate apart", leader.id, m[0].p.id)
-		}
-		return false
-	})
+	next, nextAt = m.Who, m.At
 	select {
 	case <-leader.waited:
 	case <-time.After(lt.rd + slack):
@@ -208,16 +239,10 @@ func (f *apartFleet) change(leader *candidate, from time.Time) (next *candidate,
 	f.apart = others(leader, f.apart...)
 	f.addApart()
 	f.inLine(others(next, f.apart...)...)
-	f.afterRenewal(next.id, nextAt)
-	q0 := f.sample()
-	time.Sleep(b.at.Sub(a.at))
-	q1 := f.sample()
-	if a.apiPID != q1.apiPID {
-		t.Fatal("the apiserver restarted during the run")
-	}
-	cw, qw, latency = windowOf(a, b), windowOf(q0, q1), nextAt.Sub(cancelled)
+	cw, qw = windows(f.fleet, bench.Fleet[*candidate](scene), m, a, b)
+	latency = nextAt.Sub(cancelled)
 	t.Logf("%s: %s → %s in %s; lease requests in the %v window %.0f (%s), in the %v quiet one %.0f (%s); apiserver CPU %v and %v; watch bytes %.0f and %.0f",
-		f.k, leader.id, next.id, ms(latency), cw.d.Round(time.Millisecond), cw.reqs, byVerb(a, b), qw.d.Round(time.Millisecond), qw.reqs, byVerb(q0, q1),
+		f.k, leader.id, next.id, ms(latency), cw.d.Round(time.Millisecond), cw.reqs, cw.verbs, qw.d.Round(time.Millisecond), qw.reqs, qw.verbs,
 		cw.apiCPU, qw.apiCPU, cw.watchBytes, qw.watchBytes)
 	return next, nextAt, latency, cw, qw
 }

@@ -3,16 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"math"
 	"net/http"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/relect/relect/internal/defaults"
+	"github.com/relect/relect/internal/bench"
 )
 
 // Rows g and h of the benchmark: changes of leader in fleets of N
@@ -22,111 +20,45 @@ import (
 
 // ---- terms: when each candidate of a group began and stopped leading ----
 
-// termMark is one candidate's OnStartedLeading beginning (start), or its
-// context ending.
-type termMark struct {
-	p     *proc
-	at    time.Time
-	start bool
-}
-
 // termLog records the terms of a group of in-process candidates, through
-// procOpts.onStarted and onStopped. It is safe for concurrent use.
-type termLog struct {
-	mu    sync.Mutex
-	marks []termMark // in the order recorded
-}
+// procOpts.onStarted and onStopped (termOpts): the benchmark's one term
+// log, internal/bench's.
+type termLog = bench.Terms[*proc]
 
-// opts returns o with the log's callbacks.
-func (l *termLog) opts(o procOpts) procOpts {
-	o.onStarted = func(p *proc, at time.Time) { l.add(termMark{p, at, true}) }
-	o.onStopped = func(p *proc, at time.Time) { l.add(termMark{p, at, false}) }
+// termMark is one candidate's term beginning or ending.
+type termMark = bench.Mark[*proc]
+
+// termOpts returns o with l's callbacks.
+func termOpts(l *termLog, o procOpts) procOpts {
+	o.onStarted = l.Started
+	o.onStopped = l.Stopped
 	return o
 }
 
-func (l *termLog) add(m termMark) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.marks = append(l.marks, m)
-}
-
-// nextStart waits up to timeout for a term that started at or after from,
-// and returns the first one.
-func (l *termLog) nextStart(from time.Time, timeout time.Duration) (termMark, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		for _, m := range l.between(from, time.Now().Add(time.Hour)) {
-			if m.start {
-				return m, nil
-			}
-		}
-		if time.Now().After(deadline) {
-			return termMark{}, fmt.Errorf("no term started within %v", timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
-// between returns the marks stamped in [from, to), earliest first.
-func (l *termLog) between(from, to time.Time) []termMark {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []termMark
-	for _, m := range l.marks {
-		if !m.at.Before(from) && m.at.Before(to) {
-			out = append(out, m)
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool { return out[i].at.Before(out[j].at) })
-	return out
-}
-
-// current waits up to timeout until exactly one of ps leads, and returns
-// the start of its term.
-func (l *termLog) current(ps []*proc, timeout time.Duration) (termMark, error) {
-	deadline := time.Now().Add(timeout)
-	for {
-		var leading []*proc
+// currentTerm waits up to timeout until exactly one of ps leads, and
+// returns the start of its term.
+func currentTerm(l *termLog, ps []*proc, timeout time.Duration) (termMark, error) {
+	var cur termMark
+	n := 0
+	if !bench.Await(timeout, time.Millisecond, func() bool {
+		n = 0
+		var leading *proc
 		for _, p := range ps {
 			if p.leading.Load() {
-				leading = append(leading, p)
+				leading = p
+				n++
 			}
 		}
-		if len(leading) == 1 {
-			if m, ok := l.lastStart(leading[0]); ok {
-				return m, nil
-			}
+		if n != 1 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			return termMark{}, fmt.Errorf("%d of %d candidates lead, after %v", len(leading), len(ps), timeout)
-		}
-		time.Sleep(time.Millisecond)
+		m, ok := l.LastStart(leading)
+		cur = m
+		return ok
+	}) {
+		return termMark{}, fmt.Errorf("%d of %d candidates lead, after %v", n, len(ps), timeout)
 	}
-}
-
-// lastStart returns the start of p's last term, if it led.
-func (l *termLog) lastStart(p *proc) (termMark, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for i := len(l.marks) - 1; i >= 0; i-- {
-		if m := l.marks[i]; m.p == p && m.start {
-			return m, true
-		}
-	}
-	return termMark{}, false
-}
-
-// lastStop is when p's last term ended, or zero if it never led.
-func (l *termLog) lastStop(p *proc) time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var at time.Time
-	for _, m := range l.marks {
-		if m.p == p && !m.start && m.at.After(at) {
-			at = m.at
-		}
-	}
-	return at
+	return cur, nil
 }
 
 // ---- row g: a change of leader at fleet size ----
@@ -199,12 +131,14 @@ type window struct {
 	// Priority and Fairness rejected (429), workloadLow: dispatched to
 	// workload-low through the FlowSchema service-accounts.
 	watchBytes, rejected, workloadLow float64
+	// verbs: the lease requests by verb (byVerb), for the log.
+	verbs string
 }
 
 func windowOf(a, b load) window {
 	w := window{d: b.at.Sub(a.at), reqs: b.metrics.total() - a.metrics.total(), apiCPU: b.api - a.api, selfCPU: b.self - a.self,
 		watchBytes: b.metrics.watchBytes - a.metrics.watchBytes, rejected: b.metrics.rejected - a.metrics.rejected,
-		workloadLow: b.metrics.workloadLow - a.metrics.workloadLow}
+		workloadLow: b.metrics.workloadLow - a.metrics.workloadLow, verbs: byVerb(a, b)}
 	for _, verb := range []string{"PUT", "POST", "DELETE", "PATCH"} {
 		w.writes += b.metrics.leaseRequests[verb] - a.metrics.leaseRequests[verb]
 	}
@@ -258,13 +192,13 @@ func checkAPF(t *testing.T, k fleetKey, cw window, throttled int) {
 // window's length (the quiet one is longer by the time its closing scrape
 // took: a sample is stamped after its scrape), so the background and the
 // scrapes cancel out, but for their noise.
-func (r fleetRun) perChange() (reqs, writes, cpuMS meanSE) {
+func (r fleetRun) perChange() (reqs, writes, cpuMS bench.MeanSE) {
 	var dr, dw, dc []float64
 	for i := range r.change {
 		reqs, writes, cpuMS := r.beyond(i)
 		dr, dw, dc = append(dr, reqs), append(dw, writes), append(dc, cpuMS)
 	}
-	return meanSEOf(dr), meanSEOf(dw), meanSEOf(dc)
+	return bench.MeanSEOf(dr), bench.MeanSEOf(dw), bench.MeanSEOf(dc)
 }
 
 // beyond is what change i cost beyond the background: its window minus
@@ -273,28 +207,6 @@ func (r fleetRun) beyond(i int) (reqs, writes, cpuMS float64) {
 	c, q := r.change[i], r.quiet[i]
 	scale := c.d.Seconds() / q.d.Seconds()
 	return c.reqs - q.reqs*scale, c.writes - q.writes*scale, msOf(c.apiCPU) - msOf(q.apiCPU)*scale
-}
-
-// meanSE is a mean and its standard error.
-type meanSE struct{ mean, se float64 }
-
-func meanSEOf(xs []float64) meanSE {
-	m := mean(xs)
-	if len(xs) < 2 {
-		return meanSE{m, math.NaN()}
-	}
-	var ss float64
-	for _, x := range xs {
-		ss += (x - m) * (x - m)
-	}
-	return meanSE{m, math.Sqrt(ss/float64(len(xs)-1)) / math.Sqrt(float64(len(xs)))}
-}
-
-func (v meanSE) String() string {
-	if math.IsNaN(v.se) {
-		return fmt.Sprintf("%.1f", v.mean)
-	}
-	return fmt.Sprintf("%.1f ± %.1f", v.mean, v.se)
 }
 
 // background is the lease requests per second of the quiet windows.
@@ -374,7 +286,7 @@ func (f *fleet) sample() load {
 func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 	lt := productionTiming
 	f := &fleet{t: t, c: c, k: k, lease: leaseName(t), terms: &termLog{}}
-	f.opts = f.terms.opts(procOpts{mode: k.mode, lease: f.lease, timing: lt, disableRegistry: k.registryOff, json: k.json,
+	f.opts = termOpts(f.terms, procOpts{mode: k.mode, lease: f.lease, timing: lt, disableRegistry: k.registryOff, json: k.json,
 		user: c.serviceAccountConfig(t)})
 	c.createReleasedLease(t, f.lease)
 	t.Cleanup(func() {
@@ -393,24 +305,24 @@ func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 	// Two renewals more: relect's leader has listed the registrations and
 	// names its successors in the Lease.
 	time.Sleep(2 * lt.rp)
-	cur, err := f.terms.current(f.live, electionTimeout(lt))
+	cur, err := currentTerm(f.terms, f.live, electionTimeout(lt))
 	if err != nil {
 		describeFleet(t, c, f.lease, f.live)
 		t.Fatal(err)
 	}
 	starts := 0
-	for _, m := range f.terms.between(begin, time.Now()) {
-		if m.start {
+	for _, m := range f.terms.Between(begin, time.Now()) {
+		if m.Start {
 			starts++
 		}
 	}
-	t.Logf("%s: %d candidates started and settled in %v; %s leads, after %d terms", k, k.n, time.Since(begin).Round(time.Millisecond), cur.p.id, starts)
+	t.Logf("%s: %d candidates started and settled in %v; %s leads, after %d terms", k, k.n, time.Since(begin).Round(time.Millisecond), cur.Who.id, starts)
 
 	var run fleetRun
 	for len(run.latency) < changes {
 		before := slices.Clone(f.live)
 		next, latency, cw, qw := f.change(cur)
-		throttled := throttledBetween(before, next.at.Add(-latency), next.at.Add(productionTiming.rp+fleetSettle))
+		throttled := throttledBetween(before, next.At.Add(-latency), next.At.Add(productionTiming.rp+fleetSettle))
 		checkAPF(t, k, cw, throttled)
 		run.latency = append(run.latency, latency)
 		run.change, run.quiet = append(run.change, cw), append(run.quiet, qw)
@@ -425,51 +337,71 @@ func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 	return run
 }
 
-// betweenRenewals waits until a quarter RetryPeriod after a renewal by the
-// leader of term m sent at least RetryPeriod into the term, and now or
-// later. Both windows of a change begin there: the same phase of the
-// renewals, long after the last sample (a scrape of /metrics stalls the
-// requests in flight, which then complete in the next window).
-func (f *fleet) betweenRenewals(m termMark) {
-	f.t.Helper()
-	lt := productionTiming
-	if err := m.p.reqs.waitSince("PUT", later(m.at.Add(lt.rp), time.Now()), 2*lt.rp+slack); err != nil {
-		f.t.Fatalf("%s leads but does not renew: %v", m.p.id, err)
-	}
-	time.Sleep(lt.rp / 4)
+// group is in-process candidates on one Lease and their terms: the
+// bench.Fleet that bench.Change drives in rows g and h, leave making the
+// leader go.
+type group struct {
+	lease string
+	terms *termLog
+	leave func(leader *proc) (time.Time, error)
 }
 
-// change makes one change of leader: the Run of cur's candidate is
-// cancelled between two renewals, at least RetryPeriod into its term, as in
-// row b. The change's window (cw) runs from a sample just before the
-// cancel to fleetSettle after RetryPeriod into the next leader's term, once
-// the cancelled Run returned; then the stopped candidate is replaced, and
-// once the new one made its first calls, a quiet window as long (qw) is
-// measured, from the same phase of the new leader's renewals. It returns
-// the next leader's term and the change's latency: the cancel → the next
-// OnStartedLeading.
-func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, qw window) {
-	t, lt, leader := f.t, productionTiming, cur.p
-	f.betweenRenewals(cur)
-	if !leader.leading.Load() {
-		describeFleet(t, f.c, f.lease, f.live)
-		t.Fatalf("%s stopped leading by itself", leader.id)
+// Renewal waits up to two RetryPeriods and slack for a renewal of the
+// Lease by leader sent at or after from to be answered. Both windows of a
+// change of row g begin a quarter RetryPeriod after one (bench.AfterRenewal):
+// the same phase of the renewals, long after the last sample (a scrape of
+// /metrics stalls the requests in flight, which then complete in the next
+// window).
+func (g group) Renewal(leader *proc, from time.Time) (time.Time, error) {
+	at, err := leader.reqs.answeredSince("PUT", g.lease, from, 2*productionTiming.rp+slack)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: %w", leader.id, err)
 	}
-	a := f.sample()
-	cancelled := time.Now()
-	leader.cancel()
-	next, err := f.terms.nextStart(cancelled, electionTimeout(lt))
+	return at, nil
+}
+
+func (g group) Leave(leader *proc) (time.Time, error) { return g.leave(leader) }
+
+// Next waits for the next term; one of the candidate that went is an
+// error.
+func (g group) Next(from time.Time, gone *proc) (termMark, error) {
+	next, err := g.terms.Next(from, nil, electionTimeout(productionTiming))
+	if err == nil && next.Who == gone {
+		err = fmt.Errorf("%s led again", gone.id)
+	}
+	return next, err
+}
+
+// change makes one change of leader (bench.Change): the Run of cur's
+// candidate is cancelled between two renewals, at least RetryPeriod into
+// its term, as in row b. The change's window (cw) runs from a sample just
+// before the cancel to fleetSettle after RetryPeriod into the next
+// leader's term, once the cancelled Run returned; then the stopped
+// candidate is replaced, and once the new one made its first calls, a
+// quiet window as long (qw) is measured, from the same phase of the new
+// leader's renewals. It returns the next leader's term and the change's
+// latency: the cancel → the next OnStartedLeading.
+func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, qw window) {
+	t, lt, leader := f.t, productionTiming, cur.Who
+	var a load
+	g := group{lease: f.lease, terms: f.terms, leave: func(leader *proc) (time.Time, error) {
+		if !leader.leading.Load() {
+			return time.Time{}, fmt.Errorf("%s stopped leading by itself", leader.id)
+		}
+		a = f.sample()
+		cancelled := time.Now()
+		leader.cancel()
+		return cancelled, nil
+	}}
+	cancelled, next, err := bench.Change(g, cur, lt.rp)
 	if err != nil {
 		describeFleet(t, f.c, f.lease, f.live)
-		t.Fatalf("after cancelling %s: %v", leader.id, err)
-	}
-	if next.p == leader {
-		t.Fatalf("%s led again after its Run was cancelled", leader.id)
+		t.Fatalf("a change from %s: %v", leader.id, err)
 	}
 	<-leader.done
-	time.Sleep(time.Until(next.at.Add(lt.rp + fleetSettle)))
+	time.Sleep(time.Until(next.At.Add(lt.rp + fleetSettle)))
 	b := f.sample()
-	path := pathOf(f.lease, leader, next.p, cancelled, next.at)
+	path := pathOf(f.lease, leader, next.Who, cancelled, next.At)
 	fan := ""
 	if rel, ok := leader.reqs.firstSince("PUT", f.lease, cancelled); ok && f.k.mode == modeRelect {
 		p50, last, n := fanOut(f.lease, removeProc(f.live, leader), rel.at)
@@ -480,18 +412,30 @@ func (f *fleet) change(cur termMark) (next termMark, latency time.Duration, cw, 
 	}
 	f.live = removeProc(f.live, leader)
 	f.settled(f.add())
-	f.betweenRenewals(next)
+	cw, qw = windows(f, g, next, a, b)
+	latency = next.At.Sub(cancelled)
+	t.Logf("%s: %s → %s in %s (%s%s; their requests: %s); lease requests in the %v window %.0f (%s), in the %v quiet one %.0f (%s); apiserver CPU %v and %v; watch bytes %.0f and %.0f",
+		f.k, leader.id, next.Who.id, ms(latency), path, fan, requestsBetween([]*proc{leader, next.Who}, cancelled, next.At),
+		cw.d.Round(time.Millisecond), cw.reqs, cw.verbs, qw.d.Round(time.Millisecond), qw.reqs, qw.verbs, cw.apiCPU, qw.apiCPU, cw.watchBytes, qw.watchBytes)
+	return next, latency, cw, qw
+}
+
+// windows returns a change's window, from the sample a to the sample b,
+// and its quiet window: as long, from a quarter RetryPeriod after a
+// renewal by the next leader (bench.AfterRenewal on fl), once the fleet f
+// is whole again.
+func windows[C comparable](f *fleet, fl bench.Fleet[C], next bench.Mark[C], a, b load) (cw, qw window) {
+	f.t.Helper()
+	if err := bench.AfterRenewal(fl, next.Who, next.At, productionTiming.rp); err != nil {
+		f.t.Fatal(err)
+	}
 	q0 := f.sample()
 	time.Sleep(b.at.Sub(a.at))
 	q1 := f.sample()
 	if a.apiPID != q1.apiPID {
-		t.Fatal("the apiserver restarted during the run")
+		f.t.Fatal("the apiserver restarted during the run")
 	}
-	cw, qw, latency = windowOf(a, b), windowOf(q0, q1), next.at.Sub(cancelled)
-	t.Logf("%s: %s → %s in %s (%s%s; their requests: %s); lease requests in the %v window %.0f (%s), in the %v quiet one %.0f (%s); apiserver CPU %v and %v; watch bytes %.0f and %.0f",
-		f.k, leader.id, next.p.id, ms(latency), path, fan, requestsBetween([]*proc{leader, next.p}, cancelled, next.at),
-		cw.d.Round(time.Millisecond), cw.reqs, byVerb(a, b), qw.d.Round(time.Millisecond), qw.reqs, byVerb(q0, q1), cw.apiCPU, qw.apiCPU, cw.watchBytes, qw.watchBytes)
-	return next, latency, cw, qw
+	return windowOf(a, b), windowOf(q0, q1)
 }
 
 // handoverPath is when the steps of one change of leader happened, from
@@ -635,11 +579,12 @@ type stepDownRun struct {
 const tokensNeeded = 5
 
 // untilTokens returns how long until the token bucket of a relect candidate
-// with the defaults (burst defaults.RateBurst, 2 calls per
+// with the defaults (defaultBudget: burst defaults.RateBurst, 2 calls per
 // RetryPeriod) holds n tokens, as worked out from its Lease requests: one
 // token each, the bucket full at the start.
 func untilTokens(reqs []request, lt leaseTiming, n float64) time.Duration {
-	rate, burst := 2/lt.rp.Seconds(), float64(defaults.RateBurst)
+	b := defaultBudget(lt)
+	rate, burst := b.rate, float64(b.burst)
 	tokens, last := burst, time.Now()
 	for i, r := range reqs {
 		if i > 0 {
@@ -654,7 +599,8 @@ func untilTokens(reqs []request, lt leaseTiming, n float64) time.Duration {
 // refillTime is how long an empty token bucket of relect's defaults takes
 // to fill.
 func refillTime(lt leaseTiming) time.Duration {
-	return time.Duration(defaults.RateBurst) * lt.rp / 2
+	b := defaultBudget(lt)
+	return time.Duration(float64(b.burst) / b.rate * float64(time.Second))
 }
 
 // benchStepDown makes n changes of leader among three relect candidates
@@ -678,7 +624,7 @@ func benchStepDown(t *testing.T, c *cluster, kind string, n int) stepDownRun {
 	c.createReleasedLease(t, lease)
 	w := c.watchLease(t, lease)
 	terms := &termLog{}
-	ps, err := c.startProcs(3, kind, terms.opts(procOpts{mode: modeRelect, lease: lease, timing: lt, backoffMax: lt.rp}))
+	ps, err := c.startProcs(3, kind, termOpts(terms, procOpts{mode: modeRelect, lease: lease, timing: lt, backoffMax: lt.rp}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -693,7 +639,7 @@ func benchStepDown(t *testing.T, c *cluster, kind string, n int) stepDownRun {
 		}
 	}
 	time.Sleep(2 * lt.rp)
-	cur, err := terms.current(ps, electionTimeout(lt))
+	cur, err := currentTerm(terms, ps, electionTimeout(lt))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -702,37 +648,36 @@ func benchStepDown(t *testing.T, c *cluster, kind string, n int) stepDownRun {
 	var prev *proc
 	ctx := context.Background()
 	for len(run.latency) < n {
-		leader := cur.p
+		leader := cur.Who
 		target := settledFleet(t, terms, leader, prev, ps, kind)
-		if err := leader.reqs.waitSince("PUT", later(cur.at.Add(lt.rp), time.Now()), 2*lt.rp+slack); err != nil {
-			t.Fatalf("%s leads but does not renew: %v", leader.id, err)
-		}
-		time.Sleep(lt.rp / 4)
-		term, leading := leader.e.Term()
-		if !leading {
-			t.Fatalf("%s stopped leading by itself", leader.id)
-		}
-		called := time.Now()
-		if kind == ctlYield {
-			err = leader.e.Yield(ctx)
-		} else {
-			err = leader.e.HandOver(ctx, target.id, nil)
-		}
-		returned := time.Now()
+		var term int64
+		var called, returned time.Time
+		g := group{lease: lease, terms: terms, leave: func(leader *proc) (time.Time, error) {
+			var leading bool
+			if term, leading = leader.e.Term(); !leading {
+				return time.Time{}, fmt.Errorf("%s stopped leading by itself", leader.id)
+			}
+			called = time.Now()
+			var err error
+			if kind == ctlYield {
+				err = leader.e.Yield(ctx)
+			} else {
+				err = leader.e.HandOver(ctx, target.id, nil)
+			}
+			returned = time.Now()
+			if err != nil {
+				return time.Time{}, fmt.Errorf("%s: %s: %w", leader.id, kind, err)
+			}
+			return called, nil
+		}}
+		_, next, err := bench.Change(g, cur, lt.rp)
 		if err != nil {
-			t.Fatalf("%s: %s: %v", leader.id, kind, err)
+			t.Fatalf("a %s from %s: %v", kind, leader.id, err)
 		}
-		next, err := terms.nextStart(called, electionTimeout(lt))
-		if err != nil {
-			t.Fatalf("after %s's %s: %v", leader.id, kind, err)
-		}
-		if next.p == leader {
-			t.Fatalf("%s led again after its %s", leader.id, kind)
-		}
-		d := next.at.Sub(called)
+		d := next.At.Sub(called)
 		run.latency = append(run.latency, d)
 		t.Logf("%s: %s → %s in %s (the call returned after %s); Lease requests meanwhile: %s",
-			kind, leader.id, next.p.id, ms(d), ms(returned.Sub(called)), requestsBetween(ps, called, next.at))
+			kind, leader.id, next.Who.id, ms(d), ms(returned.Sub(called)), requestsBetween(ps, called, next.At))
 		if kind == ctlHandOver {
 			run.clean = append(run.clean, handedOverCleanly(t, w, terms, leader, target, next, called, term))
 		}
@@ -749,7 +694,7 @@ func settledFleet(t *testing.T, terms *termLog, leader, prev *proc, ps []*proc, 
 	t.Helper()
 	lt := productionTiming
 	for _, p := range removeProc(ps, leader) {
-		if err := p.reqs.waitSince("WATCH", terms.lastStop(p), 2*lt.rp+slack); err != nil {
+		if err := p.reqs.waitSince("WATCH", terms.LastStop(p), 2*lt.rp+slack); err != nil {
 			t.Fatalf("%s does not follow the Lease again: %v", p.id, err)
 		}
 		if p != prev {
@@ -787,14 +732,6 @@ func firstInLine(t *testing.T, leader *proc, ps []*proc) *proc {
 	return nil
 }
 
-// later returns the later of a and b.
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
-}
-
 // handedOverCleanly checks what HandOver promises (an error otherwise):
 // the named candidate leads next; nobody else began a term, nor held the
 // Lease, between the call and its term; the old leader's work returned
@@ -802,13 +739,13 @@ func later(a, b time.Time) time.Time {
 func handedOverCleanly(t *testing.T, w *leaseWatch, terms *termLog, leader, target *proc, next termMark, called time.Time, term int64) bool {
 	t.Helper()
 	ok := true
-	if next.p != target {
-		t.Errorf("HandOver from %s to %s: %s led next", leader.id, target.id, next.p.id)
+	if next.Who != target {
+		t.Errorf("HandOver from %s to %s: %s led next", leader.id, target.id, next.Who.id)
 		ok = false
 	}
-	if stop := terms.lastStop(leader); stop.Before(called) || !stop.Before(next.at) {
+	if stop := terms.LastStop(leader); stop.Before(called) || !stop.Before(next.At) {
 		t.Errorf("HandOver from %s: its work returned at %s, not between the call (%s) and %s's term (%s)",
-			leader.id, stop.Format("15:04:05.000000"), called.Format("15:04:05.000000"), next.p.id, next.at.Format("15:04:05.000000"))
+			leader.id, stop.Format("15:04:05.000000"), called.Format("15:04:05.000000"), next.Who.id, next.At.Format("15:04:05.000000"))
 		ok = false
 	}
 	// The Lease: from the call on, only the old leader and the named
@@ -937,7 +874,7 @@ func (r *perfResults) registryOff(n int) format {
 	cpu, latency := r.get(fleetSeries(n, true, "CPU ms"), modeRelect), r.get(fleetSeries(n, true, "latency"), modeRelect)
 	return func(rel, _ []float64) (string, string, string) {
 		p50p99, _, _ := medianP99(latency, nil)
-		return fmt.Sprintf("%v; %v; %s", meanSEOf(rel), meanSEOf(cpu), p50p99), "—", ""
+		return fmt.Sprintf("%v; %v; %s", bench.MeanSEOf(rel), bench.MeanSEOf(cpu), p50p99), "—", ""
 	}
 }
 
@@ -965,7 +902,7 @@ func (r *perfResults) inProcessCells(n int) format {
 	cpu := r.get(fleetSeries(n, false, "CPU ms"), implRelectInProcess)
 	return func(_, _ []float64) (string, string, string) {
 		p50p99, _, _ := medianP99(latency, nil)
-		return fmt.Sprintf("%s; %v", p50p99, meanSEOf(cpu)), "—", ""
+		return fmt.Sprintf("%s; %v", p50p99, bench.MeanSEOf(cpu)), "—", ""
 	}
 }
 

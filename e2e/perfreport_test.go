@@ -2,12 +2,12 @@ package e2e
 
 import (
 	"fmt"
+	"github.com/relect/relect/internal/bench"
 	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -168,7 +168,7 @@ type format func(rel, cg []float64) (relCell, cgCell, ratio string)
 // lower bound, computed as if each had sent one request (footnote ¹).
 func perMinute(w time.Duration) format {
 	return func(rel, cg []float64) (string, string, string) {
-		r, c := mean(rel), mean(cg)
+		r, c := bench.Mean(rel), bench.Mean(cg)
 		ratio := ratioOf(c, r)
 		if win := w.Minutes(); len(rel) > 0 && r == 0 && win > 0 {
 			ratio = fmt.Sprintf("> %s ¹", ratioOf(c, 1/win))
@@ -262,8 +262,8 @@ func aboveIdle(idle []float64, verb string) format {
 // meanWithError is the mean of the samples ± its standard error; the
 // ratio is of the means.
 func meanWithError(rel, cg []float64) (string, string, string) {
-	r, c := meanSEOf(rel), meanSEOf(cg)
-	return r.String(), c.String(), ratioOf(c.mean, r.mean)
+	r, c := bench.MeanSEOf(rel), bench.MeanSEOf(cg)
+	return r.String(), c.String(), ratioOf(c.Mean, r.Mean)
 }
 
 // relectOnly is f's relect cell, with cg in the loop's and no ratio: a
@@ -392,14 +392,14 @@ func (r *perfResults) table(machine string, took time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "relect vs the client-go loop (elastic-agent PR #4542), one run of `%s=%s` in %v on %s.\n\n",
 		envPerf, r.size, took.Round(time.Second), machine)
-	r.writeRows(&b, r.rows(), [2]string{modeRelect, modeClientGo}, "| row | measure | relect | client-go loop | client-go ÷ relect |")
+	r.writeRows(&b, r.rows(), [2]string{modeRelect, modeClientGo}, "row", "measure", "relect", "client-go loop", "client-go ÷ relect")
 	for _, f := range r.footnotes() {
 		b.WriteString(f + "\n\n")
 	}
 	if rows := r.jsonRows(); len(rows) > 0 {
 		b.WriteString("relect's Lease client speaking protobuf (its default with Options.Config) and JSON (Options.Client built from a JSON rest.Config: " +
 			"every Lease and registry call in JSON, as relect sent them before it spoke protobuf), side by side in the same run:\n\n")
-		r.writeRows(&b, rows, [2]string{modeRelect, implRelectJSON}, "| row | measure | relect, protobuf | relect, JSON | JSON ÷ protobuf |")
+		r.writeRows(&b, rows, [2]string{modeRelect, implRelectJSON}, "row", "measure", "relect, protobuf", "relect, JSON", "JSON ÷ protobuf")
 	}
 	if len(r.p.scaleNs) > 1 {
 		b.WriteString(r.slopeSection())
@@ -407,18 +407,18 @@ func (r *perfResults) table(machine string, took time.Duration) string {
 	return b.String()
 }
 
-// writeRows writes rows as a markdown table under header, its two value
+// writeRows writes rows as a markdown table under heads, its two value
 // columns reading the samples of impls. A row with no sample in either
 // column was not run (RELECT_PERF_ROWS) and is left out.
-func (r *perfResults) writeRows(b *strings.Builder, rows []perfRow, impls [2]string, header string) {
-	b.WriteString(header + "\n|---|---|---:|---:|---:|\n")
+func (r *perfResults) writeRows(b *strings.Builder, rows []perfRow, impls [2]string, heads ...string) {
+	bench.Header(b, heads, 2)
 	for _, row := range rows {
 		xs, ys := r.get(row.s, impls[0]), r.get(row.s, impls[1])
 		if len(xs) == 0 && len(ys) == 0 {
 			continue
 		}
 		x, y, ratio := row.f(xs, ys)
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s |\n", row.id, row.what, x, y, ratio)
+		bench.Row(b, row.id, row.what, x, y, ratio)
 	}
 	b.WriteString("\n")
 }
@@ -488,27 +488,13 @@ func durations(xs []float64) []time.Duration {
 	return ds
 }
 
-func mean(xs []float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
-	}
-	s := 0.0
-	for _, x := range xs {
-		s += x
-	}
-	return s / float64(len(xs))
-}
-
 // percentile is the nearest-rank percentile q (0 < q ≤ 1) of ds: with
 // fewer than 100 values, p99 is the maximum.
 func percentile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return -1
+	if d, ok := bench.Quantile(ds, q); ok {
+		return d
 	}
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	i := int(math.Ceil(q*float64(len(s)))) - 1
-	return s[max(i, 0)]
+	return -1
 }
 
 // ratioOf formats cg ÷ rel.

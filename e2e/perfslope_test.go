@@ -2,7 +2,7 @@ package e2e
 
 import (
 	"fmt"
-	"math"
+	"github.com/relect/relect/internal/bench"
 	"slices"
 	"strings"
 )
@@ -136,7 +136,7 @@ func (r *perfResults) slopeLine(impl string) line {
 	if len(xs) < 2 {
 		return line{}
 	}
-	mx, my := mean(xs), mean(ys)
+	mx, my := bench.Mean(xs), bench.Mean(ys)
 	var sxy, sxx float64
 	for i := range xs {
 		sxy += (xs[i] - mx) * (ys[i] - my)
@@ -202,107 +202,69 @@ func (r *perfResults) slopeSection() string {
 // largest size measured.
 func (r *perfResults) slopeSVG() string {
 	var b strings.Builder
-	const width, height = 960, 430
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="12">`+"\n",
-		width, height, width, height)
-	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="white"/>`+"\n", width, height)
-	fmt.Fprintf(&b, `<text x="%d" y="22" text-anchor="middle" font-size="15">kube-apiserver CPU in steady state, above its idle baseline, against N candidates on one Lease (row e)</text>`+"\n", width/2)
+	bench.Begin(&b, "kube-apiserver CPU in steady state, above its idle baseline, against N candidates on one Lease (row e)")
 	ns := r.p.scaleNs
 	if len(ns) == 0 {
-		b.WriteString("</svg>\n")
+		bench.End(&b)
 		return b.String()
 	}
 	maxN := slices.Max(ns)
-	r.slopePanel(&b, slopePanel{x: 70, y: 100, w: 380, h: 260, maxN: maxN,
-		title: fmt.Sprintf("relect and the client-go loop, N ≤ %d (measured)", maxN), impls: slopeImpls})
-	r.slopePanel(&b, slopePanel{x: 550, y: 100, w: 380, h: 260, maxN: slopeN, measured: maxN,
-		title: fmt.Sprintf("relect: least-squares lines to N = %d (dashed: extrapolated)", slopeN), impls: slopeImpls[:2]})
+	left, right := bench.Left, bench.Right
+	left.Title = fmt.Sprintf("relect and the client-go loop, N ≤ %d (measured)", maxN)
+	right.Title = fmt.Sprintf("relect: least-squares lines to N = %d (dashed: extrapolated)", slopeN)
+	r.slopePanel(&b, left, maxN, 0, slopeImpls)
+	r.slopePanel(&b, right, slopeN, maxN, slopeImpls[:2])
 	for i, im := range slopeImpls {
-		x := 120 + float64(i)*250
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="50" x2="%.1f" y2="50" stroke="%s" stroke-width="2"/>`+"\n", x, x+30, im.color)
-		fmt.Fprintf(&b, `<circle cx="%.1f" cy="50" r="4" fill="%s"/>`+"\n", x+15, im.color)
-		fmt.Fprintf(&b, `<text x="%.1f" y="54">%s</text>`+"\n", x+38, im.name)
+		bench.Key(&b, 120+float64(i)*250, 50, bench.Stroke(im.color, false), bench.Marker{Color: im.color}, im.name)
 	}
-	b.WriteString("</svg>\n")
+	bench.End(&b)
 	return b.String()
 }
 
-// slopePanel is one chart of slopeSVG.
-type slopePanel struct {
-	x, y, w, h float64
-	maxN       int // the x axis ends there
-	// measured, if not zero: the lines are drawn to maxN, dashed beyond
-	// measured; else the points are joined.
-	measured int
-	title    string
-	impls    []struct{ impl, name, color string }
-}
-
-func (r *perfResults) slopePanel(b *strings.Builder, p slopePanel) {
+// slopePanel draws one chart of slopeSVG, its x axis to maxN: the steady
+// CPU of impls at each size measured, joined if measured is zero, else
+// with their least-squares lines drawn to maxN, dashed beyond measured.
+func (r *perfResults) slopePanel(b *strings.Builder, p bench.Panel, maxN, measured int, impls []struct{ impl, name, color string }) {
 	top := 0.1
-	for _, im := range p.impls {
+	for _, im := range impls {
 		for _, n := range r.p.scaleNs {
 			if y, ok := r.steadyCPU(n, im.impl); ok {
 				top = max(top, y)
 			}
 		}
-		if l := r.slopeLine(im.impl); p.measured > 0 && l.ok {
-			top = max(top, l.at(p.maxN))
+		if l := r.slopeLine(im.impl); measured > 0 && l.ok {
+			top = max(top, l.at(maxN))
 		}
 	}
-	step := niceStep(top / 5)
-	ceil := math.Ceil(top*1.1/step) * step
-	xOf := func(n float64) float64 { return p.x + n/float64(p.maxN)*p.w }
-	yOf := func(v float64) float64 { return p.y + p.h - math.Max(v, 0)/ceil*p.h }
-	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" font-size="13">%s</text>`+"\n", p.x+p.w/2, p.y-10, p.title)
-	fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="none" stroke="#888"/>`+"\n", p.x, p.y, p.w, p.h)
-	for v := 0.0; v <= ceil+step/2; v += step {
-		y := yOf(v)
-		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", p.x, y, p.x+p.w, y)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end">%g</text>`+"\n", p.x-6, y+4, v)
-	}
-	xstep := niceStep(float64(p.maxN) / 5)
-	for n := 0.0; n <= float64(p.maxN)+xstep/2; n += xstep {
-		x := xOf(n)
-		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/>`+"\n", x, p.y, x, p.y+p.h)
-		fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">%g</text>`+"\n", x, p.y+p.h+16, n)
-	}
-	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle">candidates N</text>`+"\n", p.x+p.w/2, p.y+p.h+34)
-	fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="middle" transform="rotate(-90 %.1f %.1f)">CPU seconds per minute</text>`+"\n",
-		p.x-45, p.y+p.h/2, p.x-45, p.y+p.h/2)
-	for _, im := range p.impls {
-		var pts []string
+	p.XScale, p.YScale = bench.Linear(float64(maxN), 1), bench.Linear(top, 1.1)
+	p.XLabel, p.YLabel = "candidates N", "CPU seconds per minute"
+	p.Frame(b)
+	for _, im := range impls {
+		var xs, ys []float64
 		for _, n := range r.p.scaleNs {
 			if y, ok := r.steadyCPU(n, im.impl); ok {
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", xOf(float64(n)), yOf(y)))
-				fmt.Fprintf(b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"/>`+"\n", xOf(float64(n)), yOf(y), im.color)
+				xs, ys = append(xs, float64(n)), append(ys, y)
 			}
 		}
+		solid, dot := bench.Stroke(im.color, false), bench.Marker{Color: im.color}
 		l := r.slopeLine(im.impl)
 		switch {
-		case p.measured == 0:
-			fmt.Fprintf(b, `<polyline points="%s" stroke="%s" stroke-width="2" fill="none"/>`+"\n", strings.Join(pts, " "), im.color)
+		case measured == 0:
+			p.Line(b, xs, ys, solid, dot)
 		case l.ok:
-			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2"/>`+"\n",
-				xOf(0), yOf(l.at(0)), xOf(float64(p.measured)), yOf(l.at(p.measured)), im.color)
-			fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2" stroke-dasharray="6 4"/>`+"\n",
-				xOf(float64(p.measured)), yOf(l.at(p.measured)), xOf(float64(p.maxN)), yOf(l.at(p.maxN)), im.color)
-			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="%s">%.1f at N = %d</text>`+"\n",
-				xOf(float64(p.maxN))-4, yOf(l.at(p.maxN))-6, im.color, l.at(p.maxN), p.maxN)
+			for i := range xs {
+				x, y := p.At(xs[i], ys[i])
+				dot.Draw(b, x, y)
+			}
+			p.Segment(b, 0, l.at(0), float64(measured), l.at(measured), solid)
+			p.Segment(b, float64(measured), l.at(measured), float64(maxN), l.at(maxN), bench.Stroke(im.color, true))
+			x, y := p.At(float64(maxN), l.at(maxN))
+			fmt.Fprintf(b, `<text x="%.1f" y="%.1f" text-anchor="end" fill="%s">%.1f at N = %d</text>`+"\n", x-4, y-6, im.color, l.at(maxN), maxN)
+		default:
+			for i := range xs {
+				x, y := p.At(xs[i], ys[i])
+				dot.Draw(b, x, y)
+			}
 		}
 	}
-}
-
-// niceStep returns 1, 2 or 5 times a power of ten, at least v.
-func niceStep(v float64) float64 {
-	if v <= 0 {
-		return 1
-	}
-	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*p >= v {
-			return m * p
-		}
-	}
-	return 10 * p
 }

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relect/relect/internal/bench"
+
 	"github.com/relect/relect/relecttest"
 )
 
@@ -25,7 +27,7 @@ import (
 // Every call sent in the window is in Calls; see Beyond for what is
 // counted as the change's cost.
 type Change struct {
-	Impl     Impl
+	Impl     bench.Impl
 	N        int
 	Scenario Scenario
 	// From is the leader that went, To the one that took over.
@@ -60,9 +62,9 @@ func (ch *Change) Background(c Call) bool {
 	switch {
 	case c.Candidate == ch.To && c.renewal() && c.Start.Equal(ch.End):
 		return true
-	case ch.Impl == ClientGoLoop && c.Election && c.Verb == relecttest.VerbGet && c.Stored != c.Candidate:
+	case ch.Impl == bench.ClientGoLoop && c.Election && c.Verb == relecttest.VerbGet && c.Stored != c.Candidate:
 		return true
-	case ch.Impl == Relect && !c.Election && c.Verb == relecttest.VerbUpdate:
+	case ch.Impl == bench.Relect && !c.Election && c.Verb == relecttest.VerbUpdate:
 		return true
 	}
 	return false

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relect/relect/internal/bench"
+
 	"github.com/relect/relect/relecttest"
 )
 
@@ -30,16 +32,16 @@ func TestChangeMeasures(t *testing.T) {
 		renewal("b", 2005),
 	}
 	for _, tc := range []struct {
-		impl           Impl
+		impl           bench.Impl
 		beyond, peak10 int
 	}{
 		// relect: every call but the closing renewal and the
 		// registration renewal.
-		{Relect, 6, 5},
+		{bench.Relect, 6, 5},
 		// the client-go loop: every call but the closing renewal and its
 		// followers' polls (it has no registry, hence no registration
 		// renewals; the holder's own read is no poll).
-		{ClientGoLoop, 5, 5},
+		{bench.ClientGoLoop, 5, 5},
 	} {
 		ch := &Change{Impl: tc.impl, To: "b", Start: at(0), Term: at(4), End: at(2005), Calls: calls}
 		if got := ch.Beyond(); got != tc.beyond {

@@ -3,7 +3,10 @@
 // client-go loop of elastic-agent PR #4542 (internal/clientgoloop, the one
 // the simulation and the e2e benchmark run too), in simulated time. The
 // root package's TestFleetChanges runs it and prints the report; see
-// docs/performance.md, "Changes of leader at fleet size (in memory)".
+// docs/performance.md, "Changes of leader at fleet size (in memory)". It is
+// the in-memory backend of the benchmark: its changes of leader are played
+// by internal/bench's Change, as the e2e module's are on the real control
+// plane.
 //
 // # The model
 //

@@ -3,11 +3,10 @@ package fleetbench
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
+	"github.com/relect/relect/internal/bench"
 	"github.com/relect/relect/internal/defaults"
-
 	"github.com/relect/relect/relecttest"
 	"k8s.io/client-go/kubernetes"
 )
@@ -22,33 +21,13 @@ const (
 // loop is given too.
 const (
 	ld = defaults.LeaseDuration
+	rd = defaults.RenewDeadline
 	rp = defaults.RetryPeriod
 )
 
-// Impl is an implementation a fleet runs.
-type Impl int
-
-// The implementations.
-const (
-	// Relect is relect.Elector with every option at its default.
-	Relect Impl = iota + 1
-	// ClientGoLoop is the plain client-go loop of elastic-agent PR #4542
-	// (internal/clientgoloop).
-	ClientGoLoop
-)
-
-// Impls lists the implementations, in report order.
-var Impls = []Impl{Relect, ClientGoLoop}
-
-func (i Impl) String() string {
-	switch i {
-	case Relect:
-		return "relect"
-	case ClientGoLoop:
-		return "client-go loop"
-	}
-	return fmt.Sprintf("Impl(%d)", int(i))
-}
+// poll is how often the fleet looks for a new term or a renewal, in
+// simulated time.
+const poll = 10 * time.Millisecond
 
 // Scenario is how the leader goes, and whether the apiserver sheds the
 // acquiring writes that follow.
@@ -77,7 +56,7 @@ func (s Scenario) String() string {
 
 // Config is one fleet's run.
 type Config struct {
-	Impl Impl
+	Impl bench.Impl
 	// N is the number of candidates, at least 2.
 	N int
 	// Changes is how many changes of leader each scenario measures; zero
@@ -111,7 +90,7 @@ func (c Config) withDefaults() Config {
 
 // Result is what one fleet's run measured.
 type Result struct {
-	Impl Impl
+	Impl bench.Impl
 	N    int
 	// Steady is the fleet's calls per second with nobody changing: every
 	// call of one LeaseDuration after the fleet formed, divided by it.
@@ -181,14 +160,7 @@ type fleet struct {
 	w     *wire
 	cands []*candidate
 
-	mu    sync.Mutex
-	terms []termStart // every term's start, in order; guarded by mu
-}
-
-// termStart is a term's OnStartedLeading.
-type termStart struct {
-	identity string
-	at       time.Time
+	terms bench.Terms[string] // every term's start, by identity
 }
 
 // candidate is one candidate: a process at a time, which can be stopped,
@@ -205,6 +177,7 @@ type candidate struct {
 func newFleet(cfg Config) *fleet {
 	api := relecttest.NewLeaseAPI()
 	f := &fleet{cfg: cfg, api: api, w: newWire(api, cfg.RoundTrip, cfg.ShedWindow)}
+	f.terms.Poll = poll
 	for i := range cfg.N {
 		name := fmt.Sprintf("c%04d", i)
 		client := api.Client(name)
@@ -214,21 +187,7 @@ func newFleet(cfg Config) *fleet {
 	return f
 }
 
-func (f *fleet) started(identity string) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.terms = append(f.terms, termStart{identity, time.Now()})
-}
-
-// lastTerm returns the latest term's start, or the zero termStart.
-func (f *fleet) lastTerm() termStart {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if len(f.terms) == 0 {
-		return termStart{}
-	}
-	return f.terms[len(f.terms)-1]
-}
+func (f *fleet) started(identity string) { f.terms.Started(identity, time.Now()) }
 
 // start runs a new process of c.
 func (c *candidate) start() {
@@ -275,8 +234,8 @@ func (f *fleet) byName(name string) *candidate {
 func (f *fleet) form() error {
 	f.api.PutReleased(namespace, leaseName)
 	f.cands[0].start()
-	if _, err := f.awaitTerm(time.Time{}, "", ld); err != nil {
-		return err
+	if _, err := f.terms.Next(time.Time{}, "", ld); err != nil {
+		return fmt.Errorf("fleetbench: the first candidate: %w", err)
 	}
 	for _, c := range f.cands[1:] {
 		c.start()
@@ -292,72 +251,36 @@ func (f *fleet) steady() float64 {
 	return float64(f.w.count()-from) / ld.Seconds()
 }
 
-// awaitTerm waits, up to limit, for a term that starts at or after from
-// and is not not's, and returns it.
-func (f *fleet) awaitTerm(from time.Time, not string, limit time.Duration) (termStart, error) {
-	deadline := time.Now().Add(limit)
-	for {
-		if t := f.lastTerm(); !t.at.Before(from) && t.identity != "" && t.identity != not {
-			return t, nil
-		}
-		if time.Now().After(deadline) {
-			return termStart{}, fmt.Errorf("no new leader within %v", limit)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // awaitRenewal waits, up to limit, for holder's first renewal sent at or
 // after from, and returns it.
 func (f *fleet) awaitRenewal(holder string, from time.Time, limit time.Duration) (Call, error) {
-	deadline := time.Now().Add(limit)
-	for {
+	var renewal Call
+	if !bench.Await(limit, poll, func() bool {
 		for _, c := range f.w.log(from) {
 			if c.Candidate == holder && c.renewal() {
-				return c, nil
+				renewal = c
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			return Call{}, fmt.Errorf("%s did not renew within %v", holder, limit)
-		}
-		time.Sleep(10 * time.Millisecond)
+		return false
+	}) {
+		return Call{}, fmt.Errorf("%s did not renew within %v", holder, limit)
 	}
+	return renewal, nil
 }
 
-// change makes the leader go as sc says, measures the change of leader
-// that follows, starts the old leader again as a new process, and lets the
-// fleet settle for a LeaseDuration.
+// change makes the leader go as sc says (bench.Change, through a scene),
+// measures the change of leader that follows, starts the old leader again
+// as a new process, and lets the fleet settle for a LeaseDuration.
 func (f *fleet) change(sc Scenario) (*Change, error) {
-	old := f.byName(f.lastTerm().identity)
-	// Stop it a quarter RetryPeriod after a renewal, so that none is in
-	// flight at the stop.
-	renewed, err := f.awaitRenewal(old.name, time.Now(), 2*rp)
+	cur, _ := f.terms.Latest()
+	defer f.w.disarm()
+	start, next, err := bench.Change(scene{f, sc}, cur, rp)
 	if err != nil {
 		return nil, err
 	}
-	time.Sleep(time.Until(renewed.End.Add(rp / 4)))
-
-	if sc.Shed {
-		f.w.arm()
-		defer f.w.disarm()
-	}
-	ch := &Change{Impl: f.cfg.Impl, N: f.cfg.N, Scenario: sc, From: old.name}
-	if sc.Crash {
-		f.w.kill(old.name)
-		old.stop()
-		// The lease expires LeaseDuration after its followers saw the last
-		// renewal: when the apiserver answered it, at the earliest.
-		ch.Start = f.w.lastRenewal(old.name).End.Add(ld)
-	} else {
-		ch.Start = time.Now()
-		old.stop()
-	}
-	t, err := f.awaitTerm(ch.Start, old.name, 3*ld)
-	if err != nil {
-		return nil, err
-	}
-	ch.To, ch.Term = t.identity, t.at
-	closing, err := f.awaitRenewal(t.identity, t.at.Add(rp/2), 2*rp)
+	ch := &Change{Impl: f.cfg.Impl, N: f.cfg.N, Scenario: sc, From: cur.Who, To: next.Who, Start: start, Term: next.At}
+	closing, err := f.awaitRenewal(next.Who, next.At.Add(rp/2), 2*rp)
 	if err != nil {
 		return nil, err
 	}
@@ -367,7 +290,45 @@ func (f *fleet) change(sc Scenario) (*Change, error) {
 			ch.Calls = append(ch.Calls, c)
 		}
 	}
-	old.start()
+	f.byName(cur.Who).start()
 	time.Sleep(ld)
 	return ch, nil
+}
+
+// scene is the fleet playing one scenario: the bench.Fleet that
+// bench.Change drives.
+type scene struct {
+	*fleet
+	sc Scenario
+}
+
+// Renewal waits up to two RetryPeriods for holder's renewal.
+func (s scene) Renewal(holder string, from time.Time) (time.Time, error) {
+	c, err := s.awaitRenewal(holder, from, 2*rp)
+	return c.End, err
+}
+
+// Leave arms the shedding if the scenario sheds (change disarms it), and
+// stops the leader's process: a crash kills it, and the change starts when
+// the lease expires, LeaseDuration after its followers saw the last
+// renewal (when the apiserver answered it, at the earliest); else its Run
+// is cancelled, and the change starts then.
+func (s scene) Leave(leader string) (time.Time, error) {
+	old := s.byName(leader)
+	if s.sc.Shed {
+		s.w.arm()
+	}
+	if s.sc.Crash {
+		s.w.kill(old.name)
+		old.stop()
+		return s.w.lastRenewal(old.name).End.Add(ld), nil
+	}
+	start := time.Now()
+	old.stop()
+	return start, nil
+}
+
+// Next waits up to three LeaseDurations for the next term.
+func (s scene) Next(from time.Time, not string) (bench.Mark[string], error) {
+	return s.terms.Next(from, not, 3*ld)
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/relect/relect/internal/defaults"
+	"github.com/relect/relect/internal/bench"
 
 	"github.com/go-logr/logr"
 	"github.com/relect/relect"
@@ -26,8 +26,8 @@ type process interface {
 // relect releases when cancelled, the client-go loop too
 // (ReleaseOnCancel). onStarted is called with the identity when a term's
 // work starts (OnStartedLeading).
-func newProcess(impl Impl, identity string, cs kubernetes.Interface, onStarted func(identity string)) process {
-	if impl == Relect {
+func newProcess(impl bench.Impl, identity string, cs kubernetes.Interface, onStarted func(identity string)) process {
+	if impl == bench.Relect {
 		return newRelectProcess(identity, cs, onStarted)
 	}
 	return newClientGoLoop(identity, cs, onStarted)
@@ -68,9 +68,9 @@ func newClientGoLoop(identity string, cs kubernetes.Interface, onStarted func(st
 		Namespace:     namespace,
 		Name:          leaseName,
 		Identity:      identity,
-		LeaseDuration: defaults.LeaseDuration,
-		RenewDeadline: defaults.RenewDeadline,
-		RetryPeriod:   defaults.RetryPeriod,
+		LeaseDuration: ld,
+		RenewDeadline: rd,
+		RetryPeriod:   rp,
 		OnStartedLeading: func(ctx context.Context) {
 			onStarted(identity)
 			<-ctx.Done()

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/relect/relect/internal/bench"
 )
 
 // The report: every table is a list of columns, each a measure of the
@@ -42,22 +44,20 @@ func duration(v float64) string {
 // column is one column of a table: a measure of one implementation.
 type column struct {
 	m    measure
-	impl Impl
+	impl bench.Impl
 }
 
 // stats returns the median and the maximum of m over changes (nearest
 // rank: with an even count, the lower middle value); ok is false if there
 // are none.
 func stats(m measure, changes []*Change) (median, maximum float64, ok bool) {
-	if len(changes) == 0 {
-		return 0, 0, false
-	}
 	vs := make([]float64, 0, len(changes))
 	for _, c := range changes {
 		vs = append(vs, m.of(c))
 	}
-	slices.Sort(vs)
-	return vs[(len(vs)-1)/2], vs[len(vs)-1], true
+	median, ok = bench.Quantile(vs, 0.5)
+	maximum, _ = bench.Quantile(vs, 1)
+	return median, maximum, ok
 }
 
 // cell formats the median and the maximum of c over changes.
@@ -85,7 +85,7 @@ func (rs results) sizes() []int {
 }
 
 // find returns the result of impl at n, or nil.
-func (rs results) find(impl Impl, n int) *Result {
+func (rs results) find(impl bench.Impl, n int) *Result {
 	for _, r := range rs {
 		if r.Impl == impl && r.N == n {
 			return r
@@ -95,7 +95,7 @@ func (rs results) find(impl Impl, n int) *Result {
 }
 
 // changes returns the changes of impl at n in scenario sc.
-func (rs results) changes(impl Impl, n int, sc Scenario) []*Change {
+func (rs results) changes(impl bench.Impl, n int, sc Scenario) []*Change {
 	r := rs.find(impl, n)
 	if r == nil {
 		return nil
@@ -126,11 +126,11 @@ func (rs results) scenarios() []Scenario {
 // The report's two tables.
 var (
 	changeColumns = []column{
-		{beyond, Relect}, {beyond, ClientGoLoop},
-		{peak, Relect}, {peak, ClientGoLoop},
-		{leaderless, Relect}, {leaderless, ClientGoLoop},
+		{beyond, bench.Relect}, {beyond, bench.ClientGoLoop},
+		{peak, bench.Relect}, {peak, bench.ClientGoLoop},
+		{leaderless, bench.Relect}, {leaderless, bench.ClientGoLoop},
 	}
-	windowColumns   = []column{{total, Relect}, {total, ClientGoLoop}}
+	windowColumns   = []column{{total, bench.Relect}, {total, bench.ClientGoLoop}}
 	windowScenarios = []Scenario{{}, {Crash: true}}
 )
 
@@ -158,16 +158,15 @@ func Report(rs []*Result) string {
 			heads = append(heads, fmt.Sprintf("%s, %v, %v", c.m.name, sc, c.impl))
 		}
 	}
-	row(&b, heads)
-	row(&b, slices.Repeat([]string{"---:"}, len(heads)))
+	bench.Header(&b, heads, 0)
 	for _, n := range all.sizes() {
-		cells := []string{fmt.Sprint(n), steady(all.find(Relect, n)), steady(all.find(ClientGoLoop, n))}
+		cells := []string{fmt.Sprint(n), steady(all.find(bench.Relect, n)), steady(all.find(bench.ClientGoLoop, n))}
 		for _, sc := range windowScenarios {
 			for _, c := range windowColumns {
 				cells = append(cells, c.cell(all.changes(c.impl, n, sc)))
 			}
 		}
-		row(&b, cells)
+		bench.Row(&b, cells...)
 	}
 	b.WriteString("\n")
 	b.WriteString(all.targets())
@@ -179,13 +178,7 @@ func header(b *strings.Builder, first []string, cols []column) {
 	for _, c := range cols {
 		heads = append(heads, c.m.name+", "+c.impl.String())
 	}
-	row(b, heads)
-	align := slices.Repeat([]string{"---"}, len(first))
-	row(b, append(align, slices.Repeat([]string{"---:"}, len(cols))...))
-}
-
-func row(b *strings.Builder, cells []string) {
-	b.WriteString("| " + strings.Join(cells, " | ") + " |\n")
+	bench.Header(b, heads, len(first))
 }
 
 func steady(r *Result) string {
@@ -222,7 +215,7 @@ func (rs results) targets() string {
 		var changes []*Change
 		var names []string
 		for _, sc := range t.scenarios {
-			if cs := rs.changes(Relect, n, sc); len(cs) > 0 {
+			if cs := rs.changes(bench.Relect, n, sc); len(cs) > 0 {
 				changes = append(changes, cs...)
 				names = append(names, sc.String())
 			}
@@ -251,7 +244,7 @@ func Missed(rs []*Result) []*Change {
 	var out []*Change
 	for _, t := range targets {
 		for _, sc := range t.scenarios {
-			for _, c := range all.changes(Relect, ns[len(ns)-1], sc) {
+			for _, c := range all.changes(bench.Relect, ns[len(ns)-1], sc) {
 				if t.m.of(c) > t.limit && !slices.Contains(out, c) {
 					out = append(out, c)
 				}

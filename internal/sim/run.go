@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/relect/relect/internal/bench"
 	"math"
 	"slices"
 	"strconv"
@@ -35,31 +36,17 @@ const strangerIdentity = "intruder"
 // persistent 409 Conflict, until the process runs out of stack.
 const RoundTrip = time.Millisecond
 
-// Impl is an implementation a schedule is played against.
-type Impl int
+// Impl is an implementation a schedule is played against: Relect or
+// ClientGoLoop, defined once for the simulation and the benchmark.
+type Impl = bench.Impl
 
-// The implementations.
+// The implementations, and Impls in report order (internal/bench).
 const (
-	// Relect is relect.Elector, one per process, Run until cancelled.
-	Relect Impl = iota + 1
-	// ClientGoLoop is the hand-written fix of elastic-agent PR #4542: a
-	// plain client-go LeaderElector, re-created and Run in a loop until
-	// the context is done (internal/clientgoloop).
-	ClientGoLoop
+	Relect       = bench.Relect
+	ClientGoLoop = bench.ClientGoLoop
 )
 
-// Impls lists the implementations, in report order.
-var Impls = []Impl{Relect, ClientGoLoop}
-
-func (i Impl) String() string {
-	switch i {
-	case Relect:
-		return "relect"
-	case ClientGoLoop:
-		return "client-go loop"
-	}
-	return "Impl(" + strconv.Itoa(int(i)) + ")"
-}
+var Impls = bench.Impls
 
 // process is one running incarnation of a candidate.
 type process interface {
