@@ -163,8 +163,11 @@ func (e *Elector) Stats() Stats {
 // Options.BackoffMax).
 //
 // Run blocks. When ctx is done, it cancels the term's context, waits for
-// OnStartedLeading to return, releases the lease (unless KeepLeaseOnCancel;
-// the release takes at most RenewDeadline), calls OnStoppedLeading, waits
+// OnStartedLeading to return — and for a follower's acquiring write in
+// flight, which it does not cancel (RenewDeadline/2 at most), so that it
+// releases what that write acquired — releases the lease (unless
+// KeepLeaseOnCancel; the release takes at most RenewDeadline), calls
+// OnStoppedLeading, waits
 // for the queued OnNewLeader calls and log records to be handled, closes the
 // Events channel and returns context.Cause(ctx) — ctx.Err() unless a cause
 // was given. It returns ErrAlreadyRunning at once, without touching the

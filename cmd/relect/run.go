@@ -67,8 +67,8 @@ systems (macOS, other BSDs) CMD survives a relect killed with SIGKILL.
 A second SIGTERM or SIGINT while relect stops hurries the stop: CMD's
 process group is killed at once instead of being given the rest of
 --grace; the Lease is still released once CMD is gone, and relect exits 0
-as after one signal. Later signals are ignored (the release takes at most
---renew-deadline).
+as after one signal. Later signals are ignored (an acquiring write in
+flight, let finish, and the release take at most 1.5 × --renew-deadline).
 
 --restart says what happens when CMD exits by itself while relect leads:
   never       (the default, for a job) end the term, release the Lease, and

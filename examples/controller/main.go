@@ -132,7 +132,8 @@ func run(logger *slog.Logger) error {
 
 	logger.Info("campaigning", "lease", *namespace+"/"+*name, "identity", e.Identity())
 	// Run returns when ctx is done: on SIGTERM, after the leader's work has
-	// returned and the lease was released (which takes at most RenewDeadline,
+	// returned and the lease was released (at most RenewDeadline/2 for an
+	// acquiring write in flight, then at most RenewDeadline for the release:
 	// well within the pod's terminationGracePeriodSeconds).
 	runErr := e.Run(ctx)
 
