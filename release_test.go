@@ -6,7 +6,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/relect/relect"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -63,18 +62,38 @@ func TestStopReleasesOnlyWhatItWrote(t *testing.T) {
 // shutdown's read saw the Lease free: the exited process held the Lease
 // until it expired (seen once in CI, e2e TestShutdownWhileAcquiring).
 func TestShutdownWhileAcquiringReleasesTheLateWrite(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		api := relecttest.NewLeaseAPI()
-		api.PutReleased(ns, lease)
-		a := newCandidate(t, api, "a", func(o *relect.Options) { o.DisableRegistry = true })
-		a.client.SetApplyDelay(time.Second) // the write reaches the apiserver a second after it is sent
-		a.start()
-		time.Sleep(500 * time.Millisecond) // the acquiring write is in flight
-		require.Equal(t, 1, a.client.Calls(relecttest.VerbUpdate), "the acquiring write was sent")
-		require.Empty(t, api.Holder(ns, lease), "not applied yet")
-		a.stop()
-		time.Sleep(5 * time.Second) // every delayed write has landed
-		assert.Empty(t, api.Holder(ns, lease), "the exited candidate holds the Lease: %+v", api.Lease(ns, lease).Spec)
-		assert.Equal(t, int32(1), *api.Lease(ns, lease).Spec.LeaseDurationSeconds, "released")
-	})
+	for _, tc := range []struct {
+		name string
+		api  func() *relecttest.LeaseAPI
+		verb string
+		mod  func(*relecttest.Client)
+	}{
+		{"the follower's Update of a released Lease", newAPI, relecttest.VerbUpdate, nil},
+		{"the follower's Create of a missing Lease", relecttest.NewLeaseAPI, relecttest.VerbCreate, nil},
+		{"watch forbidden: polling", newAPI, relecttest.VerbUpdate,
+			func(c *relecttest.Client) { c.FailVerb(relecttest.VerbWatch, relecttest.Error(403)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := tc.api()
+				a := newCandidate(t, api, "a", noRegistry)
+				if tc.mod != nil {
+					tc.mod(a.client)
+				}
+				a.client.SetApplyDelay(time.Second) // the write reaches the apiserver a second after it is sent
+				a.start()
+				waitFor(t, 2*ld, "the acquiring write", func() bool { return a.client.Calls(tc.verb) == 1 })
+				synctest.Wait()
+				require.Empty(t, api.Holder(ns, lease), "not applied yet")
+				sent := time.Now()
+				a.stop()
+				assert.LessOrEqual(t, time.Since(sent), rd/2+rd, "the call timeout for the write, then the release")
+				time.Sleep(5 * time.Second) // every delayed write has landed
+				l := api.Lease(ns, lease)
+				require.NotNil(t, l)
+				assert.Empty(t, api.Holder(ns, lease), "the exited candidate holds the Lease: %+v", l.Spec)
+				assert.Equal(t, int32(1), *l.Spec.LeaseDurationSeconds, "released")
+			})
+		})
+	}
 }
