@@ -56,7 +56,10 @@ apiserver_ok() { # <binary>
 	[[ -x "$1" ]] && [[ "$("$1" --version 2>/dev/null || true)" == "$APISERVER_WANT" ]]
 }
 etcd_ok() { # <binary>
-	[[ -x "$1" ]] && "$1" --version 2>/dev/null | grep -qxF "$ETCD_WANT"
+	# Read the whole output first: grep -q stops at the first match, and
+	# under pipefail etcd's SIGPIPE on the lines after it failed the check.
+	local out
+	[[ -x "$1" ]] && out="$("$1" --version 2>/dev/null)" && grep -qxF "$ETCD_WANT" <<<"$out"
 }
 
 if apiserver_ok "$ASSETS/kube-apiserver" && etcd_ok "$ASSETS/etcd"; then
