@@ -11,7 +11,7 @@ import (
 
 	"github.com/relect/relect/internal/bench"
 	"github.com/relect/relect/internal/fleetbench"
-	"github.com/relect/relect/internal/sim"
+	"github.com/relect/relect/internal/race"
 )
 
 // TestFleetChanges measures what a change of leader costs a fleet of N
@@ -92,7 +92,7 @@ func fleetSizes(t *testing.T) (sizes []int, changes int, command string) {
 		return []int{2, 10, 50, 200, 1000}, 5, "RELECT_FLEET=full " + files + cmd
 	case mode != "":
 		t.Fatalf("RELECT_FLEET=%q: want full, or nothing", mode)
-	case sim.RaceEnabled:
+	case race.Enabled:
 		// The race detector allows 8,128 goroutines, and slows the
 		// fleets about tenfold.
 		return []int{2, 10, 50}, 2, files + strings.Replace(cmd, "-count=1", "-race -count=1", 1)
@@ -113,9 +113,9 @@ func fleetMachine() string {
 			}
 		}
 	}
-	race := ""
-	if sim.RaceEnabled {
-		race = " — built with -race"
+	built := ""
+	if race.Enabled {
+		built = " — built with -race"
 	}
-	return fmt.Sprintf("%d CPUs (%s); %s %s/%s%s", runtime.NumCPU(), cpu, runtime.Version(), runtime.GOOS, runtime.GOARCH, race)
+	return fmt.Sprintf("%d CPUs (%s); %s %s/%s%s", runtime.NumCPU(), cpu, runtime.Version(), runtime.GOOS, runtime.GOARCH, built)
 }

@@ -3,7 +3,6 @@ module github.com/relect/relect
 go 1.26.8
 
 require (
-	github.com/anishathalye/porcupine v1.3.1
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/go-logr/logr v1.4.3
 	github.com/prometheus/client_golang v1.25.0

@@ -2,8 +2,9 @@
 # The project's test command (the README's second command): every test, on a
 # fresh machine, with nothing installed by hand.
 #
-#   1. the library, relecttest, examples, the relect command and the
-#      deploy checks under the race detector, the monitoring kit's PromQL
+#   1. the library, relecttest, examples, the relect command, the deploy
+#      checks and the fault simulation (simulation, a module of its own, at
+#      race size) under the race detector, the monitoring kit's PromQL
 #      checks (deploy/monitoring, a module of its own), the controller-runtime
 #      adapter and its example under the race detector (ctrlrt and
 #      examples/controller-runtime, modules of their own), then the fault
@@ -68,8 +69,12 @@ summary() {
 }
 trap summary EXIT
 
+race_suite() {
+	go test -race -count=1 ./...
+	(cd simulation && go test -race -count=1 ./...)
+}
 simulation() {
-	go test -count=1 -run 'TestSimulation$' -v . | grep -v '^=== \|^    --- \|^        --- '
+	go test -count=1 -run 'TestSimulation$' -v ./simulation | grep -v '^=== \|^    --- \|^        --- '
 }
 monitoring() {
 	(cd deploy/monitoring && go test -count=1 ./...)
@@ -86,8 +91,8 @@ e2e_benchmark() {
 		go test -count=1 -timeout 20m -run '^(TestPerformance|TestAPF)$' .)
 }
 
-step "go test -race ./... (library, relecttest, examples, cmd/relect, deploy; the simulation at race size)" race.log \
-	go test -race -count=1 ./...
+step "go test -race ./... (library, relecttest, examples, cmd/relect, deploy; the simulation module at race size)" race.log \
+	race_suite
 step "deploy/monitoring: the dashboard's and alerts' PromQL, with Prometheus' parsers" monitoring.log \
 	monitoring
 step "ctrlrt: controller-runtime in relect's terms, and its example (go test -race)" ctrlrt.log \

@@ -12,7 +12,7 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/relect/relect/internal/sim"
+	"github.com/relect/relect/internal/race"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -140,7 +140,7 @@ func TestOnlyWhatItProvesFails(t *testing.T) {
 // race detector, which makes a thousand candidates take a minute, 50.)
 func TestScriptFleet(t *testing.T) {
 	n := 1000
-	if sim.RaceEnabled {
+	if race.Enabled {
 		n = 50
 	}
 	out := script(t, n)

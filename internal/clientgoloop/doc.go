@@ -6,7 +6,7 @@
 // RetryPeriod to 2.2 × RetryPeriod, every failure is paced by client-go
 // alone, and IsLeader is the current elector's.
 //
-// It is the one copy of that loop. The fault simulation (internal/sim), the
+// It is the one copy of that loop. The fault simulation (simulation/internal/sim), the
 // in-memory fleet benchmark (internal/fleetbench), and the e2e module's
 // candidates and benchmark (e2e/, which imports it through its replace
 // directive) all run it, so that a change of client-go changes every

@@ -14,7 +14,7 @@
 // relecttest.LeaseAPI, with every option at its default (LeaseDuration
 // 15 s, RenewDeadline 10 s, RetryPeriod 2 s; relect's bucket and candidate
 // registry), and every Lease call takes 1 ms (RoundTrip), as in
-// internal/sim. Each candidate's calls go through a wire (wire.go), which
+// simulation/internal/sim. Each candidate's calls go through a wire (wire.go), which
 // logs them — who, which verb, on the election's Lease or a registration,
 // the holder written and the holder stored — and, like the apiserver's
 // front door, can shed writes and never hears from a dead process.

@@ -1,5 +1,5 @@
 // Package leadership holds the checks of a record of who led when that the
-// fault simulation (internal/sim) and the e2e suite (e2e/internal/history)
+// fault simulation (simulation/internal/sim) and the e2e suite (e2e/internal/history)
 // share: no two holders lead at once (Overlaps), and fencing tokens never
 // go back (TermRegressions).
 //

@@ -1,7 +1,6 @@
-package relect_test
+package simulation_test
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"os"
@@ -16,10 +15,8 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/relect/relect/internal/sim"
-	"github.com/relect/relect/relecttest"
-	"github.com/stretchr/testify/require"
-	coordinationv1 "k8s.io/api/coordination/v1"
+	"github.com/relect/relect/internal/race"
+	"github.com/relect/relect/simulation/internal/sim"
 )
 
 // TestSimulation's knobs. Flags go after -args and work only when this
@@ -59,7 +56,7 @@ func TestSimulation(t *testing.T) {
 	}
 	n := simSchedules
 	switch {
-	case sim.RaceEnabled:
+	case race.Enabled:
 		n = simSchedulesRace
 	case testing.Short():
 		n = simSchedulesShort
@@ -154,7 +151,7 @@ func TestSimulation(t *testing.T) {
 func simReport(n int, base uint64, workers int, wall time.Duration, totals map[sim.Impl]*sim.Totals) string {
 	var b strings.Builder
 	cmd := "go test -run 'TestSimulation$' -v ."
-	if sim.RaceEnabled {
+	if race.Enabled {
 		cmd = "go test -race -run 'TestSimulation$' -v ."
 	}
 	if n != simSchedules {
@@ -460,63 +457,4 @@ func outageSchedule(w sim.Work, from, d time.Duration) *sim.Schedule {
 	s.Quiet = from + d
 	s.Span = s.Quiet + 5*time.Minute // the last hold ends, and the streak with it
 	return s
-}
-
-// The known findings' minimal reproducers, with relect and relecttest only,
-// kept as regression tests now that relect is fixed. (F1's is in
-// docs/reliability.md; TestNoOverlapWhenLeaderCutOff covers it.)
-
-// F2: deleting a held Lease by hand, or emptying its holder, let a follower
-// take over at once, while the holder learns of it only at its next
-// renewal; if that renewal fails (here: a partition), the holder leads on for
-// up to RenewDeadline. The last cases fixed: a newcomer, which never saw the
-// Lease, created a deleted one at once.
-func TestKnownFindingRevokingEdit(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		edit func(*relecttest.LeaseAPI) error
-	}{
-		{"delete", func(api *relecttest.LeaseAPI) error { return api.Delete(ns, lease) }},
-		{"empty holder", func(api *relecttest.LeaseAPI) error {
-			return api.Edit(ns, lease, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = new("") })
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				api := newAPI()
-				a := newCandidate(t, api, "a", nil)
-				b := newCandidate(t, api, "b", nil)
-				a.start()
-				synctest.Wait()
-				require.True(t, a.e.IsLeader())
-				b.start()
-				time.Sleep(ld + rp/4) // between two renewals of a; b follows
-				// a is cut off: its next renewal hangs, and its watch,
-				// once closed, cannot be opened again.
-				api.Client("a").Partition()
-				api.CloseWatches()
-				synctest.Wait()
-				if err := tc.edit(api); err != nil {
-					t.Fatal(err)
-				}
-				// A newcomer that never saw the Lease, started right
-				// after the edit.
-				c := newCandidate(t, api, "c", nil)
-				c.start()
-				ctx, cancel := context.WithTimeout(context.Background(), rd)
-				defer cancel()
-				for ctx.Err() == nil {
-					time.Sleep(10 * time.Millisecond)
-					if l := leaders(a, b, c); len(l) > 1 {
-						t.Errorf("two leaders %v", l)
-						break
-					}
-				}
-				api.Client("a").Heal()
-				a.stop()
-				b.stop()
-				c.stop()
-			})
-		})
-	}
 }

@@ -1,0 +1,7 @@
+//go:build race
+
+package race
+
+// Enabled reports whether the race detector is on: tests use it to run
+// fewer or smaller cases, since it slows them down about tenfold.
+const Enabled = true

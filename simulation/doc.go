@@ -1,0 +1,6 @@
+// Package simulation holds the fault simulation's tests (TestSimulation,
+// TestSimulationOutage: docs/reliability.md) and, in internal/sim, the
+// simulator they drive. A module of its own so that the library's go.mod
+// does not carry what only the simulation needs (porcupine's
+// linearizability checker); nothing here is API.
+package simulation
