@@ -30,36 +30,42 @@ import (
 // registration (candidateRead) and asks again with confirmed (and the
 // read's error if it failed otherwise than NotFound), and only then is it
 // refused, saying which case it is (unknownLocked).
-func (s *state) stepDown(to string, unregistered, confirmed bool, readErr error) (done <-chan error, wait <-chan struct{}, err error) {
+//
+// of is the term the caller asked of: nil on its first call, then the term
+// that call returned (t). A term other than of — the one asked of ended
+// while the caller waited or read, and this candidate leads again — is
+// ErrNotLeader: a HandOver asked of one term never ends a later one.
+func (s *state) stepDown(of *term, to string, unregistered, confirmed bool, readErr error) (t *term, done <-chan error, wait <-chan struct{}, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := time.Now()
-	if !s.term.leading(now) {
-		return nil, nil, ErrNotLeader
+	if !s.term.leading(now) || (of != nil && s.term != of) {
+		return nil, nil, nil, ErrNotLeader
 	}
-	if s.term.stepDown != nil {
-		return nil, nil, errors.New("relect: a Yield or HandOver of this term is already under way")
+	t = s.term
+	if t.stepDown != nil {
+		return t, nil, nil, errors.New("relect: a Yield or HandOver of this term is already under way")
 	}
 	if to != "" {
 		if s.succession.standingBy(to) {
-			return nil, nil, fmt.Errorf("%w: %q stands by and never leads", ErrUnknownCandidate, to)
+			return t, nil, nil, fmt.Errorf("%w: %q stands by and never leads", ErrUnknownCandidate, to)
 		}
 		ok, loaded := s.succession.mayLead(to, now)
 		registry := s.cfg.registry && !s.succession.off
 		switch {
 		case unregistered || ok:
 		case registry && !loaded:
-			return nil, s.changed, nil // listed within half a retry period
+			return t, nil, s.changed, nil // listed within half a retry period
 		case !registry:
-			return nil, nil, fmt.Errorf("%w: %q: the candidate registry is off for this candidate, so it knows of none; "+
+			return t, nil, nil, fmt.Errorf("%w: %q: the candidate registry is off for this candidate, so it knows of none; "+
 				"set HandOverOptions.Unregistered to hand over to it anyway", ErrUnknownCandidate, to)
 		case !confirmed:
-			return nil, nil, errConfirm
+			return t, nil, nil, errConfirm
 		default:
-			return nil, nil, s.unknownLocked(to, now, readErr)
+			return t, nil, nil, s.unknownLocked(to, now, readErr)
 		}
 	}
-	return s.stepDownLocked(to), nil, nil
+	return t, s.stepDownLocked(to), nil, nil
 }
 
 // errConfirm asks the caller of stepDown to read the registration of the

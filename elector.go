@@ -304,8 +304,10 @@ type HandOverOptions struct {
 // record was written, or until ctx is done. It returns nil once the record
 // is written (not once the successor leads: wait for that with the
 // successor's WaitForTerm, or watch Leader); ErrNotLeader if this
-// candidate does not lead at the call (or stopped leading while HandOver
-// waited for the registry); an error if identity is empty or this
+// candidate does not lead at the call, or the term it led at the call
+// ended while HandOver waited for the registry's list or read the
+// candidate's registration (a later term of this candidate is never
+// handed over by it); an error if identity is empty or this
 // candidate's own; ErrUnknownCandidate as above; ctx's error; or the
 // write's error (the term has ended all the same, and the lease expires
 // as after a crash, as with Yield). Safe for concurrent use;
@@ -332,10 +334,15 @@ func (e *Elector) stepDown(ctx context.Context, to string, unregistered bool) er
 	}
 	// A HandOver early in a term waits for the registry's list, which is
 	// due half a retry period into the term: a retry period at most.
+	// Each ask after the first is of the term the first found leading: if
+	// that term ends meanwhile, the answer is ErrNotLeader even if this
+	// candidate leads again by then.
 	var unlisted <-chan time.Time
+	var of *term
 	confirmed, readErr := false, error(nil)
 	for {
-		done, wait, err := e.st.stepDown(to, unregistered, confirmed, readErr)
+		t, done, wait, err := e.st.stepDown(of, to, unregistered, confirmed, readErr)
+		of = t
 		if err == errConfirm {
 			// Unknown to the view: one read of its registration before
 			// refusing (it may have registered since the leader's list).

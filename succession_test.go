@@ -389,6 +389,51 @@ func TestHandOverConfirmsAnUnknownCandidate(t *testing.T) {
 	})
 }
 
+// A HandOver is asked of the term leading at the call: if that term ends
+// while HandOver reads the candidate's registration (or waits for the
+// registry's list), it returns ErrNotLeader, and a later term of the same
+// Elector is left alone. It once handed over whichever term led when the
+// read came back (the simulation's seed 3276, on a 34 s wait for spare
+// tokens).
+func TestHandOverIsOfOneTerm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		long := func(o *relect.Options) { // a call timeout of 20 s
+			o.LeaseDuration, o.RenewDeadline = time.Minute, 40*time.Second
+		}
+		a := newCandidate(t, api, "a", long)
+		a.client.FailVerb(relecttest.VerbWatch, relecttest.Error(500)) // a's view of the registry is its first list only
+		a.start()
+		time.Sleep(rp)
+		require.True(t, a.e.IsLeader())
+		a.client.FailVerb(relecttest.VerbList, relecttest.Error(500))
+		b := newCandidate(t, api, "b", long)
+		b.start()
+		time.Sleep(2 * rp) // b registers; a's view does not see it
+		b.client.Pause()   // and b takes no lease
+
+		a.client.SetLatency(15 * time.Second) // the read of b's registration
+		handedOver := make(chan error, 1)
+		go func() { handedOver <- a.e.HandOver(context.Background(), "b", nil) }()
+		synctest.Wait()
+		a.client.SetLatency(0)
+		first, _ := a.e.Term()
+		require.NoError(t, a.e.Yield(context.Background()))
+		waitFor(t, 14*time.Second, "a leads again before the read returns", a.e.IsLeader)
+		second, _ := a.e.Term()
+		require.NotEqual(t, first, second)
+
+		require.ErrorIs(t, <-handedOver, relect.ErrNotLeader, "the term asked ended")
+		synctest.Wait()
+		assert.True(t, a.e.IsLeader(), "the later term goes on")
+		assert.Equal(t, "a", api.Holder(ns, lease))
+		now, _ := a.e.Term()
+		assert.Equal(t, second, now)
+		b.client.Resume()
+		stopAll(a, b)
+	})
+}
+
 // A standby never campaigns: it observes and reports the leader, appears in
 // the leader's candidates as standing by, and when it is the only candidate
 // left, nobody leads.

@@ -20,7 +20,7 @@ import (
 )
 
 // TestSimulation's knobs. Flags go after -args and work only when this
-// package alone is tested (go test . -args -seed=N); the environment works
+// package alone is tested (go test ./simulation -args -seed=N); the environment works
 // everywhere.
 var (
 	simSeed     = flag.String("seed", "", "TestSimulation: replay the schedule of this seed (or RELECT_SIM_SEED)")
@@ -224,7 +224,7 @@ func visualize(t *testing.T, seed uint64, res sim.Result) string {
 }
 
 func replayCommand(seed uint64) string {
-	return fmt.Sprintf("go test -run 'TestSimulation$' -v . -args -seed=%d   (or RELECT_SIM_SEED=%d go test -run 'TestSimulation$' -v .)", seed, seed)
+	return fmt.Sprintf("go test -run 'TestSimulation$' -v ./simulation -args -seed=%d   (or RELECT_SIM_SEED=%d go test -run 'TestSimulation$' -v ./simulation)", seed, seed)
 }
 
 func simReplaySeed(t *testing.T) (uint64, bool) {
