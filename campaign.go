@@ -178,6 +178,7 @@ func (c *campaign) serve(cgCtx context.Context) {
 	helpers.Go(func() { c.watchdog(t) })
 	if c.cfg.registry && c.cfg.leases != nil {
 		helpers.Go(func() { watchCandidates(ctx, c.cfg, c.gw, c.st) })
+		helpers.Go(func() { postLine(ctx, c.cfg, c.gw, c.st) })
 	}
 	var cause error = ErrWorkReturned
 	p := callSafely("OnStartedLeading", func() { c.cfg.OnStartedLeading(ctx) })
@@ -279,6 +280,7 @@ func (c *campaign) release(t *term, to string) error {
 	case !ok:
 		return ErrLeaseLost
 	case to != "":
+		postHandOverLine(ctx, c.cfg, c.gw, c.st) // tells to, if it follows the line Lease
 		c.st.emit(Event{Kind: EventHandedOver, Leader: to, Term: number, Fence: fence})
 		c.recordEvent("handed the lease over to " + to)
 	default:

@@ -29,7 +29,9 @@ import (
 //
 // Sizes: N = 2, 10, 50, 200, 5 changes per scenario, by default (about
 // 4 s on 2 cores); with -short or -race, N ≤ 50 and 2 changes;
-// RELECT_FLEET=full adds N = 1,000 (about 15 s). RELECT_FLEET_OUT=FILE
+// RELECT_FLEET=full adds N = 1,000 (about 15 s); RELECT_FLEET=5000 runs
+// N = 1,000 and 5,000 (the node limit of a cluster, hence of a DaemonSet),
+// 2 changes per scenario. RELECT_FLEET_OUT=FILE
 // writes the report, RELECT_FLEET_SVG=FILE the plot, RELECT_FLEET_CALLS=1
 // logs every change's calls (relect's changes that miss a target are
 // logged anyway).
@@ -90,8 +92,10 @@ func fleetSizes(t *testing.T) (sizes []int, changes int, command string) {
 	switch mode := os.Getenv("RELECT_FLEET"); {
 	case mode == "full":
 		return []int{2, 10, 50, 200, 1000}, 5, "RELECT_FLEET=full " + files + cmd
+	case mode == "5000":
+		return []int{1000, 5000}, 2, "RELECT_FLEET=5000 " + files + cmd
 	case mode != "":
-		t.Fatalf("RELECT_FLEET=%q: want full, or nothing", mode)
+		t.Fatalf("RELECT_FLEET=%q: want full, 5000, or nothing", mode)
 	case race.Enabled:
 		// The race detector allows 8,128 goroutines, and slows the
 		// fleets about tenfold.

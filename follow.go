@@ -6,6 +6,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/relect/relect/internal/wire"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -28,6 +30,7 @@ type followerReports interface {
 	ours(rec *record) bool
 	recreatedTransitions() int32
 	checkFailing() bool
+	observedLine(line wire.Line)
 }
 
 // follower is one follow phase: what this candidate knows of the Lease and
@@ -61,6 +64,19 @@ type follower struct {
 	retryAt    time.Time
 	// standby: never acquire (Options.Standby), only observe.
 	standby bool
+	// The line Lease (line.go): lineRetryAt holds back the next try to
+	// follow it after one that did not match, by lineRetry's backoff;
+	// sawPosted: a record observed in this follow phase posted its line;
+	// withdrawAt: since a record that posts none was observed, when the
+	// line is withdrawn if such a record is still there (zero: not due).
+	lineRetry   *expBackoff
+	lineRetryAt time.Time
+	sawPosted   bool
+	withdrawAt  time.Time
+	// lineHold counts down the records to observe before the line may be
+	// followed again (after it went stale: the record read, then a
+	// renewal).
+	lineHold int
 }
 
 // follow is a follower's campaign when relect has the Lease client (Config
@@ -81,7 +97,8 @@ type follower struct {
 // the watch; wrote reports whether it sent an acquiring write, which may
 // have been applied even if it failed here.
 func follow(ctx context.Context, cfg *config, gw *gateway, up followerReports) (w watch.Interface, rv string, wrote bool, err error) {
-	f := &follower{cfg: cfg, gw: gw, up: up, retry: newRetryBackoff(cfg), needRead: true, standby: cfg.Standby}
+	f := &follower{cfg: cfg, gw: gw, up: up, retry: newRetryBackoff(cfg), needRead: true, standby: cfg.Standby,
+		lineRetry: newExpBackoff(cfg.RetryPeriod, lineRefresh(cfg))}
 	if err := f.run(ctx); err != nil {
 		f.stopWatch()
 		return nil, "", f.wrote, err
@@ -104,12 +121,22 @@ func (f *follower) run(ctx context.Context) error {
 			}
 			f.needRead = false
 		}
+		if !f.withdrawAt.IsZero() && !time.Now().Before(f.withdrawAt) {
+			f.withdrawAt, f.sawPosted = time.Time{}, false
+			f.withdrawLine(ctx, f.lease)
+		}
 		if f.due() {
 			err := f.acquire(ctx)
 			if err == nil {
 				return nil
 			}
 			if err := f.acquireFailed(ctx, err); err != nil {
+				return err
+			}
+			continue
+		}
+		if f.mayFollowLine() {
+			if err := f.followLine(ctx); err != nil {
 				return err
 			}
 			continue
@@ -197,14 +224,19 @@ func (f *follower) wakeAt() time.Time {
 	switch {
 	case f.needRead:
 		return f.retryAt // a read held back (backOff)
-	case f.standby:
+	case f.standby && f.withdrawAt.IsZero():
 		return time.Now().Add(never)
+	case f.standby:
+		return f.withdrawAt
 	case f.stale:
 		return f.staleUntil
 	}
 	at := f.expiry()
 	if f.retryAt.After(at) {
 		at = f.retryAt
+	}
+	if w := f.withdrawAt; !w.IsZero() && w.Before(at) {
+		at = w
 	}
 	return at
 }
@@ -286,6 +318,7 @@ func (f *follower) openWatch(ctx context.Context) error {
 // does not exist). The observation time moves only when the record changes,
 // as in client-go.
 func (f *follower) observe(l *coordinationv1.Lease, fromWatch bool) {
+	f.noteLine(l)
 	f.known, f.stale = true, false
 	if fromWatch {
 		f.needRead = false // the watch shows the Lease as it is now
@@ -316,6 +349,7 @@ func (f *follower) observe(l *coordinationv1.Lease, fromWatch bool) {
 		// failure (retryAt) must not miss — a release, or a handover to
 		// us. The backoff itself goes on growing until a watch opens.
 		f.key, f.observedAt, f.retryAt = key, time.Now(), time.Time{}
+		f.lineHold = max(f.lineHold-1, 0)
 	}
 	f.up.observed(rec, l)
 }

@@ -2,21 +2,27 @@ package relect_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"runtime"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// Followers watch the one Lease: in steady state they send no requests at
-// all (client-go's followers GET every RetryPeriod to 2.2 × RetryPeriod),
-// but for renewing their registration every 15 minutes.
+// Followers watch the one Lease — or, outside the line of succession, the
+// line Lease, which changes only with the leader or its line: in steady
+// state they send no requests at all (client-go's followers GET every
+// RetryPeriod to 2.2 × RetryPeriod), but for renewing their registration
+// every 15 minutes. In a fleet of 12, only the leader, its three successors
+// and its keeper watch the election's Lease.
 func TestFollowersSendNoRequestsInSteadyState(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newAPI()
@@ -24,7 +30,8 @@ func TestFollowersSendNoRequestsInSteadyState(t *testing.T) {
 		leader.start()
 		synctest.Wait()
 		var followers []*candidate
-		for _, name := range []string{"f1", "f2", "f3", "f4", "f5"} {
+		for i := range 11 {
+			name := fmt.Sprintf("f%02d", i+1)
 			f := newCandidate(t, api, name, nil)
 			f.start()
 			followers = append(followers, f)
@@ -34,19 +41,35 @@ func TestFollowersSendNoRequestsInSteadyState(t *testing.T) {
 			assert.Equal(t, 1, f.client.Calls(relecttest.VerbGet), "%s: one read", f.name)
 			assert.Equal(t, 1, f.client.Calls(relecttest.VerbWatch), "%s: one watch", f.name)
 		}
-		time.Sleep(2 * rp) // each registers in the registry, a retry period in
+		// Each registers a retry period in; the leader names four of them
+		// at its next renewal and posts its line; the other seven follow it.
+		// (A follower that found the line not posted yet tries again after
+		// a retry period, then two.)
+		time.Sleep(6 * rp)
+		assert.Equal(t, 5, api.Watchers(ns, lease), "the leader, three successors and a keeper watch the election's Lease")
+		assert.Equal(t, 7, api.Watchers(ns, wire.LineName(lease)), "the others follow the line Lease")
 		before := map[string]int{}
 		for _, f := range followers {
 			before[f.name] = f.client.TotalCalls()
 		}
-		leaderUpdates := leader.client.Calls(relecttest.VerbUpdate)
+		var renewals, posts atomic.Int32
+		stop := api.Observe(func(c relecttest.Call) {
+			switch {
+			case c.Client != leader.name || c.Verb != relecttest.VerbUpdate:
+			case c.Name == lease:
+				renewals.Add(1)
+			case c.Name == wire.LineName(lease):
+				posts.Add(1)
+			}
+		})
 		time.Sleep(10*time.Minute + rp/2)
+		stop()
 		for _, f := range followers {
 			assert.Equal(t, before[f.name], f.client.TotalCalls(), "%s: no request in 10 minutes", f.name)
 			assert.Equal(t, "leader", f.e.Leader(), "the watch keeps Leader current")
 		}
-		assert.InDelta(t, int(10*time.Minute/rp), leader.client.Calls(relecttest.VerbUpdate)-leaderUpdates, 1,
-			"the leader keeps client-go's renewal cadence")
+		assert.InDelta(t, int(10*time.Minute/rp), renewals.Load(), 1, "the leader keeps client-go's renewal cadence")
+		assert.Equal(t, int32(2), posts.Load(), "the line Lease, unchanged, is written every 5 minutes")
 		for _, c := range append(followers, leader) {
 			c.stop()
 			c.checkEvents()

@@ -20,7 +20,8 @@ import (
 // RegistrationRenewal — and the leader watches them (watchCandidates) to
 // name its successors (see docs/design.md, "Succession"). Followers do not
 // watch the registry: they learn the line of succession from the election's
-// Lease, which they watch anyway.
+// Lease, which they watch anyway, or, outside the line, from the line Lease
+// (line.go).
 
 // register keeps this candidate's registration until ctx is done, then
 // deletes it (within RenewDeadline): a Create, or an Update of what a
@@ -439,8 +440,16 @@ func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
 		to = h
 		set(wire.AnnotationHandOver, (&handOver{Term: term, From: s.cfg.identity, To: to}).Encode())
 	}
-	if sc := s.succession.next(s.cfg, term, time.Now(), to); sc != nil {
+	sc := s.succession.next(s.cfg, term, time.Now(), to)
+	if sc != nil {
 		set(wire.AnnotationSuccession, sc.Encode())
+	}
+	switch {
+	case !s.cfg.registry || s.cfg.leases == nil:
+	case rec.HolderIdentity == s.cfg.identity:
+		s.wantLineLocked(term, sc)
+	case to != "":
+		s.wantHandOverLineLocked(to, term, sc)
 	}
 	if t := s.term; t != nil && t.fence != "" && rec.HolderIdentity == s.cfg.identity {
 		// Bound to the record's term number, which a hand edit of leaseTransitions

@@ -63,8 +63,10 @@ type state struct {
 	seenAt time.Time
 
 	// succession is what this candidate knows of the line of succession
-	// and, as leader, of the registry (succession.go).
+	// and, as leader, of the registry (succession.go); line is the line
+	// it wants posted to the line Lease as leader (line.go).
 	succession lineage
+	line       linePost
 	// changed is closed, and replaced, at every change of leader, at the
 	// start and end of every term, and when the leader lists the registry:
 	// WaitForLeader, WaitForTerm and HandOver wait on it.
@@ -185,6 +187,13 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 			s.seenRV, s.seenAt = l.ResourceVersion, time.Now()
 		}
 		s.succession.line, s.succession.lineAt = successionOf(l), s.seenAt
+		s.succession.handOverTo = ""
+		if h := handOverOf(l); h != nil {
+			s.succession.handOverTo = h.To
+		}
+		if postedFor(l) != nil {
+			s.line.mayBePosted = true
+		}
 	}
 	if p := rec.PreferredHolder; p != "" && p != s.cfg.identity && rec.HolderIdentity == s.cfg.identity &&
 		s.term.leading(time.Now()) && s.term.stepDown == nil && s.mayHandOverLocked(p) {

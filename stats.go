@@ -106,7 +106,10 @@ type Stats struct {
 // "list-candidates" (the leader's list of the registry, or its read of one
 // registration for a HandOver), "watch-candidates" (the leader's watch of
 // it), "delete-candidate" (the leader's deletion of a lapsed
-// registration).
+// registration); on the line Lease (docs/design.md, "Only the line
+// watches"): "post-line" (the leader's read or write of it, or a
+// follower's withdrawal of a line), "get-line" (a follower's read of it),
+// "watch-line" (a follower's watch of it).
 //
 // Result: "ok", "not_found" and "conflict" (409, or AlreadyExists: a lost
 // race) are answers — contact with the API (Stats.LastContact) and no
@@ -132,6 +135,10 @@ const (
 	verbListCandidates  = "list-candidates"
 	verbWatchCandidates = "watch-candidates"
 	verbDeleteCandidate = "delete-candidate"
+
+	verbPostLine  = "post-line"
+	verbGetLine   = "get-line"
+	verbWatchLine = "watch-line"
 
 	resultOK          = "ok"
 	resultNotFound    = "not_found"

@@ -47,6 +47,7 @@ type (
 
 const (
 	maxSuccessors = wire.MaxSuccessors
+	maxKeepers    = wire.MaxKeepers
 	maxPassed     = wire.MaxPassed
 )
 
@@ -161,7 +162,8 @@ func chooseSuccessors(cs []Candidate, leader string) []successor {
 // expired — identity waits before it tries to take it: nothing if l
 // carries no line of succession (a client-go leader, or the registry off:
 // everyone tries at once, as before succession); its place in line times
-// step if it is in it; else, after everyone in line, a delay spread over
+// step if it is in it, the keepers after the successors; else, after
+// everyone in line, a delay spread over
 // two steps by a hash of its identity and the term, so that the others do
 // not all try at once either. A candidate that stands back (back: its own
 // work check fails, or the line has it cooling after a stuck handover)
@@ -175,14 +177,14 @@ func turn(l *coordinationv1.Lease, identity string, step time.Duration, back boo
 	if r := s.Rank(identity); r >= 0 && !back {
 		return time.Duration(r) * step
 	}
-	h := fnv.New64a()
-	h.Write([]byte(identity))
-	h.Write([]byte{byte(s.Term), byte(s.Term >> 8), byte(s.Term >> 16), byte(s.Term >> 24)})
-	spread := time.Duration(h.Sum64() % uint64(2*step+1))
+	if k := s.KeeperRank(identity); k >= 0 && !back {
+		return time.Duration(len(s.Next)+k) * step
+	}
+	spread := time.Duration(keeperHash(identity, s.Term) % uint64(2*step+1))
 	if back {
 		spread += 2 * step
 	}
-	return time.Duration(len(s.Next))*step + spread
+	return time.Duration(len(s.Next)+len(s.Keepers))*step + spread
 }
 
 // Compare orders candidates for people (Elector.Candidates, relect
@@ -223,11 +225,20 @@ type lineage struct {
 	// (not from when they are read), as a follower's do (standsBack).
 	line   *succession
 	lineAt time.Time
+	// handOverTo is whom the record that carried line hands over to ("":
+	// it is no handover).
+	handOverTo string
 	// view is the leader's view of the registry, by registration name;
 	// nil while it has none (not leading, or not listed yet).
 	view map[string]*seenCandidate
 	// off: a registry call was forbidden; no more for this Elector.
 	off bool
+	// lineOff: a write of the line Lease was forbidden: the lines this
+	// candidate publishes are not posted (line.go); linePostedRV is the
+	// line Lease's resourceVersion as this candidate last wrote it, in
+	// its current term (see lineVersion).
+	lineOff      bool
+	linePostedRV string
 	// passedOver are the successors that were in line before this
 	// candidate when it acquired, and so did not take their turn: likely
 	// dead. They are left out of the lines it publishes until their
@@ -334,8 +345,9 @@ func (g *lineage) lapsedLongAgo(now time.Time) []candidate {
 
 // acquired records, at this candidate's acquiring write, the fleet's streak
 // of stuck handovers and the candidates cooling after one, as the line it
-// observed carries them (work.go), and who is likely dead (passedOver): the successors that were in line before it, since
-// they did not take their turn; the holder whose lease it took over once
+// observed carries them (work.go), and who is likely dead (passedOver): the
+// successors that were in line before it, since they did not take their
+// turn (none if the record was a handover to it); the holder whose lease it took over once
 // it expired (expired; "" if it was released, handed over, or missing),
 // since it did not renew; and whoever the line it observed names as
 // passed over already, so that a dead candidate is not put back in line by
@@ -369,7 +381,10 @@ func (g *lineage) acquired(identity, expired string, now time.Time) {
 		return
 	}
 	r := g.line.Rank(identity)
-	if r < 0 {
+	switch {
+	case g.handOverTo == identity:
+		r = 0 // handed over to: nobody in line missed a turn
+	case r < 0:
 		r = len(g.line.Next)
 	}
 	for _, c := range g.line.Next[:r] {
@@ -500,6 +515,11 @@ func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string)
 		return nil
 	}
 	s := &succession{Term: term, From: cfg.identity, Priority: cfg.Priority, Next: next, Streak: int32(streak)}
+	if registry {
+		s.Keepers = g.keepers(cfg, term, now, next, except)
+		s.Posted = cfg.leases != nil && !g.lineOff && len(next) > 0 && g.outsiders(cfg, s, now)
+		s.LineVersion = g.lineVersion()
+	}
 	for _, id := range slices.Sorted(maps.Keys(g.passedOver)) {
 		if len(s.Passed) == maxPassed || !registry { // without the registry, nobody is named, passed over or not
 			break
@@ -514,6 +534,96 @@ func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string)
 		s.Cooling = append(s.Cooling, cooling{Identity: id, Seconds: left})
 	}
 	return s
+}
+
+// keepers are the keepers that next names beside the successors next:
+// from the leader's view, the live candidates that may lead and that next
+// could name but does not (neither this candidate, the passed over, the
+// cooling nor the excepted), the one whose identity hashed with the term
+// is lowest first — chosen apart from priority, so that they are not the
+// successors' likeliest peers (the same kind of node, the same zone) —
+// after the keepers of the line observed that still qualify, which are
+// all it names before a view.
+func (g *lineage) keepers(cfg *config, term int32, now time.Time, next []successor, except []string) []string {
+	skip := func(id string) bool {
+		_, cool := g.cooling[id]
+		return id == cfg.identity || g.isPassedOver(id) || cool || slices.Contains(except, id) ||
+			slices.ContainsFunc(next, func(c successor) bool { return c.Identity == id })
+	}
+	var kept []string // the line observed's keepers, if they still qualify
+	if g.line != nil {
+		kept = slices.DeleteFunc(slices.Clone(g.line.Keepers), skip)
+	}
+	if g.view == nil {
+		return kept[:min(len(kept), maxKeepers)]
+	}
+	var ids []string
+	for _, c := range g.live(now) {
+		if !c.Standby && !skip(c.Identity) {
+			ids = append(ids, c.Identity)
+		}
+	}
+	// A keeper stays one while it qualifies, so that a change of leader
+	// or line does not move the watch to another candidate.
+	rank := func(id string) int {
+		if slices.Contains(kept, id) {
+			return 0
+		}
+		return 1
+	}
+	slices.SortFunc(ids, func(a, b string) int {
+		if c := cmp.Compare(rank(a), rank(b)); c != 0 {
+			return c
+		}
+		return cmp.Compare(keeperHash(a, term), keeperHash(b, term))
+	})
+	return ids[:min(len(ids), maxKeepers)]
+}
+
+// minOutsiders is how many candidates a line must leave out for it to be
+// posted: as many as a line names (successors and keepers). In a smaller
+// fleet the watches it would save cost less than the line Lease's writes
+// and the joins and leaves around a change of leader, so a fleet of up to
+// 2 × (MaxSuccessors + MaxKeepers) candidates posts no line, and every
+// candidate watches the election's Lease.
+const minOutsiders = maxSuccessors + maxKeepers
+
+// lineVersion is the line Lease's resourceVersion that the lines this
+// candidate publishes carry (wire.Succession.LineVersion): as it last wrote
+// it in its term, or as the line observed says.
+func (g *lineage) lineVersion() string {
+	if g.linePostedRV != "" {
+		return g.linePostedRV
+	}
+	if g.line != nil {
+		return g.line.LineVersion
+	}
+	return ""
+}
+
+// outsiders reports whether a line s leaves enough candidates out to be
+// posted (minOutsiders): live registered candidates of the view, standing
+// by or not, that s names neither as successor nor as keeper; before a
+// view, whether the line observed was posted.
+func (g *lineage) outsiders(cfg *config, s *succession, now time.Time) bool {
+	if g.view == nil {
+		return g.line != nil && g.line.Posted
+	}
+	n := 0
+	for _, c := range g.live(now) {
+		if c.Identity != cfg.identity && !s.Names(c.Identity) {
+			n++
+		}
+	}
+	return n >= minOutsiders
+}
+
+// keeperHash orders the candidates for keeper in a term.
+func keeperHash(identity string, term int32) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(identity))
+	h.Write([]byte{byte(term), byte(term >> 8), byte(term >> 16), byte(term >> 24)})
+	return h.Sum64()
 }
 
 // isPassedOver reports whether id is passed over (passedOver).

@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
@@ -181,6 +182,29 @@ func (w *watcher) unregister() {
 	w.api.mu.Lock()
 	delete(w.api.watchers, w)
 	w.api.mu.Unlock()
+}
+
+// Watchers returns how many watches are open on the Lease namespace/name:
+// those opened on that one Lease by name, and those of the namespace (or of
+// every namespace) whose label selector matches it as it is now (or would
+// match a Lease without labels, if it does not exist). Safe for concurrent
+// use; it does not block.
+func (a *LeaseAPI) Watchers(namespace, name string) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	l := &coordinationv1.Lease{}
+	if stored, ok := a.leases[types.NamespacedName{Namespace: namespace, Name: name}]; ok {
+		l = stored
+	}
+	probe := l.DeepCopy()
+	probe.Namespace, probe.Name = namespace, name
+	n := 0
+	for w := range a.watchers {
+		if w.matches(probe) {
+			n++
+		}
+	}
+	return n
 }
 
 // CloseWatches ends every open watch, as an apiserver does when a watch

@@ -66,9 +66,12 @@ func TestScript(t *testing.T) {
 }
 
 // maxCallsPerChange is the most Lease API calls a change of leader costs
-// the whole fleet, at 3 candidates as at 1,000, as the README states ("7
-// to 10"). Change both together.
-const maxCallsPerChange = 10
+// the whole fleet, at 3 candidates as at 1,000: the change's own, and, in a
+// fleet large enough to post its line (docs/design.md, "Only the line
+// watches"), the new leader's write of the line Lease and the reads and
+// watches of the candidates its line names anew or drops. The README
+// quotes what the demo measured; change both together.
+const maxCallsPerChange = 14
 
 // checkCosts checks that the calls of every change are printed as they
 // are counted, with who made them, and in the summary, and that none

@@ -7,6 +7,7 @@ import (
 
 	"github.com/relect/relect/internal/bench"
 	"github.com/relect/relect/internal/defaults"
+	leasewire "github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
 	"k8s.io/client-go/kubernetes"
 )
@@ -95,6 +96,10 @@ type Result struct {
 	// Steady is the fleet's calls per second with nobody changing: every
 	// call of one LeaseDuration after the fleet formed, divided by it.
 	Steady float64
+	// Watches are the watches open on the election's Lease at the end of
+	// that LeaseDuration, and LineWatches those on relect's line Lease
+	// (docs/design.md, "Only the line watches").
+	Watches, LineWatches int
 	// Changes are the changes of leader measured, in order.
 	Changes []*Change
 	// Simulated is the simulated time the run took.
@@ -118,6 +123,7 @@ func Run(cfg Config) (*Result, error) {
 		return nil, err
 	}
 	res := &Result{Impl: cfg.Impl, N: cfg.N, Steady: f.steady()}
+	res.Watches, res.LineWatches = f.api.Watchers(namespace, leaseName), f.api.Watchers(namespace, leasewire.LineName(leaseName))
 	for _, sc := range cfg.Scenarios {
 		for range cfg.Changes {
 			ch, err := f.change(sc)

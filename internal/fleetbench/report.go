@@ -151,8 +151,8 @@ func Report(rs []*Result) string {
 			b.WriteString("\n")
 		}
 	}
-	b.WriteString("\nThe steady background (calls per second with nobody changing, over one LeaseDuration), and every call of a change's window, background included:\n\n")
-	heads := []string{"N", "steady calls/s, relect", "steady calls/s, client-go loop"}
+	b.WriteString("\nThe steady background (calls per second with nobody changing, over one LeaseDuration; the watches open at its end), and every call of a change's window, background included:\n\n")
+	heads := []string{"N", "steady calls/s, relect", "steady calls/s, client-go loop", "watches on the election's Lease (line Lease), relect", "… client-go loop"}
 	for _, sc := range windowScenarios {
 		for _, c := range windowColumns {
 			heads = append(heads, fmt.Sprintf("%s, %v, %v", c.m.name, sc, c.impl))
@@ -160,7 +160,8 @@ func Report(rs []*Result) string {
 	}
 	bench.Header(&b, heads, 0)
 	for _, n := range all.sizes() {
-		cells := []string{fmt.Sprint(n), steady(all.find(bench.Relect, n)), steady(all.find(bench.ClientGoLoop, n))}
+		cells := []string{fmt.Sprint(n), steady(all.find(bench.Relect, n)), steady(all.find(bench.ClientGoLoop, n)),
+			watches(all.find(bench.Relect, n)), watches(all.find(bench.ClientGoLoop, n))}
 		for _, sc := range windowScenarios {
 			for _, c := range windowColumns {
 				cells = append(cells, c.cell(all.changes(c.impl, n, sc)))
@@ -186,6 +187,16 @@ func steady(r *Result) string {
 		return "–"
 	}
 	return fmt.Sprintf("%.2f", r.Steady)
+}
+
+func watches(r *Result) string {
+	if r == nil {
+		return "–"
+	}
+	if r.LineWatches == 0 {
+		return fmt.Sprint(r.Watches)
+	}
+	return fmt.Sprintf("%d (%d)", r.Watches, r.LineWatches)
 }
 
 // target is one of issue 12's targets for relect: the maximum of m over the

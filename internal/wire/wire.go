@@ -1,10 +1,11 @@
 // Package wire is relect's format in the Kubernetes API: the annotations a
-// relect leader writes into the election's Lease beside its record, and
-// the registrations — one small Lease per candidate beside the election's —
-// with the rules both the library and package lease read them by (which
+// relect leader writes into the election's Lease beside its record, the
+// registrations — one small Lease per candidate beside the election's —
+// and the line Lease, with the rules both the library and package operator
+// read them by (which
 // annotation is bound to which holder and term, what a release is). It
-// makes no API calls. See docs/design.md, "Succession", "Fencing tokens,
-// and term numbers" and "Requests".
+// makes no API calls. See docs/design.md, "Succession", "Only the line
+// watches", "Fencing tokens, and term numbers" and "Requests".
 package wire
 
 import (
@@ -12,11 +13,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 )
 
@@ -56,10 +59,12 @@ const (
 	AnnotationInstance = "relect.io/instance"
 )
 
-// MaxSuccessors is how many successors a leader names; MaxPassed how many
-// passed-over and cooling candidates a line names. More are not read.
+// MaxSuccessors is how many successors a leader names; MaxKeepers how many
+// keepers; MaxPassed how many passed-over and cooling candidates a line
+// names. More are not read.
 const (
 	MaxSuccessors = 3
+	MaxKeepers    = 1
 	MaxPassed     = 8
 )
 
@@ -73,6 +78,18 @@ type Succession struct {
 	Priority int32  `json:"priority,omitempty"`
 	// Next are the successors, first in line first; at most MaxSuccessors.
 	Next []Successor `json:"next,omitempty"`
+	// Keepers are candidates outside Next that watch the Lease all the
+	// same, so that someone notices when the leader and every successor
+	// are gone at once, and take their turn after Next; at most MaxKeepers.
+	Keepers []string `json:"keep,omitempty"`
+	// Posted says that the leader posts this line to the line Lease
+	// (LineName), where the candidates it does not name follow it instead
+	// of the election's Lease.
+	Posted bool `json:"posted,omitempty"`
+	// LineVersion is the resourceVersion of the line Lease as the leader
+	// last wrote it (or found it), so that the next leader writes it
+	// without reading it first.
+	LineVersion string `json:"lv,omitempty"`
 	// Passed are candidates the leader leaves out of Next as likely dead,
 	// so that the leader after it leaves them out too; at most MaxPassed.
 	Passed []string `json:"passed,omitempty"`
@@ -172,6 +189,7 @@ func SuccessionOf(l *coordinationv1.Lease) *Succession {
 	// A line longer than any leader writes (edited by hand) would delay
 	// everyone outside it by a step per name: only the first are read.
 	s.Next = s.Next[:min(len(s.Next), MaxSuccessors)]
+	s.Keepers = s.Keepers[:min(len(s.Keepers), MaxKeepers)]
 	s.Passed = s.Passed[:min(len(s.Passed), MaxPassed)]
 	s.Cooling = s.Cooling[:min(len(s.Cooling), MaxPassed)]
 	return &s
@@ -204,6 +222,21 @@ func (s *Succession) Rank(identity string) int {
 		}
 	}
 	return -1
+}
+
+// KeeperRank returns identity's place among s's keepers (0: the first),
+// or -1; -1 for a nil s.
+func (s *Succession) KeeperRank(identity string) int {
+	if s == nil {
+		return -1
+	}
+	return slices.Index(s.Keepers, identity)
+}
+
+// Names reports whether s names identity, as a successor or a keeper:
+// those watch the election's Lease. False for a nil s.
+func (s *Succession) Names(identity string) bool {
+	return s.Rank(identity) >= 0 || s.KeeperRank(identity) >= 0
 }
 
 // CooldownOf returns how much cooldown s gives identity, counted from when
@@ -326,4 +359,92 @@ func RegistrationOf(l *coordinationv1.Lease) (r Registration, ok bool) {
 		r.Seconds = int(*l.Spec.LeaseDurationSeconds)
 	}
 	return r, true
+}
+
+// The line Lease: where a leader posts its line of succession for the
+// candidates it does not name, so that they need not watch the election's
+// Lease, whose every renewal would reach them (docs/design.md, "Only the
+// line watches"). It is written when the holder or its line changes, and
+// every LineRefresh: its holder is the election's leader, its
+// leaseTransitions the term, its lease duration twice the refresh, and
+// AnnotationSuccession the line, as in the election's Lease (Posted set).
+// A line withdrawn (AnnotationLineWithdrawn) tells the candidates that
+// follow it to watch the election's Lease again: its holder does not post
+// a line (a plain client-go leader, a hand edit).
+const (
+	// LabelLineOf marks a line Lease with the election's Lease name (as
+	// LabelCandidateOf does).
+	LabelLineOf = "relect.io/line-of"
+	// AnnotationLineWithdrawn is "true" on a withdrawn line.
+	AnnotationLineWithdrawn = "relect.io/line-withdrawn"
+)
+
+// LineName is the name of the line Lease of the Lease named lease: that
+// name (cut to leave room), "-line-", and 8 hex digits of a hash of it,
+// so that it is told from another election's Lease named "<lease>-line".
+func LineName(lease string) string {
+	sum := sha256.Sum256([]byte(lease))
+	suffix := "-line-" + hex.EncodeToString(sum[:4])
+	if len(lease)+len(suffix) > 253 {
+		lease = lease[:253-len(suffix)]
+	}
+	return strings.TrimRight(lease, ".-") + suffix
+}
+
+// Line is a line Lease as read.
+type Line struct {
+	// Holder and Term are the election's holder and leaseTransitions that
+	// the line was posted (or withdrawn) for.
+	Holder string
+	Term   int32
+	// Succession is the line posted; nil when withdrawn.
+	Succession *Succession
+	// Seconds is how long the line lives without a refresh.
+	Seconds int32
+}
+
+// Withdrawn reports whether the line was withdrawn (or posted malformed):
+// its followers watch the election's Lease again.
+func (l Line) Withdrawn() bool { return l.Succession == nil }
+
+// LineOf reads a line Lease. A line whose succession is missing,
+// malformed, or of another term than its own reads as withdrawn.
+func LineOf(l *coordinationv1.Lease) Line {
+	out := Line{Holder: Holder(l), Term: Transitions(l)}
+	if l.Spec.LeaseDurationSeconds != nil {
+		out.Seconds = *l.Spec.LeaseDurationSeconds
+	}
+	if l.Annotations[AnnotationLineWithdrawn] != "true" {
+		if s := SuccessionOf(l); s != nil && s.Posted {
+			out.Succession = s
+		}
+	}
+	return out
+}
+
+// SetLine makes l, the line Lease of the Lease named lease, post line (or
+// withdraw it, if line.Succession is nil), renewed at now.
+func SetLine(l *coordinationv1.Lease, lease string, line Line, now time.Time) {
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[LabelLineOf] = CandidateOf(lease)
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[AnnotationLease] = lease
+	delete(l.Annotations, AnnotationLineWithdrawn)
+	delete(l.Annotations, AnnotationSuccession)
+	if line.Succession == nil {
+		l.Annotations[AnnotationLineWithdrawn] = "true"
+	} else {
+		l.Annotations[AnnotationSuccession] = line.Succession.Encode()
+	}
+	holder, term, seconds := line.Holder, line.Term, line.Seconds
+	t := metav1.NewMicroTime(now)
+	l.Spec.HolderIdentity, l.Spec.LeaseTransitions, l.Spec.LeaseDurationSeconds = &holder, &term, &seconds
+	l.Spec.RenewTime = &t
+	if l.Spec.AcquireTime == nil {
+		l.Spec.AcquireTime = &t
+	}
 }

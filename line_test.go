@@ -1,0 +1,237 @@
+package relect_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/internal/clientgoloop"
+	"github.com/relect/relect/internal/wire"
+	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+)
+
+// Only the line watches (docs/design.md): in a fleet, the leader, its
+// successors and its keeper watch the election's Lease; everyone else
+// follows the line Lease, and still knows the leader.
+
+// settle waits for the followers to find the line posted: one that read
+// the line Lease before the leader wrote it tries again a retry period
+// later, then two.
+func settle() { time.Sleep(6 * rp) }
+
+// lineOf returns the line of succession the election's Lease carries.
+func lineOf(t *testing.T, api *relecttest.LeaseAPI) *wire.Succession {
+	t.Helper()
+	sc := wire.SuccessionOf(api.Lease(ns, lease))
+	require.NotNil(t, sc, "the Lease carries a line")
+	return sc
+}
+
+// allKnow reports whether every candidate of cs names leader as Leader.
+func allKnow(cs []*candidate, leader string) func() bool {
+	return func() bool {
+		for _, c := range cs {
+			if c.e.Leader() != leader {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// A fleet of 30: five watch the election's Lease, 25 follow the line
+// Lease; every one of them knows the leader and the line. After a
+// graceful change of leader, every candidate knows the new leader within
+// a few milliseconds (the new leader posts its line as its term starts),
+// and the watches settle on the new line.
+func TestOnlyTheLineWatches(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 30, nil)
+		settle()
+		leader := cs[0]
+		sc := lineOf(t, api)
+		require.True(t, sc.Posted)
+		require.Len(t, sc.Next, 3)
+		require.Len(t, sc.Keepers, 1)
+		assert.Equal(t, 5, api.Watchers(ns, lease), "the leader, three successors and a keeper watch the election's Lease")
+		assert.Equal(t, 25, api.Watchers(ns, wire.LineName(lease)), "the others follow the line Lease")
+		for _, c := range cs {
+			assert.Equal(t, leader.name, c.e.Leader(), "%s knows the leader", c.name)
+		}
+		outsider := cs[29]
+		if sc.Names(outsider.name) {
+			outsider = cs[28]
+		}
+		inLine := 0
+		for _, c := range outsider.e.Candidates() {
+			if c.Successor > 0 {
+				inLine++
+			}
+		}
+		assert.Equal(t, 3, inLine, "a candidate outside the line knows the line from the line Lease")
+
+		first := named(cs, sc.Next[0].Identity)
+		start := time.Now()
+		leader.stop()
+		synctest.Wait()
+		require.True(t, first.e.IsLeader(), "the first in line leads at once")
+		waitFor(t, rp, "every candidate knows the new leader", allKnow(cs[1:], first.name))
+		t.Logf("every candidate knew the new leader %v after the release", time.Since(start))
+		assert.Less(t, time.Since(start), 100*time.Millisecond)
+		settle()
+		assert.Equal(t, 5, api.Watchers(ns, lease), "the new leader, its line and its keeper")
+		assert.Equal(t, 24, api.Watchers(ns, wire.LineName(lease)))
+		assert.Equal(t, sc.Keepers, lineOf(t, api).Keepers, "the keeper stays one across a change of leader")
+		stopAll(cs[1:]...)
+	})
+}
+
+// The leader and its three successors crash together (a zone outage): the
+// keeper, which watches the election's Lease, takes the lease at its turn
+// after the successors' — LeaseDuration + 3 succession steps after the
+// last renewal — and every candidate then knows it.
+func TestLeaderAndLineCrashTogether(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 30, func(_ int, o *relect.Options) { o.KeepLeaseOnCancel = true })
+		settle()
+		sc := lineOf(t, api)
+		require.Len(t, sc.Keepers, 1)
+		keeper := named(cs, sc.Keepers[0])
+		dead := []*candidate{cs[0]}
+		for _, s := range sc.Next {
+			dead = append(dead, named(cs, s.Identity))
+		}
+		lastRenewal := api.Lease(ns, lease).Spec.RenewTime.Time
+		for _, c := range dead {
+			c.client.Partition()
+		}
+		calls := logCalls(api)
+		waitFor(t, ld+3*rp, "the keeper leads", keeper.e.IsLeader)
+		synctest.Wait()
+		on := keeper.eventsOf(relect.EventStartedLeading)[0].Time
+		assert.Equal(t, lastRenewal.Add(ld+3*rp/2), on, "the keeper, at its turn after the three successors")
+		var alive []*candidate
+		for _, c := range cs {
+			if named(dead, c.name) == nil {
+				alive = append(alive, c)
+			}
+		}
+		waitFor(t, rp, "every live candidate knows the keeper leads", allKnow(alive, keeper.name))
+		time.Sleep(rp) // the keeper's first renewal a retry period into its term
+		calls.stop()
+		n := 0
+		for name, verbs := range calls.by() {
+			if named(dead, name) == nil {
+				n += len(verbs)
+			}
+		}
+		t.Logf("calls by the live candidates from the crash to the keeper's first renewal: %d: %v", n, calls.by())
+		assert.LessOrEqual(t, n, 12+2*4, "the takeover's, and the new line's four joining (a read and a watch each)")
+		for _, c := range dead {
+			c.client.Heal()
+		}
+		stopAll(cs...)
+	})
+}
+
+// The leader, its successors and its keeper all crash: nobody watches the
+// election's Lease. The line Lease is not written any more, and the
+// candidates that follow it come back to the election's Lease once it is
+// stale (twice the refresh, 10 minutes by default, and up to a tenth of
+// the refresh more), then take the lease over as after any crash.
+func TestWholeLineGoneOutsidersComeBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 30, func(_ int, o *relect.Options) { o.KeepLeaseOnCancel = true })
+		settle()
+		sc := lineOf(t, api)
+		dead := []*candidate{cs[0], named(cs, sc.Keepers[0])}
+		for _, s := range sc.Next {
+			dead = append(dead, named(cs, s.Identity))
+		}
+		posted := api.Lease(ns, wire.LineName(lease)).Spec.RenewTime.Time
+		for _, c := range dead {
+			c.client.Partition()
+		}
+		var alive []*candidate
+		for _, c := range cs {
+			if named(dead, c.name) == nil {
+				alive = append(alive, c)
+			}
+		}
+		refresh := 5 * time.Minute // RegistrationRenewal / 3
+		waitFor(t, 2*refresh+refresh/10+ld+5*rp, "a new leader", func() bool { return len(leaders(alive...)) == 1 })
+		t.Logf("a new leader %v after the line Lease's last write", time.Since(posted))
+		waitFor(t, rp, "every live candidate knows it", allKnow(alive, leaders(alive...)[0]))
+		for _, c := range dead {
+			c.client.Heal()
+		}
+		stopAll(cs...)
+	})
+}
+
+// A plain client-go candidate takes the lease: it posts no line, so the
+// line's watchers withdraw the line (two lease durations after they saw
+// it), the candidates that followed it watch the election's Lease again
+// and know the client-go leader; when it stops, a relect candidate takes
+// over and posts its line, and they follow it again.
+func TestLineWithdrawnForAPlainClientGoLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 20, nil)
+		settle()
+		plain, err := clientgoloop.New(clientgoloop.Config{
+			Client: api.Client("plain").Clientset(), Namespace: ns, Name: lease, Identity: "plain",
+			LeaseDuration: ld, RenewDeadline: rd, RetryPeriod: rp,
+			OnStartedLeading: func(ctx context.Context) { <-ctx.Done() },
+		})
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			plain.Run(ctx)
+		}()
+		// An operator hands the lease to plain by hand; plain's client-go
+		// elector sees itself named and renews it.
+		require.NoError(t, api.Edit(ns, lease, func(l *coordinationv1.Lease) {
+			h := "plain"
+			l.Spec.HolderIdentity = &h
+		}))
+		waitFor(t, 2*rp, "plain leads", plain.IsLeader)
+		waitFor(t, 2*ld+2*rp, "the line withdrawn", func() bool {
+			return wire.LineOf(api.Lease(ns, wire.LineName(lease))).Withdrawn()
+		})
+		waitFor(t, 2*rp, "every candidate watches the election's Lease", func() bool {
+			return api.Watchers(ns, lease) == 20 && api.Watchers(ns, wire.LineName(lease)) == 0 // plain polls
+		})
+		waitFor(t, ld+2*rp, "every candidate knows plain leads", allKnow(cs, "plain"))
+		cancel()
+		<-stopped
+		waitFor(t, ld+2*rp, "a relect leader again", func() bool { return len(leaders(cs...)) == 1 })
+		settle()
+		assert.Equal(t, 5, api.Watchers(ns, lease), "the line watches again")
+		assert.Equal(t, 15, api.Watchers(ns, wire.LineName(lease)))
+		stopAll(cs...)
+	})
+}
+
+// With the registry off there is no line: every candidate watches the
+// election's Lease, as before.
+func TestNoLineWithoutTheRegistry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 20, func(_ int, o *relect.Options) { o.DisableRegistry, o.Priority = true, 0 })
+		settle()
+		assert.Equal(t, 20, api.Watchers(ns, lease))
+		assert.Nil(t, api.Lease(ns, wire.LineName(lease)), "no line Lease")
+		stopAll(cs...)
+	})
+}
