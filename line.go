@@ -86,8 +86,9 @@ func sameLine(a, b wire.Line) bool {
 // linePost is the leader's side of the line Lease, under the state's mutex:
 // the line it wants posted.
 type linePost struct {
-	want   wire.Line
-	wanted bool // want is set
+	want     wire.Line
+	wanted   bool // want is set
+	withView bool // want was chosen from the leader's view of the registry
 	// handOver is the line to post once a handover to a candidate outside
 	// the line is written (handOverLine); handingOver: it is set.
 	handOver    wire.Line
@@ -102,7 +103,7 @@ type linePost struct {
 // lineReports is what posting the line tells the Elector's state, and asks
 // of it.
 type lineReports interface {
-	lineWanted() (line wire.Line, ok bool, changed <-chan struct{})
+	lineWanted() (line wire.Line, ok, withView bool, changed <-chan struct{})
 	lineVersion() string
 	linePosted(rv string)
 	lineForbidden(err error)
@@ -126,8 +127,25 @@ func postLine(ctx context.Context, cfg *config, gw *gateway, up lineReports) {
 	defer refresh.Stop()
 	var last wire.Line // what own posts
 	written := false
+	// The term's first post waits for a line chosen from the leader's view
+	// of the registry (listed half a retry period in, written with the
+	// renewal that follows), two retry periods at most: the line carried
+	// over from the last leader's would be posted again a moment later,
+	// and a change of leader is one post, one event per outsider.
+	first := time.NewTimer(2 * cfg.RetryPeriod)
+	defer first.Stop()
 	for {
-		want, ok, changed := up.lineWanted()
+		want, ok, withView, changed := up.lineWanted()
+		if ok && !written && !withView {
+			select {
+			case <-ctx.Done():
+				return
+			case <-first.C:
+				withView = true // post what there is
+			case <-changed:
+				continue
+			}
+		}
 		if ok && (!written || !sameLine(want, last)) {
 			l, err := writeLine(ctx, cfg, gw, own, want)
 			switch {
@@ -391,11 +409,12 @@ func (g *gateway) watchNamed(ctx context.Context, name, rv, verb string) (watch.
 
 // The state's side, under mu.
 
-// lineWanted returns the line this leader wants posted and a channel
-// signalled when that changes; ok is false while it wants none for the
-// record it last wrote (another term's: the term's first write is not
-// annotated yet, or it handed over).
-func (s *state) lineWanted() (wire.Line, bool, <-chan struct{}) {
+// lineWanted returns the line this leader wants posted, whether it was
+// chosen from its view of the registry, and a channel signalled when that
+// changes; ok is false while it wants none for the record it last wrote
+// (another term's: the term's first write is not annotated yet, or it
+// handed over).
+func (s *state) lineWanted() (line wire.Line, ok, withView bool, changed <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := &s.line
@@ -403,8 +422,8 @@ func (s *state) lineWanted() (wire.Line, bool, <-chan struct{}) {
 		p.wake = make(chan struct{}, 1)
 	}
 	w := s.written
-	ok := p.wanted && w != nil && w.HolderIdentity == s.cfg.identity && p.want.Term == clampTransitions(w.LeaderTransitions)
-	return p.want, ok, p.wake
+	ok = p.wanted && w != nil && w.HolderIdentity == s.cfg.identity && p.want.Term == clampTransitions(w.LeaderTransitions)
+	return p.want, ok, p.withView, p.wake
 }
 
 // lineVersion returns the line Lease's resourceVersion as the line
@@ -450,11 +469,12 @@ func (s *state) wantLineLocked(term int32, sc *succession) {
 	if !p.mayBePosted {
 		return
 	}
-	if p.wanted && sameLine(p.want, line) {
+	withView := s.succession.view != nil
+	if p.wanted && sameLine(p.want, line) && p.withView == withView {
 		p.want = line // the cooldowns' seconds, for the next write
 		return
 	}
-	p.want, p.wanted = line, true
+	p.want, p.wanted, p.withView = line, true, withView
 	if p.wake == nil {
 		p.wake = make(chan struct{}, 1)
 	}

@@ -57,14 +57,15 @@ func (ch *Change) Latency() time.Duration { return ch.Term.Sub(ch.Start) }
 //     a Get of the election's Lease by a client-go candidate that does not
 //     hold it is a poll. (relect's followers do not poll: they watch.)
 //   - relect's registration renewals: one Update per candidate every
-//     RegistrationRenewal (15 minutes).
+//     RegistrationRenewal (15 minutes); the line Lease's writes are not
+//     among them: the new leader's are the change's.
 func (ch *Change) Background(c Call) bool {
 	switch {
 	case c.Candidate == ch.To && c.renewal() && c.Start.Equal(ch.End):
 		return true
 	case ch.Impl == bench.ClientGoLoop && c.Election && c.Verb == relecttest.VerbGet && c.Stored != c.Candidate:
 		return true
-	case ch.Impl == bench.Relect && !c.Election && c.Verb == relecttest.VerbUpdate:
+	case ch.Impl == bench.Relect && !c.Election && !c.Line && c.Verb == relecttest.VerbUpdate:
 		return true
 	}
 	return false
@@ -122,8 +123,11 @@ func (ch *Change) Log() string {
 		ch.Impl, ch.N, ch.Scenario, ch.From, ch.To, ch.Latency(), ch.End.Sub(ch.Start), ch.Total(), ch.Beyond())
 	for _, c := range ch.Calls {
 		object := "registry"
-		if c.Election {
+		switch {
+		case c.Election:
 			object = "lease"
+		case c.Line:
+			object = "line lease"
 		}
 		what := c.Verb + " " + object
 		if c.Election && (c.Verb == relecttest.VerbUpdate || c.Verb == relecttest.VerbCreate) {

@@ -6,9 +6,11 @@ import (
 	"sync"
 	"time"
 
+	leasewire "github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -48,6 +50,9 @@ type Call struct {
 	// write of it, or a watch that selects it by name; false for the
 	// candidate registry's calls (registrations, their list and watch).
 	Election bool
+	// Line is true for a call on relect's line Lease (docs/design.md,
+	// "Only the line watches"): a read, a write, or a watch of it.
+	Line bool
 	// Holder is, for a write of the election's Lease, the holder identity
 	// it writes ("" for a release); Stored is the holder stored when the
 	// call was sent.
@@ -234,7 +239,7 @@ type leases struct {
 var _ coordinationv1client.LeaseInterface = (*leases)(nil)
 
 func (l *leases) call(verb, name string) Call {
-	return Call{Candidate: l.candidate, Verb: verb, Election: name == leaseName}
+	return Call{Candidate: l.candidate, Verb: verb, Election: name == leaseName, Line: name == leasewire.LineName(leaseName)}
 }
 
 func holderOf(lease *coordinationv1.Lease) string {
@@ -287,10 +292,12 @@ func (l *leases) List(ctx context.Context, opts metav1.ListOptions) (out *coordi
 }
 
 // Watch is on the election's Lease when it selects it by name (a
-// follower's, or the leader's), else on the registry.
+// follower's, or the leader's), on the line Lease when it selects that,
+// else on the registry.
 func (l *leases) Watch(ctx context.Context, opts metav1.ListOptions) (out watch.Interface, err error) {
 	c := l.call(relecttest.VerbWatch, "")
-	c.Election = opts.FieldSelector != ""
+	c.Line = opts.FieldSelector == fields.OneTermEqualSelector("metadata.name", leasewire.LineName(leaseName)).String()
+	c.Election = opts.FieldSelector != "" && !c.Line
 	err = l.w.send(ctx, c, func() error {
 		out, err = l.LeaseInterface.Watch(ctx, opts)
 		return err
