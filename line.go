@@ -132,25 +132,21 @@ func postLine(ctx context.Context, cfg *config, gw *gateway, up lineReports) {
 	// renewal that follows), two retry periods at most: the line carried
 	// over from the last leader's would be posted again a moment later,
 	// and a change of leader is one post, one event per outsider.
-	first := time.NewTimer(2 * cfg.RetryPeriod)
-	defer first.Stop()
+	firstBy := time.Now().Add(2 * cfg.RetryPeriod)
+	posted := false // in this term
 	for {
 		want, ok, withView, changed := up.lineWanted()
-		if ok && !written && !withView {
-			select {
-			case <-ctx.Done():
+		if wait := time.Until(firstBy); ok && !posted && !withView && wait > 0 {
+			if sleepUntilChanged(ctx, changed, wait) != nil {
 				return
-			case <-first.C:
-				withView = true // post what there is
-			case <-changed:
-				continue
 			}
+			continue // look again; past firstBy, post what there is
 		}
 		if ok && (!written || !sameLine(want, last)) {
 			l, err := writeLine(ctx, cfg, gw, own, want)
 			switch {
 			case err == nil:
-				own, last, written = l, want, true
+				own, last, written, posted = l, want, true, true
 				up.linePosted(l.ResourceVersion)
 				retry.reset()
 				refresh.Reset(lineRefresh(cfg))
@@ -173,6 +169,20 @@ func postLine(ctx context.Context, cfg *config, gw *gateway, up lineReports) {
 			written = false // write it again, unchanged: a refresh
 		}
 	}
+}
+
+// sleepUntilChanged waits for changed or d, whichever comes first; it
+// returns ctx's error if ctx ends first.
+func sleepUntilChanged(ctx context.Context, changed <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-changed:
+	case <-t.C:
+	}
+	return nil
 }
 
 // writeLine writes line into the line Lease: an Update of own, conditional
