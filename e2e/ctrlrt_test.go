@@ -26,8 +26,8 @@ import (
 // Environment variables of the controller-runtime scenario.
 const (
 	// envCtrlrt=full runs 100 changes of leader in modes ctrlrt and
-	// rebuild and 40 in mode native (≈ 22 min); unset, the short mode's
-	// 10 and 4 (CI, ≈ 3 min).
+	// rebuild and 40 in mode native (≈ 21 min); unset, the short mode's
+	// 10 and 4 (CI, ≈ 2½ min).
 	envCtrlrt = "RELECT_CTRLRT"
 	// envCtrlrtOut, if set, is a file the table is written to as well.
 	envCtrlrtOut = "RELECT_CTRLRT_OUT"
