@@ -193,8 +193,12 @@ func (r *crtReplica) intervals(view string) []history.Interval {
 	return history.Intervals(r.id, r.tail.records(), view, r.dead())
 }
 
-// viewReconcile is the history view of e2e/cmd/ctrlrt-replica's reconciles.
-const viewReconcile = "reconcile"
+// The history views of e2e/cmd/ctrlrt-replica: its reconciles, and in
+// mode native the Lease as its lock held it.
+const (
+	viewReconcile = "reconcile"
+	viewLease     = "lease"
+)
 
 // stamp is one version of a stamped ConfigMap, as the test's watch saw it.
 type stamp struct {

@@ -25,8 +25,9 @@ import (
 
 // Environment variables of the controller-runtime scenario.
 const (
-	// envCtrlrt=full runs 100 changes of leader per mode (≈ 17 min);
-	// unset, the short mode's 10 (CI, ≈ 2 min).
+	// envCtrlrt=full runs 100 changes of leader in modes ctrlrt and
+	// rebuild and 40 in mode native (≈ 21 min); unset, the short mode's
+	// 10 and 4 (CI, ≈ 2½ min).
 	envCtrlrt = "RELECT_CTRLRT"
 	// envCtrlrtOut, if set, is a file the table is written to as well.
 	envCtrlrtOut = "RELECT_CTRLRT_OUT"
@@ -41,9 +42,11 @@ const (
 	crtStamped   = 10
 )
 
-// crtModes, in the table's column order: one long-lived ctrlrt.Manager,
-// and a manager rebuilt in every term.
-var crtModes = []string{"ctrlrt", "rebuild"}
+// crtModes, in the order they run: one long-lived ctrlrt.Manager, a
+// manager rebuilt in every term (the first table's columns), and
+// controller-runtime's own manager with its own election and warm
+// replicas, no relect at all (the second table's).
+var crtModes = []string{"ctrlrt", "rebuild", "native"}
 
 // TestControllerRuntimeTerms runs a real controller-runtime reconciler as
 // relect's leader-only work in separate processes — three replicas, two of
@@ -57,14 +60,19 @@ var crtModes = []string{"ctrlrt", "rebuild"}
 // processes lived throughout with their metrics and webhook servers never
 // restarted and their heap and goroutines flat term after term; and it
 // measures promotion → first reconcile in both modes, side by side
-// (docs/performance.md). Timings are printed, never asserted.
+// (docs/performance.md).
+//
+// Then it runs the same reconciler without relect, under controller-runtime's
+// own election with warm replicas (mode native, crtPhase.nativeChanges), through
+// 4 (short) or 40 changes of leader by SIGTERM and SIGKILL only, and
+// compares those rows with ctrlrt's. Timings are printed, never asserted.
 func TestControllerRuntimeTerms(t *testing.T) {
 	c := requireCluster(t)
-	changes := 10
+	changes, nativeChanges := 10, 4
 	switch os.Getenv(envCtrlrt) {
 	case "", "short":
 	case "full":
-		changes = 100
+		changes, nativeChanges = 100, 40
 	default:
 		t.Fatalf("%s=%q: want short or full", envCtrlrt, os.Getenv(envCtrlrt))
 	}
@@ -77,12 +85,16 @@ func TestControllerRuntimeTerms(t *testing.T) {
 	for _, mode := range crtModes {
 		t.Run(mode, func(t *testing.T) {
 			p := &crtPhase{t: t, c: c, mode: mode, ns: crtNamespace, lease: "ctrlrt-e2e-" + mode, group: mode, certDir: certDir}
-			results[mode] = p.run(changes, ca)
+			n := changes
+			if mode == "native" {
+				n = nativeChanges
+			}
+			results[mode] = p.run(n, ca)
 		})
 	}
 	if len(results) == len(crtModes) {
-		table := crtTable(changes, results)
-		t.Logf("promotion to first reconcile, side by side (%d changes per mode):\n%s", changes, table)
+		table := crtTable(changes, results) + "\n" + crtNativeTable(changes, nativeChanges, results)
+		t.Logf("promotion to first reconcile, side by side (%d changes per relect mode, %d with controller-runtime's own election):\n%s", changes, nativeChanges, table)
 		if out := os.Getenv(envCtrlrtOut); out != "" {
 			if err := os.WriteFile(out, []byte(table), 0o644); err != nil {
 				t.Error(err)
@@ -139,28 +151,69 @@ type crtChange struct {
 // graceful stop; it checks and measures the histories.
 func (p *crtPhase) run(n int, ca *x509.CertPool) *crtResult {
 	t := p.t
-	ctx := context.Background()
 	// A released Lease: the first leader takes it at once (a missing one
 	// relect creates only LeaseDuration after finding it missing).
 	released := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: p.lease, Namespace: p.ns},
 		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(""), LeaseDurationSeconds: ptr.To[int32](1)}}
-	if _, err := p.c.client(t).CoordinationV1().Leases(p.ns).Create(ctx, released, metav1.CreateOptions{}); err != nil {
+	if _, err := p.c.client(t).CoordinationV1().Leases(p.ns).Create(context.Background(), released, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	stamps := p.c.watchStamps(t, p.ns, p.group)
-	d1, d2 := p.startReplica("d1", true), p.startReplica("d2", true)
-	p.newEphemeral()
+	var durable []*crtReplica
+	if p.mode == "native" {
+		// No replica lives throughout: each change stops the leader,
+		// whichever it is.
+		for range 3 {
+			p.newEphemeral()
+		}
+	} else {
+		durable = []*crtReplica{p.startReplica("d1", true), p.startReplica("d2", true)}
+		p.newEphemeral()
+	}
 	leader := p.awaitPromotion(time.Time{}, nil, leaseDuration+maxAcquireWait()+slack)
 	p.started = time.Now()
 	t.Logf("%s: %s leads", p.mode, leader.id)
 
 	var polls []*serverPoll
 	if p.mode == "ctrlrt" {
-		for _, r := range []*crtReplica{d1, d2} {
+		for _, r := range durable {
 			polls = append(polls, pollServers(t, r, ca, 250*time.Millisecond))
 		}
 	}
+	if p.mode == "native" {
+		p.nativeChanges(leader, n)
+	} else {
+		p.relectChanges(leader, n)
+	}
+	ended := time.Now()
+	for _, sp := range polls {
+		sp.close()
+	}
+	for _, r := range p.replicas {
+		if !r.exited() {
+			r.signal(syscall.SIGTERM)
+		}
+	}
+	for _, r := range p.replicas {
+		select {
+		case <-r.waited:
+		case <-time.After(renewDeadline + 30*time.Second):
+			t.Fatalf("%s did not exit after SIGTERM", r.id)
+		}
+		if r.durable && r.err() != nil {
+			t.Errorf("%s exited with %v after SIGTERM (want status 0)", r.id, r.err())
+		}
+		if r.durable && r.dead().Before(ended) {
+			t.Errorf("%s, meant to live throughout, died at %v, before the end of the run", r.id, r.dead())
+		}
+	}
+	stamps.close()
+	return p.check(stamps, polls, durable, ended)
+}
 
+// relectChanges makes n changes of leader from leader by Yield, HandOver,
+// SIGTERM, SIGKILL and a partition, in turn.
+func (p *crtPhase) relectChanges(leader *crtReplica, n int) {
 	// Every term lasts LeaseDuration and a RetryPeriod at least: long
 	// enough to reconcile in, and a stable term for relect, after which the
 	// replica that stepped down follows the Lease again within a backoff
@@ -190,30 +243,22 @@ func (p *crtPhase) run(n int, ca *x509.CertPool) *crtResult {
 		}
 		dwell()
 	}
-	ended := time.Now()
-	for _, sp := range polls {
-		sp.close()
+}
+
+// nativeChanges makes n changes of leader from leader under
+// controller-runtime's own election. It has no Yield and no HandOver, and
+// a partitioned leader's manager ends its process when it loses the lease,
+// so the changes are SIGTERM and SIGKILL of the leader, in turn; stop
+// starts a replica in place of each one stopped, so that three always run.
+// A new replica competes for the Lease only once its sources have synced
+// (EnableWarmup): within the term that follows, the same dwell as in
+// relectChanges, it is as warm as the others.
+func (p *crtPhase) nativeChanges(leader *crtReplica, n int) {
+	kinds := []string{"sigterm", "sigkill"}
+	for i := range n {
+		leader = p.stop(leader, kinds[i%len(kinds)])
+		time.Sleep(leaseDuration + retryPeriod)
 	}
-	for _, r := range p.replicas {
-		if !r.exited() {
-			r.signal(syscall.SIGTERM)
-		}
-	}
-	for _, r := range p.replicas {
-		select {
-		case <-r.waited:
-		case <-time.After(renewDeadline + 30*time.Second):
-			t.Fatalf("%s did not exit after SIGTERM", r.id)
-		}
-		if r.durable && r.err() != nil {
-			t.Errorf("%s exited with %v after SIGTERM (want status 0)", r.id, r.err())
-		}
-		if r.durable && r.dead().Before(ended) {
-			t.Errorf("%s, meant to live throughout, died at %v, before the end of the run", r.id, r.dead())
-		}
-	}
-	stamps.close()
-	return p.check(stamps, polls, []*crtReplica{d1, d2}, ended)
 }
 
 // newEphemeral starts the next replica that SIGTERM and SIGKILL stop.
@@ -371,13 +416,20 @@ func (p *crtPhase) check(stamps *stampWatch, polls []*serverPoll, durable []*crt
 	t := p.t
 	res := &crtResult{changes: map[string][]time.Duration{}, mem: map[string][]history.Record{}, polls: polls, durable: durable}
 
-	// Reconciles never on two replicas at once, nor relect's leaders.
+	// Reconciles never on two replicas at once, nor leaders: relect's
+	// (IsLeader, sampled) or, under controller-runtime's own election, the
+	// Lease as each replica's lock held it (from the Update that acquired
+	// it to the one that began to release it, or the process's death).
+	leaderView := history.ViewRelect
+	if p.mode == "native" {
+		leaderView = viewLease
+	}
 	var reconciles, leaders []history.Interval
 	byID := map[string]*crtReplica{}
 	for _, r := range p.replicas {
 		byID[r.id] = r
 		reconciles = append(reconciles, r.intervals(viewReconcile)...)
-		leaders = append(leaders, r.intervals(history.ViewRelect)...)
+		leaders = append(leaders, r.intervals(leaderView)...)
 		for _, ev := range r.tail.events("outside-term", time.Time{}) {
 			t.Errorf("%s: %s called outside a term at %s", r.id, ev.Err, ev.Time().Format("15:04:05.000"))
 		}
@@ -402,31 +454,17 @@ func (p *crtPhase) check(stamps *stampWatch, polls []*serverPoll, durable []*crt
 		}
 	}
 
-	// The stamped objects: in the order the apiserver wrote them, the fence
-	// never goes back, and each stamp names a term its leader led.
 	versions := map[string][]stamp{}
 	stamps.mu.Lock()
 	for _, s := range stamps.versions {
 		versions[s.name] = append(versions[s.name], s)
 	}
 	stamps.mu.Unlock()
-	written := 0
-	for name, vs := range versions {
-		var last relect.Fence
-		for _, s := range vs {
-			if s.fence == "" {
-				continue
-			}
-			written++
-			if f := relect.Fence(s.fence); f.Compare(last) < 0 {
-				t.Errorf("SAFETY VIOLATION: %s: fence %s (by %s, term %s) written after fence %s", name, s.fence, s.leader, s.term, last)
-			} else {
-				last = f
-			}
-			if r := byID[s.leader]; r == nil || !ledTerm(r, s.term) {
-				t.Errorf("%s: stamped by %s with term %s, which it never led", name, s.leader, s.term)
-			}
-		}
+	var written int
+	if p.mode == "native" {
+		written = p.checkLeaderStamps(versions, byID)
+	} else {
+		written = p.checkFencedStamps(versions, byID)
 	}
 	t.Logf("%s: %d stamps written over %d objects", p.mode, written, len(versions))
 
@@ -444,6 +482,81 @@ func (p *crtPhase) check(stamps *stampWatch, polls []*serverPoll, durable []*crt
 		p.checkMemory(res)
 	}
 	return res
+}
+
+// checkFencedStamps checks the stamps of a relect mode: in the order the
+// apiserver wrote them, each object's fence never goes back, and each
+// stamp names a term its leader led. It returns the number of stamps.
+func (p *crtPhase) checkFencedStamps(versions map[string][]stamp, byID map[string]*crtReplica) (written int) {
+	t := p.t
+	for name, vs := range versions {
+		var last relect.Fence
+		for _, s := range vs {
+			if s.fence == "" {
+				continue
+			}
+			written++
+			if f := relect.Fence(s.fence); f.Compare(last) < 0 {
+				t.Errorf("SAFETY VIOLATION: %s: fence %s (by %s, term %s) written after fence %s", name, s.fence, s.leader, s.term, last)
+			} else {
+				last = f
+			}
+			if r := byID[s.leader]; r == nil || !ledTerm(r, s.term) {
+				t.Errorf("%s: stamped by %s with term %s, which it never led", name, s.leader, s.term)
+			}
+		}
+	}
+	return written
+}
+
+// checkLeaderStamps checks the stamps of controller-runtime's own election,
+// which gives the reconciler no term and no fence to write, only its
+// identity: in the order the apiserver wrote them, each object's stamps
+// follow the order in which their replicas acquired the Lease (a replica
+// acquires it once at most: its manager ends when it loses it), and each
+// names a replica that led. A deposed leader's write after its successor's
+// fails the first check; what it cannot see is a write of a deposed leader
+// that no successor overwrote yet, which a fence would have refused (and
+// the replicas' histories above show none). It returns the number of stamps.
+func (p *crtPhase) checkLeaderStamps(versions map[string][]stamp, byID map[string]*crtReplica) (written int) {
+	t := p.t
+	type term struct {
+		id string
+		at time.Time
+	}
+	var terms []term
+	for id, r := range byID {
+		starts := r.tail.events("term-start", time.Time{})
+		if len(starts) > 1 {
+			t.Errorf("%s acquired the Lease %d times: controller-runtime's manager should have ended when it lost it", id, len(starts))
+		}
+		if len(starts) > 0 {
+			terms = append(terms, term{id, starts[0].Time()})
+		}
+	}
+	sort.Slice(terms, func(i, j int) bool { return terms[i].at.Before(terms[j].at) })
+	order := map[string]int{}
+	for i, tm := range terms {
+		order[tm.id] = i + 1
+	}
+	for name, vs := range versions {
+		last, lastBy := 0, ""
+		for _, s := range vs {
+			if s.leader == "" {
+				continue
+			}
+			written++
+			switch n := order[s.leader]; {
+			case n == 0:
+				t.Errorf("%s: stamped by %s, which never led", name, s.leader)
+			case n < last:
+				t.Errorf("SAFETY VIOLATION: %s: stamped by %s (leader #%d) after %s (leader #%d)", name, s.leader, n, lastBy, last)
+			default:
+				last, lastBy = n, s.leader
+			}
+		}
+	}
+	return written
 }
 
 // ledTerm reports whether r's history shows it leading term (a decimal).
@@ -573,6 +686,32 @@ func crtTable(changes int, res map[string]*crtResult) string {
 	fmt.Fprintf(&sb, "\ntarget p99 within one RetryPeriod (%v): %s; at least 5× faster than rebuilt at p50 and p99: %s\n",
 		retryPeriod, met(percentile(a.promotions, 0.99) <= retryPeriod),
 		met(percentile(b.promotions, 0.5) >= 5*percentile(a.promotions, 0.5) && percentile(b.promotions, 0.99) >= 5*percentile(a.promotions, 0.99)))
+	return sb.String()
+}
+
+// crtNativeTable formats the second table of docs/performance.md: ctrlrt
+// beside controller-runtime's own election with warm replicas, on the
+// changes both make (SIGTERM and SIGKILL of the leader), and the issue's
+// target for the graceful one. The ratio is how many times faster ctrlrt
+// is.
+func crtNativeTable(changes, nativeChanges int, res map[string]*crtResult) string {
+	a, n := res["ctrlrt"], res["native"]
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "| %d changes of leader (ctrlrt) and %d (controller-runtime), 3 replicas, %d ConfigMaps in the cache | ctrlrt: one long-lived manager | controller-runtime's own election, warm replicas | ratio |\n|---|---:|---:|---:|\n",
+		changes, nativeChanges, crtFillers+len(crtModes)*crtStamped)
+	row := func(name string, qa, qn []time.Duration, q float64) {
+		pa, pn := percentile(qa, q), percentile(qn, q)
+		fmt.Fprintf(&sb, "| %s | %s | %s | %s |\n", name, fmtDur(pa), fmtDur(pn), ratioOf(float64(pn), float64(pa)))
+	}
+	for _, k := range []struct{ kind, what string }{{"sigterm", "SIGTERM of the leader"}, {"sigkill", "SIGKILL of the leader"}} {
+		qa, qn := a.changes[k.kind], n.changes[k.kind]
+		row(fmt.Sprintf("%s → the next leader's first reconcile, p50 (%d / %d)", k.what, len(qa), len(qn)), qa, qn, 0.5)
+		row("… p99", qa, qn, 0.99)
+	}
+	row(fmt.Sprintf("term start (ctrlrt: Setup called; controller-runtime: the Lease acquired) → first reconcile, p50 (%d / %d terms)", len(a.promotions), len(n.promotions)), a.promotions, n.promotions, 0.5)
+	ta, tn := a.changes["sigterm"], n.changes["sigterm"]
+	fmt.Fprintf(&sb, "\ntarget: ctrlrt's graceful handover (SIGTERM of the leader) to the first reconcile at least 10× faster than controller-runtime's own election with warm replicas, at p50 and p99: %s\n",
+		met(len(ta) > 0 && len(tn) > 0 && percentile(tn, 0.5) >= 10*percentile(ta, 0.5) && percentile(tn, 0.99) >= 10*percentile(ta, 0.99)))
 	return sb.String()
 }
 

@@ -12,21 +12,31 @@
 // Elector whose OnStartedLeading builds a new controller-runtime manager
 // (its own cache, client and controller), starts it with the term's context
 // and returns when it has stopped: a manager rebuilt per term, the
-// comparison.
+// comparison. With -mode=native it runs no relect at all, but
+// controller-runtime's own manager with its own leader election
+// (LeaderElection, LeaderElectionReleaseOnCancel, the -lease-* timings) and
+// warm replicas (config.Controller.EnableWarmup): the set-up relect is
+// compared with (native.go). That election gives the reconciler no term and
+// no fence: the stamp is the leader's identity alone.
 //
 // The history holds: relect's IsLeader sampled every -sample (view
-// "relect"), each Reconcile as an interval (view "reconcile", on at its
-// start, off at its return), relect's Events, and events of its own:
-// "term-start" (Setup called, or OnStartedLeading in rebuild mode),
-// "first-reconcile" (the first Reconcile of the term began; Delay is the
-// time since the term's start), "term-end" (OnStoppedLeading: the term's
-// controllers returned and the lease was released), "mem" after each term
-// (Heap after a GC, Goroutines), and "outside-term" for any reconcile or
-// predicate call outside a term (there must be none).
+// "relect"; in native mode, view "lease" instead: the Lease held, by the
+// replica's own lock), each Reconcile as an interval (view "reconcile", on
+// at its start, off at its return), relect's Events, and events of its
+// own: "term-start" (Setup called, OnStartedLeading in rebuild mode, the
+// Lease acquired in native mode), "first-reconcile" (the first Reconcile
+// of the term began; Delay is the time since the term's start), "term-end"
+// (OnStoppedLeading: the term's controllers returned and the lease was
+// released; in native mode, the release begins), "mem" after each relect
+// term (Heap after a GC, Goroutines), and "outside-term" for any reconcile
+// or predicate call outside a term (there must be none; in native mode
+// predicates are not checked, since warm replicas run them as followers
+// by design).
 //
 // On SIGTERM or SIGINT it stops the manager (or the Elector), which ends
 // the term and releases the lease, writes an "exit" record and exits 0. It
-// exits 1 if it stopped otherwise and 2 on bad flags.
+// exits 1 if it stopped otherwise (in native mode, when the lease is lost)
+// and 2 on bad flags.
 package main
 
 import (
@@ -75,7 +85,7 @@ func main() {
 	flag.StringVar(&f.namespace, "namespace", "", "namespace of the Lease and the ConfigMaps (required)")
 	flag.StringVar(&f.lease, "lease", "", "name of the Lease (required)")
 	flag.StringVar(&f.identity, "identity", "", "holder identity (required)")
-	flag.StringVar(&f.mode, "mode", "ctrlrt", "ctrlrt (one long-lived manager) or rebuild (a manager per term)")
+	flag.StringVar(&f.mode, "mode", "ctrlrt", "ctrlrt (one long-lived manager), rebuild (a manager per term) or native (controller-runtime's own election, warm replicas)")
 	flag.StringVar(&f.history, "history", "", "file the JSON-lines history is appended to (required)")
 	flag.StringVar(&f.group, "group", "", "value of the ctrlrt-e2e label of the ConfigMaps to stamp (required)")
 	flag.DurationVar(&f.leaseDuration, "lease-duration", 3*time.Second, "LeaseDuration")
@@ -88,8 +98,8 @@ func main() {
 	flag.StringVar(&f.certDir, "cert-dir", "", "directory holding tls.crt and tls.key for the webhook server")
 	flag.Parse()
 	if f.kubeconfig == "" || f.namespace == "" || f.lease == "" || f.identity == "" || f.history == "" || f.group == "" ||
-		(f.mode != "ctrlrt" && f.mode != "rebuild") {
-		fmt.Fprintln(os.Stderr, "ctrlrt-replica: -kubeconfig, -namespace, -lease, -identity, -history and -group are required; -mode is ctrlrt or rebuild")
+		(f.mode != "ctrlrt" && f.mode != "rebuild" && f.mode != "native") {
+		fmt.Fprintln(os.Stderr, "ctrlrt-replica: -kubeconfig, -namespace, -lease, -identity, -history and -group are required; -mode is ctrlrt, rebuild or native")
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -119,10 +129,13 @@ func run(f flags) int {
 
 	rec := &recorder{w: w}
 	var runErr error
-	if f.mode == "ctrlrt" {
+	switch f.mode {
+	case "ctrlrt":
 		runErr = runCtrlrt(ctx, f, cfg, log, rec)
-	} else {
+	case "rebuild":
 		runErr = runRebuild(ctx, f, cfg, log, rec)
+	case "native":
+		runErr = runNative(ctx, f, cfg, log, rec)
 	}
 	rec.wait()
 	exit := history.Record{Kind: history.KindExit}
@@ -258,25 +271,35 @@ type recorder struct {
 	memWG sync.WaitGroup
 }
 
-// termStarted records the start of a term (ctx is the term's).
+// termStarted records the start of a relect term (ctx is the term's).
 func (r *recorder) termStarted(ctx context.Context) {
 	n, _ := relect.TermFromContext(ctx)
-	now := time.Now()
+	r.started(n, time.Now())
+}
+
+// started records the start of term n (0 in -mode=native) at now.
+func (r *recorder) started(n int64, now time.Time) {
 	r.mu.Lock()
 	r.inTerm, r.term, r.termStart, r.reconciled = true, n, now, false
 	r.mu.Unlock()
 	must(r.w.Write(history.Record{T: now.UnixNano(), Kind: history.KindEvent, Event: "term-start", Term: n}))
 }
 
-// termEnded is OnStoppedLeading: the term's controllers have returned and
-// the lease was released. A GC'd heap sample follows, off the Elector's
-// goroutine.
-func (r *recorder) termEnded() {
+// ended records the end of the term, and returns its number.
+func (r *recorder) ended() int64 {
 	r.mu.Lock()
 	r.inTerm = false
 	n := r.term
 	r.mu.Unlock()
 	must(r.w.Write(history.Record{Kind: history.KindEvent, Event: "term-end", Term: n}))
+	return n
+}
+
+// termEnded is relect's OnStoppedLeading: the term's controllers have
+// returned and the lease was released. A GC'd heap sample follows, off the
+// Elector's goroutine.
+func (r *recorder) termEnded() {
+	n := r.ended()
 	r.memWG.Go(func() {
 		time.Sleep(300 * time.Millisecond) // let the term's last goroutines exit
 		runtime.GC()

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"time"
 
@@ -26,22 +27,29 @@ const (
 
 // stamper is the reconciler: it stamps each ConfigMap of its group with
 // the term that leads, over an older fence only, with an Update
-// conditional on the resourceVersion read.
+// conditional on the resourceVersion read. In -mode=native there is no term
+// and no fence: it stamps its identity over any other's, and the test
+// checks the order of the stamps against the order of the replicas' terms.
 type stamper struct {
 	c        client.Client
 	identity string
 	group    string
 	requeue  time.Duration
 	rec      *recorder
+	native   bool // controller-runtime's own election (native.go)
 }
 
-// setup builds the controller on mgr: the term's manager (ctrlrt), or the
-// term's own manager (rebuild).
+// setup builds the controller on mgr: the term's manager (ctrlrt), the
+// term's own manager (rebuild), or the process's manager (native).
 func (s *stamper) setup(mgr manager.Manager) error {
 	return builder.ControllerManagedBy(mgr).
 		Named("stamper").
 		For(&corev1.ConfigMap{}, builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
-			s.rec.check("predicate")
+			// Not in native mode: a warm replica's sources, and so its
+			// predicates, run while it follows; that is EnableWarmup.
+			if !s.native {
+				s.rec.check("predicate")
+			}
 			return o.GetLabels()[groupLabel] == s.group
 		}))).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
@@ -50,25 +58,38 @@ func (s *stamper) setup(mgr manager.Manager) error {
 
 func (s *stamper) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	defer s.rec.reconcileStarted(ctx)()
-	term, _ := relect.TermFromContext(ctx)
-	fence, ok := relect.FenceFromContext(ctx)
-	if !ok {
+	if _, ok := relect.FenceFromContext(ctx); !ok && !s.native {
 		return reconcile.Result{}, nil
 	}
 	var cm corev1.ConfigMap
 	if err := s.c.Get(ctx, req.NamespacedName, &cm); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	if relect.Fence(cm.Annotations[annotationFence]).Compare(fence) < 0 {
+	if st := s.stamp(ctx, cm.Annotations); st != nil {
 		if cm.Annotations == nil {
 			cm.Annotations = map[string]string{}
 		}
-		cm.Annotations[annotationLeader] = s.identity
-		cm.Annotations[annotationTerm] = strconv.FormatInt(term, 10)
-		cm.Annotations[annotationFence] = string(fence)
+		maps.Copy(cm.Annotations, st)
 		if err := s.c.Update(ctx, &cm); err != nil {
 			return reconcile.Result{}, err // a conflict: the queue retries
 		}
 	}
 	return reconcile.Result{RequeueAfter: s.requeue}, nil
+}
+
+// stamp returns the annotations that the reconcile with ctx writes over
+// old, or nil if old bears them already (or, with relect, a later fence).
+func (s *stamper) stamp(ctx context.Context, old map[string]string) map[string]string {
+	if s.native {
+		if old[annotationLeader] == s.identity {
+			return nil
+		}
+		return map[string]string{annotationLeader: s.identity}
+	}
+	fence, _ := relect.FenceFromContext(ctx)
+	if relect.Fence(old[annotationFence]).Compare(fence) >= 0 {
+		return nil
+	}
+	term, _ := relect.TermFromContext(ctx)
+	return map[string]string{annotationLeader: s.identity, annotationTerm: strconv.FormatInt(term, 10), annotationFence: string(fence)}
 }
