@@ -170,7 +170,7 @@ func settled(h *History, c, i int) time.Duration {
 	}
 	renewal := next
 	for _, k := range h.Calls {
-		if began >= 0 && k.Candidate == c && k.Verb == "update" && !k.Registry && k.Start >= began && k.Start < renewal {
+		if began >= 0 && k.Candidate == c && k.Verb == "update" && k.Election() && k.Start >= began && k.Start < renewal {
 			renewal = k.Start
 		}
 	}

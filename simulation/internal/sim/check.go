@@ -441,7 +441,7 @@ func checkHandOverTaken(h *History) []Violation {
 // open at t.
 func followsAt(h *History, c int, t time.Duration) bool {
 	return slices.ContainsFunc(h.Calls, func(k Call) bool {
-		return k.Candidate == c && k.Verb == "watch" && !k.Registry && k.Err == "" && k.Start <= t && t < k.End
+		return k.Candidate == c && k.Verb == "watch" && k.Election() && k.Err == "" && k.Start <= t && t < k.End
 	})
 }
 
@@ -451,7 +451,7 @@ func followsAt(h *History, c int, t time.Duration) bool {
 // call returns.
 func callingAt(h *History, c int, t time.Duration) bool {
 	return slices.ContainsFunc(h.Calls, func(k Call) bool {
-		return k.Candidate == c && k.Verb != "watch" && !k.Registry && k.Start <= t && t < k.End
+		return k.Candidate == c && k.Verb != "watch" && k.Election() && k.Start <= t && t < k.End
 	})
 }
 

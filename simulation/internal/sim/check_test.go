@@ -110,13 +110,13 @@ func TestCheckLivenessCampaigning(t *testing.T) {
 		lead  []Span
 		want  []string
 	}{
-		{"polls", []Call{{1, 1, 1, "get", 10 * s, 10 * s, "", false, ""}, {1, 1, 1, "get", 30 * s, 30 * s, "", false, ""},
-			{1, 1, 1, "get", 50 * s, 50 * s, "", false, ""}}, nil, nil},
-		{"a long watch is in flight", []Call{{1, 1, 1, "watch", 11 * s, 59 * s, "", false, ""}}, nil, nil},
-		{"leads in between", []Call{{1, 1, 1, "get", 10 * s, 10 * s, "", false, ""}}, []Span{{1, 1, 12 * s, 58 * s}}, nil},
-		{"stops", []Call{{1, 1, 1, "get", 10 * s, 10 * s, "", false, ""}, {1, 1, 1, "get", 31 * s, 31 * s, "", false, ""}}, nil,
+		{"polls", []Call{{1, 1, 1, "get", 10 * s, 10 * s, "", false, false, ""}, {1, 1, 1, "get", 30 * s, 30 * s, "", false, false, ""},
+			{1, 1, 1, "get", 50 * s, 50 * s, "", false, false, ""}}, nil, nil},
+		{"a long watch is in flight", []Call{{1, 1, 1, "watch", 11 * s, 59 * s, "", false, false, ""}}, nil, nil},
+		{"leads in between", []Call{{1, 1, 1, "get", 10 * s, 10 * s, "", false, false, ""}}, []Span{{1, 1, 12 * s, 58 * s}}, nil},
+		{"stops", []Call{{1, 1, 1, "get", 10 * s, 10 * s, "", false, false, ""}, {1, 1, 1, "get", 31 * s, 31 * s, "", false, false, ""}}, nil,
 			[]string{"liveness/stopped-campaigning", "liveness/stopped-campaigning"}},
-		{"another run's calls do not count", []Call{{1, 2, 2, "get", 20 * s, 55 * s, "", false, ""}}, nil,
+		{"another run's calls do not count", []Call{{1, 2, 2, "get", 20 * s, 55 * s, "", false, false, ""}}, nil,
 			[]string{"liveness/stopped-campaigning"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

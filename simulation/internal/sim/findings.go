@@ -307,7 +307,7 @@ func polling(h *History, run int, t time.Duration) bool {
 	}
 	el := h.Runs[i].Elector
 	return slices.ContainsFunc(h.Calls, func(k Call) bool {
-		return k.Elector == el && !k.Registry && k.Verb == "watch" && strings.Contains(k.Err, "forbidden") && k.End <= t
+		return k.Elector == el && k.Election() && k.Verb == "watch" && strings.Contains(k.Err, "forbidden") && k.End <= t
 	})
 }
 

@@ -159,9 +159,15 @@ type Call struct {
 	// registration, or the list or watch of them), not the election's
 	// Lease.
 	Registry bool
+	// Line: the call concerns relect's line Lease (docs/design.md, "Only
+	// the line watches"): neither a registration nor the election's Lease.
+	Line bool
 	// Name is the Lease the call names ("" for a list or watch by label).
 	Name string
 }
+
+// Election reports whether the call concerns the election's Lease.
+func (c Call) Election() bool { return !c.Registry && !c.Line }
 
 // EventKind is the kind of a recorded notification.
 type EventKind string
@@ -333,8 +339,11 @@ func (h *History) Timeline(withCalls bool) string {
 				res = c.Err
 			}
 			verb := c.Verb
-			if c.Registry {
+			switch {
+			case c.Registry:
 				verb = "registry " + verb
+			case c.Line:
+				verb = "line " + verb
 			}
 			if c.Verb == "watch" && c.Err == "" {
 				add(c.Start, "%s %s opened (closed %s)", CandidateName(c.Candidate), verb, fmtDur(c.End))

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	leasewire "github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -351,7 +352,8 @@ func (r *runner) observeCall(c relecttest.Call) {
 		panic("sim: call from unknown handle " + c.Client)
 	}
 	call := Call{Candidate: idx, Run: -1, Elector: -1, Verb: c.Verb, Name: c.Name,
-		Start: c.Start.Sub(r.t0), End: c.End.Sub(r.t0), Registry: c.Name != LeaseName}
+		Start: c.Start.Sub(r.t0), End: c.End.Sub(r.t0), Line: c.Name == leasewire.LineName(LeaseName)}
+	call.Registry = c.Name != LeaseName && !call.Line
 	if c.Err != nil {
 		call.Err = errString(c.Err)
 	}
@@ -526,7 +528,7 @@ func (r *runner) editRegistration(a Action) (name, skipped string) {
 	identity := r.slots[a.Target].identity
 	r.mu.Unlock()
 	for _, l := range r.api.Leases(Namespace) {
-		if l.Name != LeaseName && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == identity {
+		if l.Name != LeaseName && l.Name != leasewire.LineName(LeaseName) && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == identity {
 			name = l.Name
 		}
 	}

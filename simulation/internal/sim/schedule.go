@@ -363,7 +363,7 @@ func CandidateName(i int) string { return fmt.Sprintf("c%d", i) }
 // pure function of its seed (Generate).
 type Schedule struct {
 	Seed       uint64
-	Candidates int // 2–7
+	Candidates int // 2–7 (Generate); more with Widen
 	Timing     Timing
 	// Priority and Standby are each candidate's relect Options.Priority
 	// and Options.Standby (the client-go loop has neither: its standbys
@@ -806,4 +806,24 @@ func (s *Schedule) partner(i int) int {
 		}
 	}
 	return -1
+}
+
+// Widen returns a copy of s with extra more candidates, numbered after s's,
+// that start within the first LeaseDuration with priority 0 and that no
+// action targets: a fleet large enough for relect to post its line
+// (docs/design.md, "Only the line watches") around the faults that s plays
+// on its own candidates.
+func Widen(s *Schedule, extra int) *Schedule {
+	w := *s
+	w.Priority = append(slices.Clone(s.Priority), make([]int32, extra)...)
+	w.Standby = append(slices.Clone(s.Standby), make([]bool, extra)...)
+	w.Actions = slices.Clone(s.Actions)
+	ld := s.Timing.withDefaults().LeaseDuration
+	for i := range extra {
+		w.Actions = append(w.Actions, Action{At: roundMs(scale(ld, float64(i)/float64(extra))), Kind: Start,
+			Target: s.Candidates + i, Initial: true})
+	}
+	w.Candidates += extra
+	slices.SortStableFunc(w.Actions, func(a, b Action) int { return cmp.Compare(a.At, b.At) })
+	return &w
 }
