@@ -87,7 +87,8 @@ func sameLine(a, b wire.Line) bool {
 // the line it wants posted.
 type linePost struct {
 	want     wire.Line
-	wanted   bool // want is set
+	wanted   bool      // want is set
+	posted   wire.Line // the last line written in this term (zero: none)
 	withView bool // want was chosen from the leader's view of the registry
 	// handOver is the line to post once a handover to a candidate outside
 	// the line is written (handOverLine); handingOver: it is set.
@@ -105,7 +106,7 @@ type linePost struct {
 type lineReports interface {
 	lineWanted() (line wire.Line, ok, withView bool, changed <-chan struct{})
 	lineVersion() string
-	linePosted(rv string)
+	linePosted(line wire.Line, rv string)
 	lineForbidden(err error)
 }
 
@@ -114,7 +115,7 @@ type lineReports interface {
 // failed write is retried after the follower's backoff; a 403 stops it
 // and turns posting off for this Elector (its lines no longer say Posted).
 func postLine(ctx context.Context, cfg *config, gw *gateway, up lineReports) {
-	defer up.linePosted("") // the next term starts from the line it observes
+	defer up.linePosted(wire.Line{}, "") // the next term starts from the line it observes
 	// The line Lease as last read or written: to begin with, as the line
 	// observed says the last leader wrote it (an Update replaces all of
 	// it; a conflict reads it).
@@ -147,7 +148,7 @@ func postLine(ctx context.Context, cfg *config, gw *gateway, up lineReports) {
 			switch {
 			case err == nil:
 				own, last, written, posted = l, want, true, true
-				up.linePosted(l.ResourceVersion)
+				up.linePosted(want, l.ResourceVersion)
 				retry.reset()
 				refresh.Reset(lineRefresh(cfg))
 			case apierrors.IsForbidden(err):
@@ -444,12 +445,15 @@ func (s *state) lineVersion() string {
 	return s.succession.lineVersion()
 }
 
-// linePosted records the line Lease's resourceVersion after this leader's
-// write ("" at the end of its term), for the records it writes next.
-func (s *state) linePosted(rv string) {
+// linePosted records line, and the line Lease's resourceVersion, after
+// this leader's write of it (zero and "" at the end of its term), for the
+// records it writes next: they say Posted once the line Lease posts their
+// line (wantLineLocked).
+func (s *state) linePosted(line wire.Line, rv string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.succession.linePostedRV = rv
+	s.line.posted = line
 }
 
 // lineForbidden turns posting off for this Elector: the lines it publishes
@@ -469,20 +473,25 @@ func (s *state) lineForbidden(err error) {
 // wantLineLocked sets the line this leader wants posted, with a record of
 // its own of term term carrying sc (nil: none). A line that is not posted
 // (sc without Posted) is wanted withdrawn, so that candidates following
-// an earlier leader's line watch the election's Lease again. Requires mu.
-func (s *state) wantLineLocked(term int32, sc *succession) {
+// an earlier leader's line watch the election's Lease again. It reports
+// whether the line Lease posts sc's line already: until it does, the
+// record says Posted false (annotate), so that no candidate reads the line
+// Lease before the leader wrote it, and none backs off for finding it
+// stale. Requires mu.
+func (s *state) wantLineLocked(term int32, sc *succession) (posted bool) {
 	line := wire.Line{Holder: s.cfg.identity, Term: term}
 	p := &s.line
 	if sc != nil && sc.Posted {
 		line.Succession, p.mayBePosted = sc, true
 	}
+	posted = line.Succession != nil && sameLine(p.posted, line)
 	if !p.mayBePosted {
-		return
+		return posted
 	}
 	withView := s.succession.view != nil
 	if p.wanted && sameLine(p.want, line) && p.withView == withView {
 		p.want = line // the cooldowns' seconds, for the next write
-		return
+		return posted
 	}
 	p.want, p.wanted, p.withView = line, true, withView
 	if p.wake == nil {
@@ -492,6 +501,7 @@ func (s *state) wantLineLocked(term int32, sc *succession) {
 	case p.wake <- struct{}{}:
 	default:
 	}
+	return posted
 }
 
 // wantHandOverLineLocked prepares, for a handover record of term term to

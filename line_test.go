@@ -52,8 +52,24 @@ func allKnow(cs []*candidate, leader string) func() bool {
 func TestOnlyTheLineWatches(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newAPI()
+		formation := logCalls(api)
 		cs := fleet(t, api, 30, nil)
 		settle()
+		formation.stop()
+		reads := map[string]int{}
+		for _, c := range formation.calls {
+			if c.Verb == relecttest.VerbGet && c.Name == wire.LineName(lease) {
+				reads[c.Client]++
+			}
+		}
+		assert.Equal(t, 1, reads[cs[0].name], "the leader reads it once, and creates it")
+		delete(reads, cs[0].name)
+		for name, n := range reads {
+			// The Lease says the line is posted only once the line Lease
+			// posts it: nobody finds it stale and tries again.
+			assert.Equal(t, 1, n, "%s read the line Lease %d times as the fleet formed", name, n)
+		}
+		assert.Len(t, reads, 25, "each candidate outside the line read it once")
 		leader := cs[0]
 		sc := lineOf(t, api)
 		require.True(t, sc.Posted)

@@ -441,15 +441,19 @@ func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
 		set(wire.AnnotationHandOver, (&handOver{Term: term, From: s.cfg.identity, To: to}).Encode())
 	}
 	sc := s.succession.next(s.cfg, term, time.Now(), to)
-	if sc != nil {
-		set(wire.AnnotationSuccession, sc.Encode())
-	}
 	switch {
 	case !s.cfg.registry || s.cfg.leases == nil:
 	case rec.HolderIdentity == s.cfg.identity:
-		s.wantLineLocked(term, sc)
+		if !s.wantLineLocked(term, sc) && sc != nil && sc.Posted {
+			said := *sc // not posted yet: the next write says it
+			said.Posted = false
+			sc = &said
+		}
 	case to != "":
 		s.wantHandOverLineLocked(to, term, sc)
+	}
+	if sc != nil {
+		set(wire.AnnotationSuccession, sc.Encode())
 	}
 	if t := s.term; t != nil && t.fence != "" && rec.HolderIdentity == s.cfg.identity {
 		// Bound to the record's term number, which a hand edit of leaseTransitions
