@@ -89,7 +89,7 @@ type linePost struct {
 	want     wire.Line
 	wanted   bool      // want is set
 	posted   wire.Line // the last line written in this term (zero: none)
-	withView bool // want was chosen from the leader's view of the registry
+	withView bool      // want was chosen from the leader's view of the registry
 	// handOver is the line to post once a handover to a candidate outside
 	// the line is written (handOverLine); handingOver: it is set.
 	handOver    wire.Line

@@ -57,11 +57,13 @@ func TestOnlyTheLineWatches(t *testing.T) {
 		settle()
 		formation.stop()
 		reads := map[string]int{}
+		formation.mu.Lock()
 		for _, c := range formation.calls {
 			if c.Verb == relecttest.VerbGet && c.Name == wire.LineName(lease) {
 				reads[c.Client]++
 			}
 		}
+		formation.mu.Unlock()
 		assert.Equal(t, 1, reads[cs[0].name], "the leader reads it once, and creates it")
 		delete(reads, cs[0].name)
 		for name, n := range reads {
