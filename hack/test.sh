@@ -11,7 +11,7 @@
 #      simulation at full size without the race detector (simulated time:
 #      about a minute in all);
 #   2. builds (or reuses) kube-apiserver and etcd from the Go module proxy
-#      into .cache/ (cold: ~15 min on 2 cores; warm: under a second);
+#      into .cache/ (cold: about 7 min on 2 cores; warm: under a second);
 #   3. the real-control-plane scenarios in the e2e module (the
 #      controller-runtime scenario in its short mode, 10 changes of leader
 #      per mode: docs/performance.md).
