@@ -119,10 +119,7 @@ func postLine(ctx context.Context, cfg *config, gw *gateway, up lineReports) {
 	// The line Lease as last read or written: to begin with, as the line
 	// observed says the last leader wrote it (an Update replaces all of
 	// it; a conflict reads it).
-	var own *coordinationv1.Lease
-	if rv := up.lineVersion(); rv != "" {
-		own = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: wire.LineName(cfg.Name), ResourceVersion: rv}}
-	}
+	own := lineAt(cfg, up.lineVersion())
 	retry := newRetryBackoff(cfg)
 	refresh := time.NewTimer(lineRefresh(cfg))
 	defer refresh.Stop()
@@ -184,6 +181,16 @@ func sleepUntilChanged(ctx context.Context, changed <-chan struct{}, d time.Dura
 	case <-t.C:
 	}
 	return nil
+}
+
+// lineAt is the line Lease as a record said the last leader wrote it, at
+// resourceVersion rv, to write it without reading it first (an Update
+// replaces all of it; a conflict reads it); nil if rv is "".
+func lineAt(cfg *config, rv string) *coordinationv1.Lease {
+	if rv == "" {
+		return nil
+	}
+	return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: wire.LineName(cfg.Name), ResourceVersion: rv}}
 }
 
 // writeLine writes line into the line Lease: an Update of own, conditional
@@ -545,11 +552,7 @@ func postHandOverLine(ctx context.Context, cfg *config, gw *gateway, st *state) 
 	if !ok {
 		return
 	}
-	var own *coordinationv1.Lease
-	if rv := st.lineVersion(); rv != "" {
-		own = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: cfg.Namespace, Name: wire.LineName(cfg.Name), ResourceVersion: rv}}
-	}
-	_, _ = writeLine(ctx, cfg, gw, own, line)
+	_, _ = writeLine(ctx, cfg, gw, lineAt(cfg, st.lineVersion()), line)
 }
 
 // observedLine records a line read from the line Lease by a follower that

@@ -32,6 +32,26 @@ func lineOf(t *testing.T, api *relecttest.LeaseAPI) *wire.Succession {
 	return sc
 }
 
+// successorsOf returns the candidates of cs that sc names as successors.
+func successorsOf(cs []*candidate, sc *wire.Succession) []*candidate {
+	var out []*candidate
+	for _, s := range sc.Next {
+		out = append(out, named(cs, s.Identity))
+	}
+	return out
+}
+
+// others returns the candidates of cs that are not in but.
+func others(cs, but []*candidate) []*candidate {
+	var out []*candidate
+	for _, c := range cs {
+		if named(but, c.name) == nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // allKnow reports whether every candidate of cs names leader as Leader.
 func allKnow(cs []*candidate, leader string) func() bool {
 	return func() bool {
@@ -124,10 +144,7 @@ func TestLeaderAndLineCrashTogether(t *testing.T) {
 		sc := lineOf(t, api)
 		require.Len(t, sc.Keepers, 1)
 		keeper := named(cs, sc.Keepers[0])
-		dead := []*candidate{cs[0]}
-		for _, s := range sc.Next {
-			dead = append(dead, named(cs, s.Identity))
-		}
+		dead := append([]*candidate{cs[0]}, successorsOf(cs, sc)...)
 		lastRenewal := api.Lease(ns, lease).Spec.RenewTime.Time
 		for _, c := range dead {
 			c.client.Partition()
@@ -137,12 +154,7 @@ func TestLeaderAndLineCrashTogether(t *testing.T) {
 		synctest.Wait()
 		on := keeper.eventsOf(relect.EventStartedLeading)[0].Time
 		assert.Equal(t, lastRenewal.Add(ld+3*rp/2), on, "the keeper, at its turn after the three successors")
-		var alive []*candidate
-		for _, c := range cs {
-			if named(dead, c.name) == nil {
-				alive = append(alive, c)
-			}
-		}
+		alive := others(cs, dead)
 		waitFor(t, 2*rp, "every live candidate knows the keeper leads", allKnow(alive, keeper.name))
 		calls.stop() // the keeper's first renewal, a retry period into its term, is in
 		n := 0
@@ -171,20 +183,12 @@ func TestWholeLineGoneOutsidersComeBack(t *testing.T) {
 		cs := fleet(t, api, 30, func(_ int, o *relect.Options) { o.KeepLeaseOnCancel = true })
 		settle()
 		sc := lineOf(t, api)
-		dead := []*candidate{cs[0], named(cs, sc.Keepers[0])}
-		for _, s := range sc.Next {
-			dead = append(dead, named(cs, s.Identity))
-		}
+		dead := append([]*candidate{cs[0], named(cs, sc.Keepers[0])}, successorsOf(cs, sc)...)
 		posted := api.Lease(ns, wire.LineName(lease)).Spec.RenewTime.Time
 		for _, c := range dead {
 			c.client.Partition()
 		}
-		var alive []*candidate
-		for _, c := range cs {
-			if named(dead, c.name) == nil {
-				alive = append(alive, c)
-			}
-		}
+		alive := others(cs, dead)
 		refresh := 5 * time.Minute // RegistrationRenewal / 3
 		waitFor(t, 2*refresh+refresh/10+ld+5*rp, "a new leader", func() bool { return len(leaders(alive...)) == 1 })
 		t.Logf("a new leader %v after the line Lease's last write", time.Since(posted))

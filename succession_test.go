@@ -45,6 +45,21 @@ func fleet(t *testing.T, api *relecttest.LeaseAPI, n int, mod func(i int, o *rel
 	return cs
 }
 
+// blindLeader starts candidate "a" (mod may change its options) on an
+// empty Lease and returns it leading, with a view of the registry that is
+// its first list only: its registry watch and any later list fail, so it
+// does not see candidates that register after it.
+func blindLeader(t *testing.T, api *relecttest.LeaseAPI, mod func(*relect.Options)) *candidate {
+	t.Helper()
+	a := newCandidate(t, api, "a", mod)
+	a.client.FailVerb(relecttest.VerbWatch, relecttest.Error(500))
+	a.start()
+	time.Sleep(rp)
+	require.True(t, a.e.IsLeader())
+	a.client.FailVerb(relecttest.VerbList, relecttest.Error(500))
+	return a
+}
+
 func named(cs []*candidate, name string) *candidate {
 	for _, c := range cs {
 		if c.name == name {
@@ -359,12 +374,7 @@ func TestHandOverRefusesUnknown(t *testing.T) {
 func TestHandOverConfirmsAnUnknownCandidate(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newAPI()
-		a := newCandidate(t, api, "a", nil)
-		a.client.FailVerb(relecttest.VerbWatch, relecttest.Error(500)) // the leader's view of the registry is its first list only
-		a.start()
-		time.Sleep(rp)
-		require.True(t, a.e.IsLeader())
-		a.client.FailVerb(relecttest.VerbList, relecttest.Error(500))
+		a := blindLeader(t, api, nil)
 
 		b := newCandidate(t, api, "b", nil)
 		b.start()
@@ -412,12 +422,7 @@ func TestHandOverIsOfOneTerm(t *testing.T) {
 		long := func(o *relect.Options) { // a call timeout of 20 s
 			o.LeaseDuration, o.RenewDeadline = time.Minute, 40*time.Second
 		}
-		a := newCandidate(t, api, "a", long)
-		a.client.FailVerb(relecttest.VerbWatch, relecttest.Error(500)) // a's view of the registry is its first list only
-		a.start()
-		time.Sleep(rp)
-		require.True(t, a.e.IsLeader())
-		a.client.FailVerb(relecttest.VerbList, relecttest.Error(500))
+		a := blindLeader(t, api, long)
 		b := newCandidate(t, api, "b", long)
 		b.start()
 		time.Sleep(2 * rp) // b registers; a's view does not see it
