@@ -191,13 +191,9 @@ func (e *Elector) Run(ctx context.Context) error {
 	defer e.logs.start()()
 	defer e.events.close()
 	if e.cfg.registry && e.cfg.leases != nil {
-		// The registration lives as long as Run: joined after the loop
-		// ended (ctx is done then), once it deregistered.
-		rctx, stopRegistering := context.WithCancel(ctx)
-		var registered sync.WaitGroup
-		registered.Go(func() { register(rctx, e.cfg, e.gw, e.st) })
-		defer registered.Wait()
-		defer stopRegistering()
+		// The registration lives as long as Run: waited for after the
+		// loop ended (ctx is done then), once it deregistered.
+		defer startRegistration(ctx, e.cfg, e.gw, e.st)()
 	}
 	if e.cfg.Work.Check != nil {
 		// The work check runs as long as Run: joined after the loop

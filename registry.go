@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/relect/relect/internal/wire"
@@ -23,77 +24,137 @@ import (
 // Lease, which they watch anyway, or, outside the line, from the line Lease
 // (line.go).
 
-// register keeps this candidate's registration until ctx is done, then
-// deletes it (within RenewDeadline): a Create, or an Update of what a
-// previous process of the same identity left, then an Update every
-// RegistrationRenewal (±10 %). Failures are retried after BackoffMax,
-// doubling up to the renewal period. A 403 turns the registry off for this
-// Elector (registryForbidden); so does one on the leader's list, and then
-// the registration, which nobody reads, is deleted at once. A write of its
-// registration by another Elector (wire.AnnotationInstance) since its own is
-// reported as a duplicate identity.
-func register(ctx context.Context, cfg *config, gw *gateway, up registryReports) {
-	var own *coordinationv1.Lease
-	// Retries are not urgent either: from BackoffMax, doubling to the
-	// renewal period, so that a failing API sees few of them.
-	retry := newExpBackoff(cfg.BackoffMax, max(cfg.BackoffMax, cfg.RegistrationRenewal))
+// startRegistration keeps this candidate's registration until ctx is done,
+// then deletes it (within RenewDeadline), and returns the function that
+// waits for that: a Create, or an Update of what a previous process of the
+// same identity left, then an Update every RegistrationRenewal (±10 %).
+// Failures are retried after BackoffMax, doubling up to the renewal period.
+// A 403 turns the registry off for this Elector (registryForbidden); so
+// does one on the leader's list, and then the registration, which nobody
+// reads, is deleted at once. A write of its registration by another Elector
+// (wire.AnnotationInstance) since its own is reported as a duplicate
+// identity.
+//
+// It holds no goroutine between its writes: each runs on the goroutine of
+// a timer (time.AfterFunc) and sets the next timer, and the deletion runs
+// on the one context.AfterFunc starts when ctx is done — so that an idle
+// follower pays no goroutine for its registration (issue 28).
+func startRegistration(ctx context.Context, cfg *config, gw *gateway, up registryReports) (wait func()) {
+	rctx, cancel := context.WithCancel(ctx)
+	r := &registrar{
+		ctx: rctx, cfg: cfg, gw: gw, up: up, done: make(chan struct{}), mu: make(chan struct{}, 1),
+		// Retries are not urgent either: from BackoffMax, doubling to
+		// the renewal period, so that a failing API sees few of them.
+		retry: newExpBackoff(cfg.BackoffMax, max(cfg.BackoffMax, cfg.RegistrationRenewal)),
+	}
+	unhook := context.AfterFunc(up.registryOff(), cancel)
 	// Not urgent, and not with the first campaign's calls: a candidate
 	// that is not registered yet still follows, and takes its turn after
 	// the successors named.
-	if sleepUnlessOff(ctx, up, jitter(cfg.RetryPeriod, 0.5)) != nil {
-		return
-	}
-	for {
-		l, other, err := writeRegistration(ctx, cfg, gw, own)
-		if other != "" && own != nil {
-			// It was ours, and another Elector wrote it since: a process
-			// that is gone writes nothing.
-			up.duplicateIdentity(fmt.Sprintf("its registration %s was written by another process (instance %s) since this one (instance %s) wrote it",
-				l.Name, other, cfg.instance))
-		}
-		switch {
-		case err == nil:
-			own = l
-			retry.reset()
-		case apierrors.IsForbidden(err):
-			up.registryForbidden(verbRegister, err)
-			return
-		case apierrors.IsConflict(err):
-			own = nil // changed by someone else: read it again
-		}
-		wait := jitter(cfg.RegistrationRenewal, 0.1)
-		if err != nil {
-			wait = retry.next()
-		}
-		if sleepUnlessOff(ctx, up, wait) != nil {
-			break
-		}
-	}
-	if own == nil {
-		return
-	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.RenewDeadline)
-	defer cancel()
-	err := gw.do(dctx, verbDeregister, true, func(ctx context.Context) error {
-		return cfg.leases.Delete(ctx, own.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &own.ResourceVersion}})
+	r.lock()
+	r.setLocked(jitter(cfg.RetryPeriod, 0.5))
+	r.unlock()
+	context.AfterFunc(rctx, func() {
+		defer close(r.done)
+		unhook()
+		r.deregister(ctx)
 	})
-	if apierrors.IsForbidden(err) {
-		up.registryCannotDelete(verbDeregister, err)
+	return func() {
+		cancel()
+		<-r.done
+		r.timers.Wait()
 	}
 }
 
-// sleepUnlessOff sleeps d, and returns nil then; or returns ctx's error
-// when ctx is done, or errRegistryOff once the registry is off.
-func sleepUnlessOff(ctx context.Context, up registryReports, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-up.registryOff():
-		return ErrRegistryOff
-	case <-t.C:
-		return nil
+// registrar is one Run's registration (startRegistration).
+type registrar struct {
+	ctx   context.Context // done when the registration ends
+	cfg   *config
+	gw    *gateway
+	up    registryReports
+	retry *expBackoff
+	done  chan struct{} // closed once deregistered
+
+	// mu is held by a write for its whole call, so that deregister waits
+	// for the write in progress (ctx, done first, cuts it short). A
+	// channel of one, not a sync.Mutex: a wait on a channel is durable
+	// for testing/synctest, whose simulated time would stop while a
+	// goroutine waited for a Mutex held across a call.
+	mu      chan struct{}
+	own     *coordinationv1.Lease // the registration last written, or nil
+	timer   *time.Timer           // the next write's
+	stopped bool                  // deregistered: no more writes
+	// timers counts the timers set whose function has not returned yet
+	// (or that were stopped before it ran).
+	timers sync.WaitGroup
+}
+
+func (r *registrar) lock()   { r.mu <- struct{}{} }
+func (r *registrar) unlock() { <-r.mu }
+
+// setLocked sets the next write d from now. Requires mu.
+func (r *registrar) setLocked(d time.Duration) {
+	r.timers.Add(1)
+	r.timer = time.AfterFunc(d, func() {
+		defer r.timers.Done()
+		r.write()
+	})
+}
+
+// write writes the registration, and sets the next write.
+func (r *registrar) write() {
+	r.lock()
+	defer r.unlock()
+	if r.stopped || r.ctx.Err() != nil {
+		return
+	}
+	l, other, err := writeRegistration(r.ctx, r.cfg, r.gw, r.own)
+	if other != "" && r.own != nil {
+		// It was ours, and another Elector wrote it since: a process
+		// that is gone writes nothing.
+		r.up.duplicateIdentity(fmt.Sprintf("its registration %s was written by another process (instance %s) since this one (instance %s) wrote it",
+			l.Name, other, r.cfg.instance))
+	}
+	switch {
+	case err == nil:
+		r.own = l
+		r.retry.reset()
+	case apierrors.IsForbidden(err):
+		r.own = nil // nothing to delete that this candidate may write
+		r.stopped = true
+		r.up.registryForbidden(verbRegister, err)
+		return
+	case apierrors.IsConflict(err):
+		r.own = nil // changed by someone else: read it again
+	}
+	wait := jitter(r.cfg.RegistrationRenewal, 0.1)
+	if err != nil {
+		wait = r.retry.next()
+	}
+	r.setLocked(wait)
+}
+
+// deregister stops the writes, once the one in progress returned, and
+// deletes the registration last written, if any, on a context of runCtx's
+// values that ends after RenewDeadline.
+func (r *registrar) deregister(runCtx context.Context) {
+	r.lock()
+	r.stopped = true
+	if r.timer.Stop() {
+		r.timers.Done() // its function will not run
+	}
+	own := r.own
+	r.unlock()
+	if own == nil {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(runCtx), r.cfg.RenewDeadline)
+	defer cancel()
+	err := r.gw.do(dctx, verbDeregister, true, func(ctx context.Context) error {
+		return r.cfg.leases.Delete(ctx, own.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &own.ResourceVersion}})
+	})
+	if apierrors.IsForbidden(err) {
+		r.up.registryCannotDelete(verbDeregister, err)
 	}
 }
 
@@ -145,7 +206,7 @@ func writeRegistration(ctx context.Context, cfg *config, gw *gateway, own *coord
 // registryReports is what the registry tells the Elector's state.
 type registryReports interface {
 	registryForbidden(verb string, err error)
-	registryOff() <-chan struct{}
+	registryOff() context.Context
 	registryCannotDelete(verb string, err error)
 	duplicateIdentity(how string)
 	candidatesListed(cs []candidate)
@@ -296,7 +357,7 @@ func deleteLapsed(ctx context.Context, gw *gateway, up registryReports) {
 // (lineage, succession.go), under mu.
 
 // registryForbidden records that a registry call of verb got 403: the
-// registry is off for this Elector from now on (closing registryOff), and
+// registry is off for this Elector from now on (ending registryOff), and
 // a warning says which RBAC rule is missing and how to go without.
 // Reported once.
 func (s *state) registryForbidden(verb string, err error) {
@@ -306,7 +367,7 @@ func (s *state) registryForbidden(verb string, err error) {
 		return
 	}
 	s.succession.off = true
-	close(s.registryOffCh)
+	s.offRegistry()
 	e := fmt.Errorf("%w: this candidate may not %s the Leases of namespace %s: %w; "+
 		"grant its Role leases get, watch, create, update, list and delete (deploy/), "+
 		"or set Options.DisableRegistry (relect run and sidecar: --disable-registry) to go without a line of succession",
@@ -315,9 +376,10 @@ func (s *state) registryForbidden(verb string, err error) {
 	s.emitLocked(Event{Kind: EventError, Err: e})
 }
 
-// registryOff returns a channel closed once the registry is off for this
-// Elector (registryForbidden).
-func (s *state) registryOff() <-chan struct{} { return s.registryOffCh }
+// registryOff returns a context done once the registry is off for this
+// Elector (registryForbidden): a context, not a channel, so that the
+// registration waits for it without a goroutine (context.AfterFunc).
+func (s *state) registryOff() context.Context { return s.registryOffCtx }
 
 // registryCannotDelete warns, once, that registrations cannot be deleted
 // (403 to verb): this candidate's stays after Run returns, and a leader's

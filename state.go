@@ -76,10 +76,12 @@ type state struct {
 	refused wire.Request
 	// check is what the work check last said (Options.Work.Check, work.go).
 	check workCheck
-	// registryOffCh is closed when the registry turns off (succession.off);
-	// warnedDelete: a registration could not be deleted (warned once).
-	registryOffCh chan struct{}
-	warnedDelete  bool
+	// registryOffCtx is done when the registry turns off (succession.off,
+	// offRegistry); warnedDelete: a registration could not be deleted
+	// (warned once).
+	registryOffCtx context.Context
+	offRegistry    context.CancelFunc
+	warnedDelete   bool
 	// stranger is the last record naming this identity that this Elector
 	// did not write; duplicateAt when a duplicate identity was last
 	// reported, by what showed it.
@@ -91,7 +93,8 @@ type state struct {
 }
 
 func newState(cfg *config, events *eventQueue, logs *logQueue) *state {
-	return &state{cfg: cfg, events: events, logs: logs, maxTransitions: -1, changed: make(chan struct{}), registryOffCh: make(chan struct{})}
+	off, offRegistry := context.WithCancel(context.Background())
+	return &state{cfg: cfg, events: events, logs: logs, maxTransitions: -1, changed: make(chan struct{}), registryOffCtx: off, offRegistry: offRegistry}
 }
 
 // changedLocked wakes whoever waits for a change of leader or term.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs examples/demo against the project's own real control plane
 # (kube-apiserver v1.37.2 + etcd v3.7.3 on 127.0.0.1): builds the binaries if
-# needed (cold ~15 min, warm <1 s), starts them, runs the demo with any extra
+# needed (cold 6 to 11 min, warm <1 s), starts them, runs the demo with any extra
 # flags given here, and stops them.
 #
 #   hack/demo-on-control-plane.sh [-candidates 5 ...]

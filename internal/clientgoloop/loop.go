@@ -46,7 +46,7 @@ type Config struct {
 	OnNewLeader func(identity string)
 	// OnRunReturned, if not nil, is called in Run's goroutine each time an
 	// elector's Run has returned (after OnStoppedLeading), before the next
-	// elector is created.
+	// elector is created and before a Yield waiting for that Run returns.
 	OnRunReturned func()
 }
 
@@ -131,10 +131,12 @@ func (l *Loop) Run(ctx context.Context) {
 		e := l.start(ctx)
 		e.le.Run(e.ctx)
 		e.cancel()
-		close(e.returned)
+		// The callback first: Yield returns once returned is closed, and
+		// its caller may count on the callback having run.
 		if l.onRunReturned != nil {
 			l.onRunReturned()
 		}
+		close(e.returned)
 	}
 	l.mu.Lock()
 	l.cur = nil
