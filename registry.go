@@ -80,10 +80,9 @@ type registrar struct {
 	// channel of one, not a sync.Mutex: a wait on a channel is durable
 	// for testing/synctest, whose simulated time would stop while a
 	// goroutine waited for a Mutex held across a call.
-	mu      chan struct{}
-	own     *coordinationv1.Lease // the registration last written, or nil
-	timer   *time.Timer           // the next write's
-	stopped bool                  // deregistered: no more writes
+	mu    chan struct{}
+	own   *coordinationv1.Lease // the registration last written, or nil
+	timer *time.Timer           // the next write's
 	// timers counts the timers set whose function has not returned yet
 	// (or that were stopped before it ran).
 	timers sync.WaitGroup
@@ -105,8 +104,8 @@ func (r *registrar) setLocked(d time.Duration) {
 func (r *registrar) write() {
 	r.lock()
 	defer r.unlock()
-	if r.stopped || r.ctx.Err() != nil {
-		return
+	if r.ctx.Err() != nil {
+		return // deregistered, or about to be: no more writes
 	}
 	l, other, err := writeRegistration(r.ctx, r.cfg, r.gw, r.own)
 	if other != "" && r.own != nil {
@@ -121,9 +120,8 @@ func (r *registrar) write() {
 		r.retry.reset()
 	case apierrors.IsForbidden(err):
 		r.own = nil // nothing to delete that this candidate may write
-		r.stopped = true
 		r.up.registryForbidden(verbRegister, err)
-		return
+		return // no next write: the registry is off
 	case apierrors.IsConflict(err):
 		r.own = nil // changed by someone else: read it again
 	}
@@ -136,10 +134,10 @@ func (r *registrar) write() {
 
 // deregister stops the writes, once the one in progress returned, and
 // deletes the registration last written, if any, on a context of runCtx's
-// values that ends after RenewDeadline.
+// values that ends after RenewDeadline. It runs once r.ctx is done, so a
+// timer that fired meanwhile writes nothing.
 func (r *registrar) deregister(runCtx context.Context) {
 	r.lock()
-	r.stopped = true
 	if r.timer.Stop() {
 		r.timers.Done() // its function will not run
 	}
