@@ -179,9 +179,16 @@ func (c *campaign) serve(cgCtx context.Context) {
 	if c.cfg.registry && c.cfg.leases != nil {
 		helpers.Go(func() { watchCandidates(ctx, c.cfg, c.gw, c.st) })
 		helpers.Go(func() { postLine(ctx, c.cfg, c.gw, c.st) })
+		if c.cfg.shards != nil {
+			helpers.Go(func() { assignShards(ctx, c.cfg, c.st) })
+		}
 	}
 	var cause error = ErrWorkReturned
-	p := callSafely("OnStartedLeading", func() { c.cfg.OnStartedLeading(ctx) })
+	work := c.cfg.OnStartedLeading
+	if work == nil { // allowed with Shards: the term lasts until it ends
+		work = func(ctx context.Context) { <-ctx.Done() }
+	}
+	p := callSafely("OnStartedLeading", func() { work(ctx) })
 	switch {
 	case p != nil:
 		cause = p

@@ -38,6 +38,7 @@ type Elector struct {
 	klogger logr.Logger // client-go's logs, through logs
 
 	running atomic.Bool
+	shards  atomic.Pointer[shardMember] // the Run's part in shards; nil without
 }
 
 // New validates opts and returns an Elector ready to Run. It makes no API
@@ -49,6 +50,11 @@ func New(opts Options) (*Elector, error) {
 	if err != nil {
 		return nil, err
 	}
+	return newElector(cfg), nil
+}
+
+// newElector is the Elector of a valid config.
+func newElector(cfg *config) *Elector {
 	events := newEventQueue(cfg.EventBuffer)
 	logs := newLogQueue(cfg.Logger.Handler())
 	st := newState(cfg, events, logs)
@@ -66,7 +72,7 @@ func New(opts Options) (*Elector, error) {
 		events:  events,
 		logs:    logs,
 		klogger: logr.FromSlogHandler(queuedHandler{logs, klog}),
-	}, nil
+	}
 }
 
 // Identity returns the holder identity this Elector writes into the Lease:
@@ -190,10 +196,18 @@ func (e *Elector) Run(ctx context.Context) error {
 	// closed, and the log queue is drained last.
 	defer e.logs.start()()
 	defer e.events.close()
+	var reg *registrar
 	if e.cfg.registry && e.cfg.leases != nil {
 		// The registration lives as long as Run: waited for after the
 		// loop ended (ctx is done then), once it deregistered.
-		defer startRegistration(ctx, e.cfg, e.gw, e.st)()
+		var wait func()
+		reg, wait = startRegistration(ctx, e.cfg, e.gw, e.st)
+		defer wait()
+	}
+	if e.cfg.shards != nil && !e.cfg.Standby && e.cfg.leases != nil {
+		// Shards end before the registration: every shard Elector has
+		// released when the candidate deregisters.
+		defer startShards(klog.NewContext(ctx, e.klogger), e, reg)()
 	}
 	if e.cfg.Work.Check != nil {
 		// The work check runs as long as Run: joined after the loop

@@ -61,7 +61,7 @@ const (
 
 // Options configure an Elector. The zero value of every field other than the
 // Lease location (Client or Config or Lock, Namespace, Name) and
-// OnStartedLeading is valid and selects the default given in the field's
+// OnStartedLeading (which may be nil only with Shards) is valid and selects the default given in the field's
 // comment. New validates every field and their relations and never changes
 // the caller's Options; an Options value may be reused for several Electors.
 type Options struct {
@@ -114,7 +114,10 @@ type Options struct {
 	// UTF-8.
 	Identity string
 
-	// OnStartedLeading runs the leader's work for one term. Required. It is
+	// OnStartedLeading runs the leader's work for one term. Required,
+	// unless Shards is set: nil then means the leader has no work of its
+	// own but the assignment of shards, and its term lasts until it ends
+	// for another reason. It is
 	// called in a goroutine relect owns, with a context that is cancelled
 	// when the term ends: when the lease may have passed to another
 	// candidate (at the latest RenewDeadline after the last successful
@@ -177,6 +180,12 @@ type Options struct {
 	// fails everywhere (see WorkOptions and docs/design.md, "Stuck work").
 	// The zero value turns it off, at no cost.
 	Work WorkOptions
+
+	// Shards splits work over the fleet: S shards, each held by one
+	// candidate at a time, which runs Shards.Run for it (see ShardOptions
+	// and docs/design.md, "Shards"). The zero value turns shards off, at no
+	// cost.
+	Shards ShardOptions
 
 	// Priority ranks this candidate in succession: when a leader names its
 	// successors, it names the live candidates with the highest Priority
@@ -332,6 +341,12 @@ type config struct {
 	// instance names this Elector in its registration (16 random hex
 	// digits), to tell another process with the same identity.
 	instance string
+	// shards are the shard names (Options.Shards, resolved); nil without
+	// shards. shard is, on a shard's own Elector (shard.go), the shard it
+	// campaigns for, and leaseLabels the labels its every write sets.
+	shards      []string
+	shard       string
+	leaseLabels map[string]string
 }
 
 // problems collects the field errors of one resolve.
@@ -354,12 +369,13 @@ func resolve(o Options) (*config, error) {
 	durationsOK := resolveDurations(&o, &p)
 	resolvePacing(&o, durationsOK, &p)
 	resolveRegistry(&o, durationsOK, &p)
-	resolveWork(&o, &p)
+	resolveWork(&o.Work, "Work", o.Standby, &p)
+	resolveShards(&o, durationsOK, &p)
 	resolveDelivery(&o, &p)
 	if len(p) > 0 {
 		return nil, errors.Join(p...)
 	}
-	return build(o)
+	return build(o, nil)
 }
 
 // resolveSource checks where the Lease lives: exactly one of Config, Client
@@ -396,8 +412,8 @@ func resolveSource(o *Options, p *problems) {
 	if o.Lock == nil {
 		checkLease(o, p)
 	}
-	if o.OnStartedLeading == nil {
-		p.bad("OnStartedLeading", "is nil")
+	if o.OnStartedLeading == nil && !o.Shards.enabled() {
+		p.bad("OnStartedLeading", "is nil (it may be nil only with %s)", fieldRef("Shards"))
 	}
 }
 
@@ -572,17 +588,16 @@ func resolveRegistry(o *Options, durationsOK bool, p *problems) {
 	}
 }
 
-// resolveWork defaults and checks work liveness (Options.Work), if it is
-// on.
-func resolveWork(o *Options, p *problems) {
-	w := &o.Work
+// resolveWork defaults and checks work liveness (Options.Work, or
+// Options.Shards.Work: field names which), if it is on.
+func resolveWork(w *WorkOptions, field string, standby bool, p *problems) {
 	ok := true
 	for _, d := range []struct {
 		field string
 		v     time.Duration
 	}{
-		{"Work.BeatWindow", w.BeatWindow}, {"Work.CheckInterval", w.CheckInterval}, {"Work.CheckTimeout", w.CheckTimeout},
-		{"Work.Cooldown", w.Cooldown}, {"Work.MaxCooldown", w.MaxCooldown},
+		{field + ".BeatWindow", w.BeatWindow}, {field + ".CheckInterval", w.CheckInterval}, {field + ".CheckTimeout", w.CheckTimeout},
+		{field + ".Cooldown", w.Cooldown}, {field + ".MaxCooldown", w.MaxCooldown},
 	} {
 		if d.v < 0 {
 			p.bad(d.field, "is negative (%v)", d.v)
@@ -590,7 +605,7 @@ func resolveWork(o *Options, p *problems) {
 		}
 	}
 	if w.CheckFailures < 0 {
-		p.bad("Work.CheckFailures", "is negative (%d)", w.CheckFailures)
+		p.bad(field+".CheckFailures", "is negative (%d)", w.CheckFailures)
 		ok = false
 	}
 	if !ok || !w.enabled() {
@@ -603,7 +618,7 @@ func resolveWork(o *Options, p *problems) {
 		w.CheckTimeout = w.CheckInterval / 2
 	}
 	if w.CheckTimeout > w.CheckInterval {
-		p.bad("Work.CheckTimeout", "%v is longer than %s %v: calls of the check would overlap", w.CheckTimeout, fieldRef("Work.CheckInterval"), w.CheckInterval)
+		p.bad(field+".CheckTimeout", "%v is longer than %s %v: calls of the check would overlap", w.CheckTimeout, fieldRef(field+".CheckInterval"), w.CheckInterval)
 	}
 	if w.CheckFailures == 0 {
 		w.CheckFailures = defaults.WorkCheckFailures
@@ -615,9 +630,9 @@ func resolveWork(o *Options, p *problems) {
 		w.MaxCooldown = max(defaults.WorkMaxCooldown, w.Cooldown)
 	}
 	if w.MaxCooldown < w.Cooldown {
-		p.bad("Work.MaxCooldown", "%v is less than %s %v", w.MaxCooldown, fieldRef("Work.Cooldown"), w.Cooldown)
+		p.bad(field+".MaxCooldown", "%v is less than %s %v", w.MaxCooldown, fieldRef(field+".Cooldown"), w.Cooldown)
 	}
-	if o.Standby {
+	if standby && field == "Work" {
 		p.bad("Work", "is set, but %s is too: a standby never leads, so it has no work to watch", fieldRef("Standby"))
 	}
 }
@@ -648,7 +663,7 @@ func resolveDelivery(o *Options, p *problems) {
 
 // build makes the config of valid Options: the default identity, the Lease
 // client and lock, and the derived values.
-func build(o Options) (*config, error) {
+func build(o Options, leases coordinationv1client.LeaseInterface) (*config, error) {
 	c := &config{
 		Options:         o,
 		callTimeout:     o.RenewDeadline / 2,
@@ -674,16 +689,22 @@ func build(o Options) (*config, error) {
 	}
 	c.instance = instance
 	client := o.Client
-	if o.Config != nil {
+	if leases != nil {
+		client = nil
+	} else if o.Config != nil {
 		cs, err := kubernetes.NewForConfig(leaseRESTConfig(o.Config))
 		if err != nil {
 			return nil, fmt.Errorf("relect: Options.Config: building the Lease client: %w", err)
 		}
 		client = cs
 	}
-	c.leases = client.CoordinationV1().Leases(c.Namespace)
+	c.leases = leases
+	if client != nil {
+		c.leases = client.CoordinationV1().Leases(c.Namespace)
+	}
 	c.identity, c.describe = c.Identity, c.Namespace+"/"+c.Name
 	c.registry = !o.DisableRegistry
+	c.shards = o.Shards.names()
 	return c, nil
 }
 

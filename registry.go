@@ -39,7 +39,7 @@ import (
 // a timer (time.AfterFunc) and sets the next timer, and the deletion runs
 // on the one context.AfterFunc starts when ctx is done — so that an idle
 // follower pays no goroutine for its registration (issue 28).
-func startRegistration(ctx context.Context, cfg *config, gw *gateway, up registryReports) (wait func()) {
+func startRegistration(ctx context.Context, cfg *config, gw *gateway, up registryReports) (_ *registrar, wait func()) {
 	rctx, cancel := context.WithCancel(ctx)
 	r := &registrar{
 		ctx: rctx, cfg: cfg, gw: gw, up: up, done: make(chan struct{}), mu: make(chan struct{}, 1),
@@ -59,7 +59,7 @@ func startRegistration(ctx context.Context, cfg *config, gw *gateway, up registr
 		unhook()
 		r.deregister(ctx)
 	})
-	return func() {
+	return r, func() {
 		cancel()
 		<-r.done
 		r.timers.Wait()
@@ -494,6 +494,15 @@ func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
 			l.Annotations = map[string]string{}
 		}
 		l.Annotations[k] = v
+	}
+	for k, v := range s.cfg.leaseLabels { // a shard Lease's, for the leader's watch
+		if l.Labels == nil {
+			l.Labels = map[string]string{}
+		}
+		l.Labels[k] = v
+	}
+	if s.cfg.shard != "" {
+		set(wire.AnnotationShard, s.cfg.shard)
 	}
 	to := ""
 	if h := rec.HolderIdentity; h != "" && h != s.cfg.identity {

@@ -109,7 +109,14 @@ type Stats struct {
 // registration); on the line Lease (docs/design.md, "Only the line
 // watches"): "post-line" (the leader's read or write of it, or a
 // follower's withdrawal of a line), "get-line" (a follower's read of it),
-// "watch-line" (a follower's watch of it).
+// "watch-line" (a follower's watch of it); with Options.Shards
+// (docs/design.md, "Shards"): "get-shard-table" and "watch-shard-table"
+// (a member's list and watch of the shard table), and on the leader
+// "post-shard-table" (its read or write of the table),
+// "list-shard-leases" and "watch-shard-leases" (its one list and watch
+// of every shard Lease) and "create-shard-lease" (a shard Lease watched
+// missing for LeaseDuration, created released). A shard's own Lease calls
+// are counted by that shard's Elector, not here.
 //
 // Result: "ok", "not_found" and "conflict" (409, or AlreadyExists: a lost
 // race) are answers — contact with the API (Stats.LastContact) and no
@@ -139,6 +146,13 @@ const (
 	verbPostLine  = "post-line"
 	verbGetLine   = "get-line"
 	verbWatchLine = "watch-line"
+
+	verbGetShardTable    = "get-shard-table"
+	verbWatchShardTable  = "watch-shard-table"
+	verbPostShardTable   = "post-shard-table"
+	verbListShardLeases  = "list-shard-leases"
+	verbWatchShardLeases = "watch-shard-leases"
+	verbCreateShardLease = "create-shard-lease"
 
 	resultOK          = "ok"
 	resultNotFound    = "not_found"

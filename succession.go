@@ -63,6 +63,8 @@ type candidate struct {
 	// change was observed.
 	seconds int
 	rv      string
+	// shardWeight is its ShardOptions.Weight; 0 if it takes no part.
+	shardWeight int32
 }
 
 // candidateFrom decodes a registration; ok is false if it is not one (no
@@ -74,7 +76,7 @@ func candidateFrom(l *coordinationv1.Lease) (c candidate, ok bool) {
 	}
 	return candidate{
 		Candidate: Candidate{Identity: r.Identity, Priority: r.Priority, Standby: r.Standby, RenewedAt: r.RenewedAt},
-		name:      r.Name, seconds: r.Seconds, rv: r.RV,
+		name:      r.Name, seconds: r.Seconds, rv: r.RV, shardWeight: r.ShardWeight,
 	}, true
 }
 
@@ -100,6 +102,10 @@ func registration(cfg *config, from *coordinationv1.Lease, now time.Time) *coord
 		l.Annotations[wire.AnnotationStandby] = "true"
 	}
 	l.Annotations[wire.AnnotationInstance] = cfg.instance
+	delete(l.Annotations, wire.AnnotationShardWeight)
+	if cfg.shards != nil && !cfg.Standby {
+		l.Annotations[wire.AnnotationShardWeight] = strconv.Itoa(int(cfg.Shards.Weight))
+	}
 	id := cfg.identity
 	seconds := int32(cfg.RegistrationRenewal / time.Second * registrationLives)
 	t := metav1.NewMicroTime(now)

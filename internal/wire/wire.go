@@ -340,6 +340,9 @@ type Registration struct {
 	Name    string
 	Seconds int
 	RV      string
+	// ShardWeight is its shard weight (AnnotationShardWeight); 0 if it
+	// takes no part in shards.
+	ShardWeight int32
 }
 
 // RegistrationOf decodes a registration; ok is false if it is not one (no
@@ -351,7 +354,7 @@ func RegistrationOf(l *coordinationv1.Lease) (r Registration, ok bool) {
 	}
 	p, _ := strconv.ParseInt(l.Annotations[AnnotationPriority], 10, 32)
 	r = Registration{Identity: holder, Priority: int32(p), Standby: l.Annotations[AnnotationStandby] == "true",
-		Name: l.Name, RV: l.ResourceVersion}
+		Name: l.Name, RV: l.ResourceVersion, ShardWeight: ShardWeightOf(l)}
 	if l.Spec.RenewTime != nil {
 		r.RenewedAt = l.Spec.RenewTime.Time
 	}

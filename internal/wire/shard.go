@@ -1,0 +1,130 @@
+package wire
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// Shards (docs/design.md, "Shards"): the leader writes the shard table, one
+// Lease beside the election's naming each shard's holder; each shard has a
+// Lease of its own, a plain relect election held by its holder, whose
+// record is the only thing that makes a holder.
+
+const (
+	// LabelShardOf marks a shard Lease with the election's Lease name (as
+	// LabelCandidateOf does), so that the leader watches them all with one
+	// watch.
+	LabelShardOf = "relect.io/shard-of"
+	// LabelShardTableOf marks the shard table of an election.
+	LabelShardTableOf = "relect.io/shard-table-of"
+	// AnnotationShard is a shard Lease's shard name, for people and tools.
+	AnnotationShard = "relect.io/shard"
+	// AnnotationShardTable holds a Table on the shard table Lease.
+	AnnotationShardTable = "relect.io/shard-table"
+	// AnnotationShardWeight is a registration's ShardOptions.Weight;
+	// missing on a candidate that takes no part in shards.
+	AnnotationShardWeight = "relect.io/shard-weight"
+)
+
+// ShardLeaseName is the name of shard's Lease for the Lease named lease:
+// that name (cut to leave room), "-shard-", the shard, and 8 hex digits of
+// a hash of both, so that it is told from another election's Lease.
+func ShardLeaseName(lease, shard string) string {
+	sum := sha256.Sum256([]byte(lease + "\x00" + shard))
+	suffix := "-shard-" + shard + "-" + hex.EncodeToString(sum[:4])
+	if len(suffix) > 200 {
+		suffix = "-shard-" + hex.EncodeToString(sum[:8])
+	}
+	if len(lease)+len(suffix) > 253 {
+		lease = lease[:253-len(suffix)]
+	}
+	return strings.TrimRight(lease, ".-") + suffix
+}
+
+// ShardTableName is the name of the shard table Lease of the Lease named
+// lease.
+func ShardTableName(lease string) string {
+	sum := sha256.Sum256([]byte(lease))
+	suffix := "-shards-" + hex.EncodeToString(sum[:4])
+	if len(lease)+len(suffix) > 253 {
+		lease = lease[:253-len(suffix)]
+	}
+	return strings.TrimRight(lease, ".-") + suffix
+}
+
+// ShardSelector selects the shard Leases of the Lease named lease.
+func ShardSelector(lease string) string {
+	return labels.SelectorFromSet(labels.Set{LabelShardOf: CandidateOf(lease)}).String()
+}
+
+// Table is the shard table as written by the leader.
+type Table struct {
+	// Holders names each assigned shard's holder: shard → identity. A
+	// shard not in it has none assigned.
+	Holders map[string]string `json:"holders,omitempty"`
+	// Takers names, for a shard whose holder stopped renewing, the
+	// candidate that follows its Lease to take it once it expires.
+	Takers map[string]string `json:"takers,omitempty"`
+	// Out are candidates the leader gives no shard until their
+	// registration changes: identity → the registration's resourceVersion
+	// when they were left out (they failed to renew, or to take, a shard).
+	Out map[string]string `json:"out,omitempty"`
+}
+
+// Wants reports whether the table asks identity to campaign for shard: as
+// its holder or as its taker.
+func (t *Table) Wants(shard, identity string) bool {
+	return t != nil && (t.Holders[shard] == identity || t.Takers[shard] == identity)
+}
+
+// TableOf reads a shard table Lease; nil if l carries none or it is
+// malformed.
+func TableOf(l *coordinationv1.Lease) *Table {
+	raw, ok := l.Annotations[AnnotationShardTable]
+	if !ok {
+		return nil
+	}
+	var t Table
+	if json.Unmarshal([]byte(raw), &t) != nil {
+		return nil
+	}
+	return &t
+}
+
+// SetTable makes l the shard table Lease of the Lease named lease, written
+// by holder in term with t, at now.
+func SetTable(l *coordinationv1.Lease, lease, holder string, term int32, t *Table, now time.Time) {
+	if l.Labels == nil {
+		l.Labels = map[string]string{}
+	}
+	l.Labels[LabelShardTableOf] = CandidateOf(lease)
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[AnnotationLease] = lease
+	raw, _ := json.Marshal(t)
+	l.Annotations[AnnotationShardTable] = string(raw)
+	tt := metav1.NewMicroTime(now)
+	l.Spec.HolderIdentity, l.Spec.LeaseTransitions = &holder, &term
+	l.Spec.RenewTime = &tt
+	if l.Spec.AcquireTime == nil {
+		l.Spec.AcquireTime = &tt
+	}
+}
+
+// ShardWeightOf is a registration's shard weight; 0 if it takes no part.
+func ShardWeightOf(l *coordinationv1.Lease) int32 {
+	w, err := strconv.ParseInt(l.Annotations[AnnotationShardWeight], 10, 32)
+	if err != nil || w < 0 {
+		return 0
+	}
+	return int32(w)
+}

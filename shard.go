@@ -1,0 +1,417 @@
+package relect
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/relect/relect/internal/wire"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// Shards: the leader-only work split over the fleet (docs/design.md,
+// "Shards"). Each shard is an election of its own — a Lease beside the
+// election's, held by one candidate at a time with the same rules, the
+// same bound on its context and the same fencing token as the leader's —
+// and the leader only says who campaigns for which: it writes the shard
+// table, and every candidate that takes part follows that one Lease and
+// runs one shard Elector (an Elector of this package, registry off) for
+// each shard the table gives it. The table decides who tries, never who
+// holds: two candidates that both believe a shard theirs meet at its
+// Lease's conditional write, as two followers of the election do.
+//
+// This file is the member's side (every candidate with Shards); the
+// leader's side, the assignment, is shardassign.go, and its pure rule
+// internal/shardplan.
+
+// maxShards bounds ShardOptions.Count and the number of Names: the table is
+// one annotation of a Lease, whose annotations the apiserver limits to
+// 256 KiB.
+const maxShards = 1000
+
+// ShardOptions split work over the fleet (Options.Shards): S shards, fixed
+// by configuration (the same on every candidate), each held by one
+// candidate at a time, which runs Run for it. The election's leader assigns
+// them to the live registered candidates that take part — balanced by
+// Weight, and sticky: a shard moves only when its holder leaves, fails, or
+// holds more than its share. The zero value turns shards off, at no cost:
+// no call, no goroutine, no change to the election.
+//
+// Shards need the candidate registry (Config or Client, and not
+// DisableRegistry); a Standby candidate takes no part. Each shard's Lease
+// is named after the election's and the shard (internal/wire's
+// ShardLeaseName), and the table is a Lease beside them: the RBAC of the
+// election's Lease (leases in its namespace) covers them.
+type ShardOptions struct {
+	// Count numbers the shards "0" to "Count-1". Set Count or Names, not
+	// both; at most 1,000.
+	Count int
+	// Names names the shards: each a DNS label (RFC 1123, at most 63
+	// bytes, which the shard's Lease name carries), all different; at most
+	// 1,000.
+	Names []string
+
+	// Run does the work of one shard for one term of holding it. Required.
+	// It is called in a goroutine relect owns, once per term, with a
+	// context that carries the shard (ShardFromContext), the term's number
+	// (TermFromContext) and its fencing token (FenceFromContext) — the
+	// shard's own, which only grows, as the election's does — and that is
+	// cancelled when the shard may have passed to another candidate: at
+	// the latest RenewDeadline after the last successful renewal of the
+	// shard's Lease was sent, when the table gives the shard to someone
+	// else, or when Run's context is done. The shard's Lease is released
+	// (and its next holder starts) only after Run returned. A panic is
+	// recovered and ends that term, as for OnStartedLeading. Calls for
+	// different shards run at once.
+	Run func(ctx context.Context)
+
+	// Weight is this candidate's share: a candidate of weight 2 holds
+	// twice the shards of one of weight 1 (to within one). Zero means 1;
+	// negative is refused.
+	Weight int32
+
+	// JoinDelay is how long the leader must have seen a candidate
+	// registered before it gives it shards, so that a rolling restart does
+	// not move each shard onto every new pod in turn. Zero means
+	// LeaseDuration. Candidates that hold shards, and the first candidates
+	// when no shard is held at all, are given shards at once.
+	JoinDelay time.Duration
+
+	// Work is work liveness for each shard, with Options.Work's rules and
+	// defaults: a holder whose shard work is stuck releases that shard,
+	// which the leader gives to another candidate.
+	Work WorkOptions
+}
+
+// enabled reports whether o asks for shards at all.
+func (o *ShardOptions) enabled() bool { return o.Count != 0 || len(o.Names) > 0 || o.Run != nil }
+
+// names returns the shard names o configures; nil without shards.
+func (o *ShardOptions) names() []string {
+	if len(o.Names) > 0 {
+		return slices.Clone(o.Names)
+	}
+	if o.Count <= 0 {
+		return nil
+	}
+	out := make([]string, o.Count)
+	for i := range out {
+		out[i] = strconv.Itoa(i)
+	}
+	return out
+}
+
+// resolveShards defaults and checks Options.Shards, if it is on.
+func resolveShards(o *Options, durationsOK bool, p *problems) {
+	s := &o.Shards
+	if !s.enabled() {
+		return
+	}
+	switch {
+	case s.Count < 0:
+		p.bad("Shards.Count", "is negative (%d)", s.Count)
+	case s.Count > 0 && len(s.Names) > 0:
+		p.bad("Shards.Count", "is %d and %s has %d names: set one of them", s.Count, fieldRef("Shards.Names"), len(s.Names))
+	case s.Count == 0 && len(s.Names) == 0:
+		p.bad("Shards.Count", "is 0 and %s is empty: set one of them to take part in shards", fieldRef("Shards.Names"))
+	case s.Count > maxShards:
+		p.bad("Shards.Count", "%d is more than %d shards", s.Count, maxShards)
+	case len(s.Names) > maxShards:
+		p.bad("Shards.Names", "has %d names, more than %d", len(s.Names), maxShards)
+	}
+	seen := map[string]bool{}
+	for i, n := range s.Names {
+		field := fmt.Sprintf("Shards.Names[%d]", i)
+		switch msgs := validation.IsDNS1123Label(n); {
+		case len(msgs) > 0:
+			p.bad(field, "%q is not a DNS label: %s", n, msgs[0])
+		case seen[n]:
+			p.bad(field, "%q is named twice", n)
+		}
+		seen[n] = true
+	}
+	if s.Run == nil {
+		p.bad("Shards.Run", "is nil")
+	}
+	switch {
+	case s.Weight < 0:
+		p.bad("Shards.Weight", "is negative (%d)", s.Weight)
+	case s.Weight == 0:
+		s.Weight = 1
+	}
+	switch {
+	case s.JoinDelay < 0:
+		p.bad("Shards.JoinDelay", "is negative (%v)", s.JoinDelay)
+	case s.JoinDelay == 0 && durationsOK:
+		s.JoinDelay = o.LeaseDuration
+	}
+	switch {
+	case o.Lock != nil:
+		p.bad("Shards", "is set, but %s is too: shards need the candidate registry, which a %s has not", fieldRef("Lock"), fieldRef("Lock"))
+	case o.DisableRegistry:
+		p.bad("Shards", "is set, but %s is too: the leader assigns shards to the registered candidates", fieldRef("DisableRegistry"))
+	}
+	resolveWork(&s.Work, "Shards.Work", false, p)
+}
+
+type shardKey struct{}
+
+// ShardFromContext returns the shard that ShardOptions.Run's context is
+// for; ok is false for any other context (OnStartedLeading's included).
+func ShardFromContext(ctx context.Context) (shard string, ok bool) {
+	shard, ok = ctx.Value(shardKey{}).(string)
+	return shard, ok
+}
+
+// Shards returns the shards this candidate holds now, in the order of the
+// configuration: those whose term is serving, exactly as IsLeader answers
+// for the election (a shard's IsLeader). It never blocks on the API and is
+// safe for concurrent use; nil while Run is not active or without shards.
+func (e *Elector) Shards() []string {
+	if e.cfg == nil {
+		return nil
+	}
+	m := e.shards.Load()
+	if m == nil {
+		return nil
+	}
+	return m.held()
+}
+
+// shardMember is one Run's part in shards: it follows the shard table and
+// runs a shard Elector for each shard the table wants this candidate to
+// campaign for (as holder, or as taker of a shard whose holder stopped
+// renewing).
+type shardMember struct {
+	ctx context.Context
+	cfg *config
+	gw  *gateway
+	reg *registrar // nil if the registry is off: nothing to renew
+	log func(level slog.Level, msg string, args ...any)
+
+	wg sync.WaitGroup
+	mu sync.Mutex
+	// runs are the shard Electors running, by shard; one stays in it until
+	// its Run returned, so that a shard wanted again meanwhile starts
+	// only once the previous Elector released.
+	runs map[string]*shardRun
+	// renewedFor is the registration version last reported out in the
+	// table, for which this member renewed its registration already.
+	renewedFor string
+}
+
+type shardRun struct {
+	e      *Elector
+	cancel context.CancelFunc
+	wanted bool
+}
+
+// startShards starts this candidate's part in shards, and returns the
+// function that ends it, once every shard Elector returned (and released).
+func startShards(ctx context.Context, e *Elector, reg *registrar) (wait func()) {
+	mctx, cancel := context.WithCancel(ctx)
+	m := &shardMember{ctx: mctx, cfg: e.cfg, gw: e.gw, reg: reg, log: e.logs.log, runs: map[string]*shardRun{}}
+	e.shards.Store(m)
+	m.wg.Go(m.follow)
+	return func() {
+		cancel()
+		m.wg.Wait()
+		e.shards.Store(nil)
+	}
+}
+
+// held returns the shards whose Elector leads now.
+func (m *shardMember) held() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, sh := range m.cfg.shards {
+		if r := m.runs[sh]; r != nil && r.e.IsLeader() {
+			out = append(out, sh)
+		}
+	}
+	return out
+}
+
+// follow keeps the table's view until ctx is done: a list of the one Lease
+// (for a version to watch from, even while it is missing), then a watch.
+// A table missing, deleted or malformed changes nothing: the shards held
+// stay held, each on its own Lease.
+func (m *shardMember) follow() {
+	defer m.want(nil)
+	name := wire.ShardTableName(m.cfg.Name)
+	sel := fields.OneTermEqualSelector("metadata.name", name).String()
+	retry := newRetryBackoff(m.cfg)
+	for m.ctx.Err() == nil {
+		var list *coordinationv1.LeaseList
+		err := m.gw.doSpare(m.ctx, verbGetShardTable, true, func(ctx context.Context) error {
+			var err error
+			list, err = m.cfg.leases.List(ctx, metav1.ListOptions{FieldSelector: sel})
+			return err
+		})
+		if err != nil {
+			if sleep(m.ctx, retry.next()) != nil {
+				return
+			}
+			continue
+		}
+		for i := range list.Items {
+			m.apply(&list.Items[i])
+		}
+		rv := list.ResourceVersion
+		for m.ctx.Err() == nil {
+			w, err := m.gw.watchNamed(m.ctx, name, rv, verbWatchShardTable)
+			if err != nil {
+				break
+			}
+			broken := m.read(w, &rv)
+			w.Stop()
+			if broken {
+				break
+			}
+			retry.reset()
+		}
+		if sleep(m.ctx, retry.next()) != nil {
+			return
+		}
+	}
+}
+
+// read applies w's events until it ends: closed (false), broken (true), or
+// ctx done.
+func (m *shardMember) read(w watch.Interface, rv *string) (broken bool) {
+	for {
+		select {
+		case <-m.ctx.Done():
+			return false
+		case ev, open := <-w.ResultChan():
+			e := m.gw.event(ev, open)
+			switch e.kind {
+			case watchClosed:
+				return false
+			case watchBroken:
+				return true
+			case leaseChanged:
+				*rv = e.lease.ResourceVersion
+				m.apply(e.lease)
+			case leaseDeleted, leaseProgress:
+				if e.lease != nil {
+					*rv = e.lease.ResourceVersion
+				}
+			}
+		}
+	}
+}
+
+// apply makes the shard Electors running those the table l wants.
+func (m *shardMember) apply(l *coordinationv1.Lease) {
+	t := wire.TableOf(l)
+	if t == nil {
+		return
+	}
+	want := map[string]bool{}
+	for _, sh := range m.cfg.shards {
+		if t.Wants(sh, m.cfg.identity) {
+			want[sh] = true
+		}
+	}
+	m.want(want)
+	if v, out := t.Out[m.cfg.identity]; out && v != m.renewedFor && m.reg != nil {
+		// Left out as failed: a renewal of the registration, which the
+		// leader sees as a sign of life, brings it back.
+		m.renewedFor = v
+		m.reg.renewNow()
+	}
+}
+
+// want starts a shard Elector for each shard in set not running, and
+// cancels those running that are not in it.
+func (m *shardMember) want(set map[string]bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for sh, r := range m.runs {
+		if r.wanted = set[sh]; !r.wanted {
+			r.cancel()
+		}
+	}
+	for _, sh := range m.cfg.shards {
+		if set[sh] && m.runs[sh] == nil {
+			m.startLocked(sh)
+		}
+	}
+}
+
+// startLocked starts the Elector of shard. Requires mu.
+func (m *shardMember) startLocked(sh string) {
+	if m.ctx.Err() != nil {
+		return
+	}
+	e, err := newShardElector(m.cfg, sh)
+	if err != nil {
+		m.log(slog.LevelError, "relect: cannot campaign for a shard", "lease", m.cfg.describe, "shard", sh, "err", err)
+		return
+	}
+	ctx, cancel := context.WithCancel(m.ctx)
+	r := &shardRun{e: e, cancel: cancel, wanted: true}
+	m.runs[sh] = r
+	m.wg.Go(func() {
+		_ = e.Run(ctx)
+		cancel()
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		delete(m.runs, sh)
+		if r.wanted {
+			m.startLocked(sh) // wanted again while it stepped down
+		}
+	})
+}
+
+// newShardElector is the Elector of shard sh of the election cfg is for:
+// the same identity, durations, pacing, client and logger; the shard's
+// Lease; no registry; Shards.Run as its work, and Shards.Work as its work
+// liveness.
+func newShardElector(cfg *config, sh string) (*Elector, error) {
+	o := cfg.Options
+	o.Name = wire.ShardLeaseName(cfg.Name, sh)
+	o.Identity = cfg.identity
+	o.DisableRegistry, o.Priority, o.Standby, o.KeepLeaseOnCancel = true, 0, false, false
+	run := cfg.Shards.Run
+	o.OnStartedLeading = func(ctx context.Context) { run(context.WithValue(ctx, shardKey{}, sh)) }
+	o.OnStoppedLeading, o.OnNewLeader, o.EventRecorder = nil, nil, nil
+	o.Work = cfg.Shards.Work
+	o.Shards = ShardOptions{}
+	o.RegistrationRenewal = 0
+	var p problems
+	resolveSource(&o, &p)
+	if len(p) > 0 {
+		return nil, p[0]
+	}
+	c, err := build(o, cfg.leases)
+	if err != nil {
+		return nil, err
+	}
+	c.shard = sh
+	c.leaseLabels = map[string]string{wire.LabelShardOf: wire.CandidateOf(cfg.Name)}
+	return newElector(c), nil
+}
+
+// renewNow makes the registration's next write happen at once, unless one
+// is in progress or it has ended.
+func (r *registrar) renewNow() {
+	r.lock()
+	defer r.unlock()
+	if r.ctx.Err() != nil || r.timer == nil || !r.timer.Stop() {
+		return
+	}
+	r.timers.Done() // its function will not run
+	r.setLocked(0)
+}

@@ -1,0 +1,554 @@
+package relect
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/relect/relect/internal/shardplan"
+	"github.com/relect/relect/internal/wire"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// The leader's side of shards (shard.go): during its term the leader
+// watches every shard Lease of the election with one watch (a label
+// selector), keeps its view of the registry (registry.go), and writes the
+// shard table whenever the assignment it computes (internal/shardplan)
+// differs from the table's. It writes nothing else: a shard changes hands
+// only on its own Lease.
+//
+// What it reads from each shard Lease, on its own clock: who holds it, and
+// since when it has not changed. A holder whose Lease has not changed for
+// suspectAfter (1.5 retry periods: it renews every one) gets a taker: a
+// candidate that follows the Lease from then on, so that it takes it the
+// moment the lease expires — within LeaseDuration + 2 × RetryPeriod of the
+// holder's last renewal. A holder whose Lease expired, and a candidate
+// given a free shard that did not take it within LeaseDuration + 2 ×
+// RetryPeriod, is left out (Table.Out) until its registration changes.
+
+// suspectAfter is how long a shard Lease may go unchanged before the
+// leader names a taker for it: one and a half retry periods.
+func suspectAfter(cfg *config) time.Duration { return cfg.RetryPeriod * 3 / 2 }
+
+// shardSeen is one shard Lease as the leader last observed it.
+type shardSeen struct {
+	holder   string
+	rv       string
+	released bool // released by its holder (wire.Released)
+	missing  bool
+	at       time.Time // local time of the last change observed (or of the first observation)
+}
+
+// assigner is one term's assignment of shards.
+type assigner struct {
+	cfg  *config
+	gw   *gateway
+	st   *state
+	term int32
+
+	// mu guards seen and gaveUp, which the observer writes; changed is
+	// signalled after each change of them.
+	mu      sync.Mutex
+	changed chan struct{}
+	seen    map[string]*shardSeen // by shard
+	byLease map[string]string     // shard Lease name → shard
+	own     *coordinationv1.Lease // the table as last read or written; nil if missing
+	table   wire.Table            // what own says
+	// firstSeen is when this term first saw each registered identity:
+	// JoinDelay counts from it. assignedAt is when the table (as this
+	// term knows it) gave each shard to its holder.
+	firstSeen  map[string]time.Time
+	assignedAt map[string]time.Time
+	// gaveUp are the holders that released a shard the table still gave
+	// them (its work stuck, or returned): shard → identity → until when
+	// the shard goes to another candidate if there is one.
+	gaveUp map[string]map[string]time.Time
+	stale  bool // own may be stale: read it before the next write
+}
+
+// assignShards assigns the shards while ctx (the term's) lasts.
+func assignShards(ctx context.Context, cfg *config, st *state) {
+	term, _ := TermFromContext(ctx)
+	// A token bucket of its own (RateLimit and RateBurst, as the
+	// election's): the assignment's calls never delay a renewal, nor wait
+	// for one.
+	a := &assigner{cfg: cfg, gw: newGateway(cfg, st), st: st, term: int32(term), seen: map[string]*shardSeen{}, byLease: map[string]string{},
+		firstSeen: map[string]time.Time{}, assignedAt: map[string]time.Time{}, gaveUp: map[string]map[string]time.Time{}, stale: true,
+		changed: make(chan struct{}, 1)}
+	for _, sh := range cfg.shards {
+		a.byLease[wire.ShardLeaseName(cfg.Name, sh)] = sh
+	}
+	// Half a retry period in, as the registry's list: not with the
+	// acquisition's calls.
+	if sleep(ctx, cfg.RetryPeriod/2) != nil {
+		return
+	}
+	// The view of the shard Leases is kept by a goroutine of its own, so
+	// that it stays as fresh as the watch while a table write waits for
+	// the bucket; this one decides and writes.
+	var observer sync.WaitGroup
+	observer.Go(func() { a.observe(ctx) })
+	defer observer.Wait()
+	tick := time.NewTicker(cfg.RetryPeriod / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		case <-a.changed:
+		}
+		a.assign(ctx, time.Now())
+	}
+}
+
+// observe keeps the view of the shard Leases until ctx is done: a list,
+// then a watch from its version; a list again after an error.
+func (a *assigner) observe(ctx context.Context) {
+	retry := newRetryBackoff(a.cfg)
+	selector := wire.ShardSelector(a.cfg.Name)
+	for ctx.Err() == nil {
+		var list *coordinationv1.LeaseList
+		err := a.gw.do(ctx, verbListShardLeases, true, func(ctx context.Context) error {
+			var err error
+			list, err = a.cfg.leases.List(ctx, metav1.ListOptions{LabelSelector: selector})
+			return err
+		})
+		if err != nil {
+			if sleep(ctx, retry.next()) != nil {
+				return
+			}
+			continue
+		}
+		a.mu.Lock()
+		a.listed(list.Items, time.Now())
+		a.mu.Unlock()
+		a.signal()
+		rv := list.ResourceVersion
+		for ctx.Err() == nil {
+			var w watch.Interface
+			err := a.gw.do(ctx, verbWatchShardLeases, false, func(ctx context.Context) error {
+				var err error
+				w, err = a.cfg.leases.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv})
+				return err
+			})
+			if err != nil {
+				break
+			}
+			broken := a.follow(ctx, w, &rv)
+			w.Stop()
+			if broken {
+				break
+			}
+			retry.reset()
+		}
+		if sleep(ctx, retry.next()) != nil {
+			return
+		}
+	}
+}
+
+// signal wakes the decision after a change of the view.
+func (a *assigner) signal() {
+	select {
+	case a.changed <- struct{}{}:
+	default:
+	}
+}
+
+// follow reads w's events into the view until the watch ends (broken: an
+// error event) or ctx is done.
+func (a *assigner) follow(ctx context.Context, w watch.Interface, rv *string) (broken bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case ev, open := <-w.ResultChan():
+			a.mu.Lock()
+			end, broken := a.event(ev, open, rv)
+			a.mu.Unlock()
+			if end {
+				return broken
+			}
+			a.signal()
+		}
+	}
+}
+
+// event reads one watch event into the view; end reports the watch's end.
+func (a *assigner) event(ev watch.Event, open bool, rv *string) (end, broken bool) {
+	e := a.gw.event(ev, open)
+	switch e.kind {
+	case watchClosed:
+		return true, false
+	case watchBroken:
+		return true, true
+	case leaseChanged:
+		*rv = e.lease.ResourceVersion
+		a.observeLease(e.lease, time.Now())
+	case leaseDeleted:
+		if e.lease != nil {
+			*rv = e.lease.ResourceVersion
+			if sh, ok := a.byLease[e.lease.Name]; ok {
+				a.seen[sh] = &shardSeen{missing: true, at: time.Now()}
+			}
+		}
+	case leaseProgress:
+		*rv = e.lease.ResourceVersion
+	}
+	return false, false
+}
+
+// listed replaces the view of the shard Leases with a list seen at now: a
+// Lease whose version is the one seen before keeps its time of change.
+func (a *assigner) listed(items []coordinationv1.Lease, now time.Time) {
+	was := a.seen
+	a.seen = map[string]*shardSeen{}
+	for i := range items {
+		if sh, ok := a.byLease[items[i].Name]; ok {
+			a.seen[sh] = was[sh]
+			a.observeLease(&items[i], now)
+		}
+	}
+	for _, sh := range a.cfg.shards {
+		if a.seen[sh] == nil {
+			// Missing since the list at the earliest: a gap in the watch
+			// may have hidden a holder.
+			a.seen[sh] = &shardSeen{missing: true, at: now}
+		}
+	}
+}
+
+// observeLease records shard Lease l, seen at now. Requires mu.
+func (a *assigner) observeLease(l *coordinationv1.Lease, now time.Time) {
+	sh, ok := a.byLease[l.Name]
+	if !ok {
+		return
+	}
+	s := a.seen[sh]
+	if s != nil && !s.missing && s.rv == l.ResourceVersion {
+		return
+	}
+	next := &shardSeen{holder: wire.Holder(l), rv: l.ResourceVersion, released: wire.Released(l), at: now}
+	if s != nil && s.holder != "" && next.released && a.table.Holders[sh] == s.holder {
+		// Released by the holder the table names: it gave the shard up
+		// (its work was stuck, or returned, or it is leaving).
+		if a.gaveUp[sh] == nil {
+			a.gaveUp[sh] = map[string]time.Time{}
+		}
+		a.gaveUp[sh][s.holder] = now.Add(a.cooldown())
+	}
+	a.seen[sh] = next
+}
+
+// cooldown is how long a holder that gave a shard up is passed over for
+// it: Shards.Work.Cooldown with work liveness, else LeaseDuration.
+func (a *assigner) cooldown() time.Duration {
+	if a.cfg.Shards.Work.enabled() {
+		return a.cfg.Shards.Work.Cooldown
+	}
+	return a.cfg.LeaseDuration
+}
+
+// liveHolder returns who holds shard sh by its Lease at now: the holder
+// named, while the Lease has changed within LeaseDuration; "" if it is
+// free, missing, or expired.
+func (a *assigner) liveHolder(sh string, now time.Time) string {
+	s := a.seen[sh]
+	if s == nil || s.missing || s.released || s.holder == "" || !now.Before(s.at.Add(a.cfg.LeaseDuration)) {
+		return ""
+	}
+	return s.holder
+}
+
+// freeAt returns since when shard sh's Lease may be taken by anyone (its
+// release, deletion or expiry, as observed); zero if it is held.
+func (a *assigner) freeAt(sh string, now time.Time) time.Time {
+	s := a.seen[sh]
+	switch {
+	case s == nil:
+		return time.Time{}
+	case s.missing || s.released:
+		return s.at
+	case !now.Before(s.at.Add(a.cfg.LeaseDuration)):
+		return s.at.Add(a.cfg.LeaseDuration)
+	}
+	return time.Time{}
+}
+
+// assign computes the table at now and writes it if it changed.
+func (a *assigner) assign(ctx context.Context, now time.Time) {
+	if a.stale && !a.readTable(ctx) {
+		return
+	}
+	regs, loaded := a.st.shardView(now)
+	if !loaded {
+		return
+	}
+	a.createMissing(ctx, now)
+	a.mu.Lock()
+	next := a.plan(regs, now)
+	a.mu.Unlock()
+	if maps.Equal(next.Holders, a.table.Holders) && maps.Equal(next.Takers, a.table.Takers) && maps.Equal(next.Out, a.table.Out) {
+		return
+	}
+	a.write(ctx, next, now)
+}
+
+// plan is the table the view asks for at now (see the file's comment).
+func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
+	out := maps.Clone(a.table.Out)
+	if out == nil {
+		out = map[string]string{}
+	}
+	byID := map[string]shardRegistration{}
+	for _, r := range regs {
+		byID[r.identity] = r
+		if _, ok := a.firstSeen[r.identity]; !ok {
+			a.firstSeen[r.identity] = now
+		}
+		if rv, ok := out[r.identity]; ok && rv != r.rv {
+			delete(out, r.identity) // renewed since: back, as a newcomer
+			a.firstSeen[r.identity] = now
+		}
+	}
+	for id := range a.firstSeen {
+		if _, ok := byID[id]; !ok {
+			delete(a.firstSeen, id)
+		}
+	}
+	for id := range out {
+		if _, ok := byID[id]; !ok {
+			delete(out, id) // deregistered
+		}
+	}
+	fail := func(id string) {
+		if r, ok := byID[id]; ok {
+			out[id] = r.rv
+		}
+	}
+	avoid, resting := map[string][]string{}, map[string]bool{}
+	for sh, ids := range a.gaveUp {
+		for id, until := range ids {
+			if now.Before(until) {
+				avoid[sh] = append(avoid[sh], id)
+				resting[id] = true
+			} else {
+				delete(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			delete(a.gaveUp, sh)
+		}
+	}
+	// The holders the Leases show, and the failures they show.
+	current := map[string]string{}
+	anyHeld := false
+	for _, sh := range a.cfg.shards {
+		live := a.liveHolder(sh, now)
+		assigned := a.table.Holders[sh]
+		if _, ok := a.assignedAt[sh]; !ok {
+			a.assignedAt[sh] = now
+		}
+		_, isOut := out[assigned]
+		_, registered := byID[assigned]
+		switch s := a.seen[sh]; {
+		case live != "" && live != assigned && registered && !isOut && a.table.Takers[sh] != live:
+			// Moved by the table: its holder steps down, and the one
+			// the table names takes it once released.
+			current[sh] = assigned
+			anyHeld = true
+		case live != "":
+			current[sh] = live // the table's holder, or a taker that took it
+			anyHeld = true
+		case s != nil && !s.missing && !s.released && s.holder != "":
+			// Expired: its holder stopped renewing. Its taker, who
+			// followed the Lease, takes it.
+			fail(s.holder)
+			if t := a.table.Takers[sh]; t != "" && t != s.holder {
+				current[sh] = t
+			}
+		case s != nil && s.missing:
+			// Created released by this leader (createMissing) once it has
+			// seen it missing for LD; until then the holder assigned waits.
+			if assigned != "" {
+				current[sh] = assigned
+			}
+		case assigned != "":
+			free := a.freeAt(sh, now)
+			if free.Before(a.assignedAt[sh]) {
+				free = a.assignedAt[sh]
+			}
+			if !now.Before(free.Add(a.cfg.LeaseDuration + 2*a.cfg.RetryPeriod)) {
+				fail(assigned) // given a free shard, it did not take it
+			} else {
+				current[sh] = assigned
+			}
+		}
+		if current[sh] != "" && assigned != "" && current[sh] == assigned {
+			anyHeld = true
+		}
+		if slices.Contains(avoid[sh], current[sh]) {
+			delete(current, sh) // it gave the shard up: to another
+		}
+	}
+	var cands []shardplan.Candidate
+	holds := map[string]bool{}
+	for _, h := range current {
+		holds[h] = true
+	}
+	for _, r := range regs {
+		if _, left := out[r.identity]; left {
+			continue
+		}
+		if holds[r.identity] || !anyHeld || !now.Before(a.firstSeen[r.identity].Add(a.cfg.Shards.JoinDelay)) {
+			cands = append(cands, shardplan.Candidate{Identity: r.identity, Weight: r.weight})
+		}
+	}
+	holders := shardplan.Assign(a.cfg.shards, current, cands, avoid, resting)
+	takers := map[string]string{}
+	for sh, h := range holders {
+		if a.table.Holders[sh] != h {
+			a.assignedAt[sh] = now
+		}
+		if s := a.seen[sh]; h == a.liveHolder(sh, now) && !now.Before(s.at.Add(suspectAfter(a.cfg))) {
+			if t := shardplan.Taker(holders, h, cands); t != "" {
+				takers[sh] = t
+			}
+		}
+	}
+	return wire.Table{Holders: holders, Takers: takers, Out: out}
+}
+
+// createMissing creates, released, each shard Lease this term has watched
+// missing for LeaseDuration without a gap — the rule a follower creates a
+// missing Lease by (docs/design.md, "revoked by hand") — so that its
+// holder takes it at once. A Lease someone else created meanwhile is left
+// alone (409 AlreadyExists), and the watch will show it.
+func (a *assigner) createMissing(ctx context.Context, now time.Time) {
+	a.mu.Lock()
+	var due []string
+	for _, sh := range a.cfg.shards {
+		if s := a.seen[sh]; s != nil && s.missing && !now.Before(s.at.Add(a.cfg.LeaseDuration)) {
+			due = append(due, sh)
+		}
+	}
+	a.mu.Unlock()
+	for _, sh := range due {
+		holder, one, zero := "", int32(1), int32(0)
+		t := metav1.NewMicroTime(now)
+		l := &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Namespace: a.cfg.Namespace, Name: wire.ShardLeaseName(a.cfg.Name, sh),
+				Labels:      map[string]string{wire.LabelShardOf: wire.CandidateOf(a.cfg.Name)},
+				Annotations: map[string]string{wire.AnnotationShard: sh, wire.AnnotationLease: a.cfg.Name}},
+			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &one, LeaseTransitions: &zero,
+				AcquireTime: &t, RenewTime: &t},
+		}
+		var out *coordinationv1.Lease
+		err := a.gw.do(ctx, verbCreateShardLease, true, func(ctx context.Context) error {
+			var err error
+			out, err = a.cfg.leases.Create(ctx, l, metav1.CreateOptions{})
+			return err
+		})
+		a.mu.Lock()
+		switch {
+		case err == nil:
+			a.observeLease(out, time.Now())
+		case apierrors.IsAlreadyExists(err):
+			if s := a.seen[sh]; s != nil && s.missing {
+				s.at = time.Now() // the watch will show it; no new try for LD
+			}
+		}
+		a.mu.Unlock()
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return // try again at the next assignment
+		}
+	}
+}
+
+// readTable reads the table Lease; it reports whether the view is usable.
+func (a *assigner) readTable(ctx context.Context) bool {
+	var l *coordinationv1.Lease
+	err := a.gw.do(ctx, verbGetShardTable, true, func(ctx context.Context) error {
+		var err error
+		l, err = a.cfg.leases.Get(ctx, wire.ShardTableName(a.cfg.Name), metav1.GetOptions{})
+		return err
+	})
+	switch {
+	case apierrors.IsNotFound(err):
+		a.mu.Lock()
+		a.own, a.table = nil, wire.Table{}
+		a.mu.Unlock()
+	case err != nil:
+		return false
+	default:
+		t := wire.TableOf(l)
+		if t == nil {
+			t = &wire.Table{}
+		}
+		a.mu.Lock()
+		a.own, a.table = l, *t
+		a.mu.Unlock()
+	}
+	a.stale = false
+	return true
+}
+
+// write writes table t, conditionally on the version last read or
+// written; after a failure the table is read again before the next try.
+func (a *assigner) write(ctx context.Context, t wire.Table, now time.Time) {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: a.cfg.Namespace, Name: wire.ShardTableName(a.cfg.Name)}}
+	if a.own != nil {
+		l = a.own.DeepCopy()
+	}
+	wire.SetTable(l, a.cfg.Name, a.cfg.identity, a.term, &t, now)
+	var out *coordinationv1.Lease
+	err := a.gw.do(ctx, verbPostShardTable, true, func(ctx context.Context) error {
+		var err error
+		if a.own == nil {
+			out, err = a.cfg.leases.Create(ctx, l, metav1.CreateOptions{})
+		} else {
+			out, err = a.cfg.leases.Update(ctx, l, metav1.UpdateOptions{})
+		}
+		return err
+	})
+	if err != nil {
+		a.stale = true
+		return
+	}
+	a.mu.Lock()
+	a.own, a.table = out, t
+	a.mu.Unlock()
+}
+
+// shardRegistration is a live registered candidate that takes part in
+// shards, as the leader's view has it.
+type shardRegistration struct {
+	identity string
+	weight   int32
+	rv       string // its registration's resourceVersion
+}
+
+// shardView returns the live registered candidates that take part in
+// shards (not standing by, a weight), by identity; loaded is false while
+// this leader has not listed the registry.
+func (s *state) shardView(now time.Time) (regs []shardRegistration, loaded bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := &s.succession
+	if g.view == nil {
+		return nil, false
+	}
+	for _, c := range g.view {
+		if c.live(now) && !c.Standby && c.shardWeight > 0 {
+			regs = append(regs, shardRegistration{identity: c.Identity, weight: c.shardWeight, rv: c.rv})
+		}
+	}
+	return regs, true
+}
