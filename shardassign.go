@@ -302,107 +302,16 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 }
 
 // plan is the table the view asks for at now (see the file's comment).
+// Requires mu.
 func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
-	out := maps.Clone(a.table.Out)
-	if out == nil {
-		out = map[string]string{}
-	}
-	byID := map[string]shardRegistration{}
-	for _, r := range regs {
-		byID[r.identity] = r
-		if _, ok := a.firstSeen[r.identity]; !ok {
-			a.firstSeen[r.identity] = now
-		}
-		if rv, ok := out[r.identity]; ok && rv != r.rv {
-			delete(out, r.identity) // renewed since: back, as a newcomer
-			a.firstSeen[r.identity] = now
-		}
-	}
-	for id := range a.firstSeen {
-		if _, ok := byID[id]; !ok {
-			delete(a.firstSeen, id)
-		}
-	}
-	for id := range out {
-		if _, ok := byID[id]; !ok {
-			delete(out, id) // deregistered
-		}
-	}
-	fail := func(id string) {
-		if r, ok := byID[id]; ok {
-			out[id] = r.rv
-		}
-	}
-	avoid, resting := map[string][]string{}, map[string]bool{}
-	for sh, ids := range a.gaveUp {
-		for id, until := range ids {
-			if now.Before(until) {
-				avoid[sh] = append(avoid[sh], id)
-				resting[id] = true
-			} else {
-				delete(ids, id)
-			}
-		}
-		if len(ids) == 0 {
-			delete(a.gaveUp, sh)
-		}
-	}
-	// The holders the Leases show, and the failures they show.
-	current := map[string]string{}
-	anyHeld := false
-	for _, sh := range a.cfg.shards {
-		live := a.liveHolder(sh, now)
-		assigned := a.table.Holders[sh]
-		if _, ok := a.assignedAt[sh]; !ok {
-			a.assignedAt[sh] = now
-		}
-		_, isOut := out[assigned]
-		_, registered := byID[assigned]
-		switch s := a.seen[sh]; {
-		case live != "" && live != assigned && registered && !isOut && a.table.Takers[sh] != live:
-			// Moved by the table: its holder steps down, and the one
-			// the table names takes it once released.
-			current[sh] = assigned
-			anyHeld = true
-		case live != "":
-			current[sh] = live // the table's holder, or a taker that took it
-			anyHeld = true
-		case s != nil && !s.missing && !s.released && s.holder != "":
-			// Expired: its holder stopped renewing. Its taker, who
-			// followed the Lease, takes it.
-			fail(s.holder)
-			if t := a.table.Takers[sh]; t != "" && t != s.holder {
-				current[sh] = t
-			}
-		case s != nil && s.missing:
-			// Created released by this leader (createMissing) once it has
-			// seen it missing for LD; until then the holder assigned waits.
-			if assigned != "" {
-				current[sh] = assigned
-			}
-		case assigned != "":
-			free := a.freeAt(sh, now)
-			if free.Before(a.assignedAt[sh]) {
-				free = a.assignedAt[sh]
-			}
-			if !now.Before(free.Add(a.cfg.LeaseDuration + 2*a.cfg.RetryPeriod)) {
-				fail(assigned) // given a free shard, it did not take it
-			} else {
-				current[sh] = assigned
-			}
-		}
-		if current[sh] != "" && assigned != "" && current[sh] == assigned {
-			anyHeld = true
-		}
-		if slices.Contains(avoid[sh], current[sh]) {
-			delete(current, sh) // it gave the shard up: to another
-		}
-	}
-	var cands []shardplan.Candidate
+	byID, out := a.roster(regs, now)
+	avoid, resting := a.givenUp(now)
+	current, anyHeld := a.current(byID, out, avoid, now)
 	holds := map[string]bool{}
 	for _, h := range current {
 		holds[h] = true
 	}
+	var cands []shardplan.Candidate
 	for _, r := range regs {
 		if _, left := out[r.identity]; left {
 			continue
@@ -424,6 +333,118 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 		}
 	}
 	return wire.Table{Holders: holders, Takers: takers, Out: out}
+}
+
+// roster returns the registered candidates by identity, and who is left
+// out: the table's list, less those deregistered and those whose
+// registration changed since (back, as newcomers). It keeps firstSeen.
+func (a *assigner) roster(regs []shardRegistration, now time.Time) (byID map[string]shardRegistration, out map[string]string) {
+	out = maps.Clone(a.table.Out)
+	if out == nil {
+		out = map[string]string{}
+	}
+	byID = map[string]shardRegistration{}
+	for _, r := range regs {
+		byID[r.identity] = r
+		if _, ok := a.firstSeen[r.identity]; !ok {
+			a.firstSeen[r.identity] = now
+		}
+		if rv, ok := out[r.identity]; ok && rv != r.rv {
+			delete(out, r.identity)
+			a.firstSeen[r.identity] = now
+		}
+	}
+	for id := range a.firstSeen {
+		if _, ok := byID[id]; !ok {
+			delete(a.firstSeen, id)
+		}
+	}
+	for id := range out {
+		if _, ok := byID[id]; !ok {
+			delete(out, id)
+		}
+	}
+	return byID, out
+}
+
+// givenUp returns, at now, the holders passed over for each shard they
+// gave up, and the set of them (resting: no new shard), forgetting the
+// cooldowns that ended.
+func (a *assigner) givenUp(now time.Time) (avoid map[string][]string, resting map[string]bool) {
+	avoid, resting = map[string][]string{}, map[string]bool{}
+	for sh, ids := range a.gaveUp {
+		for id, until := range ids {
+			if now.Before(until) {
+				avoid[sh] = append(avoid[sh], id)
+				resting[id] = true
+			} else {
+				delete(ids, id)
+			}
+		}
+		if len(ids) == 0 {
+			delete(a.gaveUp, sh)
+		}
+	}
+	return avoid, resting
+}
+
+// current returns each shard's holder as the plan starts from — the
+// Lease's, or the table's where the table moved it or its Lease is free —
+// and whether any shard is held or assigned; it leaves out (in out) the
+// holders whose Lease expired and those given a free shard that did not
+// take it.
+func (a *assigner) current(byID map[string]shardRegistration, out map[string]string, avoid map[string][]string, now time.Time) (
+	current map[string]string, anyHeld bool) {
+	fail := func(id string) {
+		if r, ok := byID[id]; ok {
+			out[id] = r.rv
+		}
+	}
+	current = map[string]string{}
+	for _, sh := range a.cfg.shards {
+		live, assigned := a.liveHolder(sh, now), a.table.Holders[sh]
+		if _, ok := a.assignedAt[sh]; !ok {
+			a.assignedAt[sh] = now
+		}
+		_, isOut := out[assigned]
+		_, registered := byID[assigned]
+		switch s := a.seen[sh]; {
+		case live != "" && live != assigned && registered && !isOut && a.table.Takers[sh] != live:
+			current[sh] = assigned // moved by the table: the holder steps down
+		case live != "":
+			current[sh] = live // the table's holder, or a taker that took it
+		case s != nil && !s.missing && !s.released && s.holder != "":
+			// Expired: its holder stopped renewing. Its taker, which
+			// followed the Lease, takes it.
+			fail(s.holder)
+			if t := a.table.Takers[sh]; t != "" && t != s.holder {
+				current[sh] = t
+			}
+		case s != nil && s.missing:
+			// Created released (createMissing) once watched missing for
+			// LD; until then the holder assigned waits.
+			if assigned != "" {
+				current[sh] = assigned
+			}
+		case assigned != "":
+			free := a.freeAt(sh, now)
+			if free.Before(a.assignedAt[sh]) {
+				free = a.assignedAt[sh]
+			}
+			if !now.Before(free.Add(a.cfg.LeaseDuration + 2*a.cfg.RetryPeriod)) {
+				fail(assigned) // given a free shard, it did not take it
+			} else {
+				current[sh] = assigned
+			}
+		}
+		if live != "" || (current[sh] != "" && current[sh] == assigned) {
+			anyHeld = true
+		}
+		if slices.Contains(avoid[sh], current[sh]) {
+			delete(current, sh) // it gave the shard up: to another
+		}
+	}
+	return current, anyHeld
 }
 
 // createMissing creates, released, each shard Lease this term has watched

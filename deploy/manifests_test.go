@@ -83,7 +83,7 @@ var manifestSets = []manifestSet{
 			"NODE_NAME":     "spec.nodeName",
 		},
 		clusterRules: []rbacv1.PolicyRule{
-			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"list"}},
+			{APIGroups: []string{""}, Resources: []string{"nodes", "pods", "namespaces"}, Verbs: []string{"list"}},
 		},
 	},
 	{

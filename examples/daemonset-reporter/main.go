@@ -30,6 +30,19 @@
 // sink or reads kube-state-metrics would also set Work.Check
 // (docs/migration.md, "Elastic Agent style").
 //
+// # Shards: the cluster-wide work over the fleet
+//
+// In a large cluster one agent cannot report every cluster-wide metricset
+// (Elastic's documentation tells such users to turn leader election off
+// and run a separate Deployment). With -shards=nodes,pods,namespaces each
+// metricset is a shard (Options.Shards): the leader assigns the shards to
+// the live agents, balanced and sticky, and each agent reports the
+// metricsets it holds, each with its own term, fence and beat
+// (Shards.Work: a shard whose reports stop moves to another agent). The
+// leader itself reports nothing then but assigns; an agent stopping hands
+// its shards over at once, one that crashes loses them within the lease
+// duration. See docs/design.md, "Shards".
+//
 // # Choosing RetryPeriod for N candidates
 //
 // The leader renews the Lease (a PUT) every RetryPeriod, and every other
@@ -82,9 +95,12 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -112,6 +128,45 @@ type settings struct {
 	retryPeriod     time.Duration
 	budget          float64
 	healthAddr      string
+	shards          []string // the metricsets reported as shards; none: the leader reports them all
+}
+
+// metricsets are the cluster-wide metricsets, by name: each lists one kind
+// and logs what it counts.
+var metricsets = map[string]func(ctx context.Context, client kubernetes.Interface) (map[string]int, error){
+	"nodes": func(ctx context.Context, client kubernetes.Interface) (map[string]int, error) {
+		l, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return nil, err
+		}
+		ready := 0
+		for _, n := range l.Items {
+			for _, c := range n.Status.Conditions {
+				if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+					ready++
+				}
+			}
+		}
+		return map[string]int{"nodes": len(l.Items), "ready": ready}, nil
+	},
+	"pods": func(ctx context.Context, client kubernetes.Interface) (map[string]int, error) {
+		l, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]int{"pods": len(l.Items)}
+		for _, p := range l.Items {
+			out[strings.ToLower(string(p.Status.Phase))]++
+		}
+		return out, nil
+	},
+	"namespaces": func(ctx context.Context, client kubernetes.Interface) (map[string]int, error) {
+		l, err := client.CoreV1().Namespaces().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return nil, err
+		}
+		return map[string]int{"namespaces": len(l.Items)}, nil
+	},
 }
 
 func run(logger *slog.Logger) error {
@@ -124,7 +179,16 @@ func run(logger *slog.Logger) error {
 	flag.DurationVar(&s.retryPeriod, "retry-period", 15*time.Second, "Options.RetryPeriod: sets the fleet's Lease API load, about nodes / (1.6 × RetryPeriod) requests per second")
 	flag.Float64Var(&s.budget, "lease-budget", 40, "Lease API requests per second the whole fleet may spend; the leader warns above it")
 	flag.StringVar(&s.healthAddr, "health-addr", ":8080", "address of the /healthz endpoint")
+	shards := flag.String("shards", "", "comma-separated metricsets (nodes, pods, namespaces) reported as shards spread over the fleet; empty: the leader reports the nodes metricset")
 	flag.Parse()
+	if *shards != "" {
+		s.shards = strings.Split(*shards, ",")
+		for _, sh := range s.shards {
+			if metricsets[sh] == nil {
+				return fmt.Errorf("-shards: unknown metricset %q (known: nodes, pods, namespaces)", sh)
+			}
+		}
+	}
 	if s.namespace == "" {
 		return errors.New("no Lease namespace: set -lease-namespace or POD_NAMESPACE")
 	}
@@ -149,7 +213,7 @@ func run(logger *slog.Logger) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 
-	e, err := relect.New(relect.Options{
+	opts := relect.Options{
 		Config:        cfg,
 		Namespace:     s.namespace,
 		Name:          s.name,
@@ -157,12 +221,10 @@ func run(logger *slog.Logger) error {
 		LeaseDuration: s.leaseDuration,
 		RenewDeadline: s.renewDeadline,
 		RetryPeriod:   s.retryPeriod,
-		OnStartedLeading: func(ctx context.Context) {
-			reportCluster(ctx, logger, client, s)
-		},
-		Work:   workOptions(s.reportEvery),
-		Logger: logger,
-	})
+		Logger:        logger,
+	}
+	setWork(&opts, logger, client, s)
+	e, err := relect.New(opts)
 	if err != nil {
 		return err // names the invalid flag's Options field
 	}
@@ -198,6 +260,54 @@ func run(logger *slog.Logger) error {
 		return nil // SIGTERM or SIGINT: a normal shutdown
 	}
 	return runErr
+}
+
+// setWork sets the agent's cluster-wide work in opts: without shards, the
+// leader reports the nodes metricset; with shards, each shard's holder
+// reports its metricset, and the leader only assigns them.
+func setWork(opts *relect.Options, logger *slog.Logger, client kubernetes.Interface, s settings) {
+	if len(s.shards) == 0 {
+		opts.OnStartedLeading = func(ctx context.Context) { reportCluster(ctx, logger, client, s) }
+		opts.Work = workOptions(s.reportEvery)
+		return
+	}
+	opts.Shards = relect.ShardOptions{
+		Names: slices.Clone(s.shards),
+		Run:   func(ctx context.Context) { reportShard(ctx, logger, client, s) },
+		Work:  workOptions(s.reportEvery),
+	}
+}
+
+// reportShard is the work of one shard for one term: its metricset, every
+// reportEvery until ctx is done, with a beat after each report that
+// succeeded (Shards.Work). The fence would tag each report, so that a
+// sink drops a deposed holder's late one.
+func reportShard(ctx context.Context, logger *slog.Logger, client kubernetes.Interface, s settings) {
+	shard, _ := relect.ShardFromContext(ctx)
+	fence, _ := relect.FenceFromContext(ctx)
+	logger.Info("started reporting a shard", "metricset", shard, "fence", string(fence))
+	tick := time.NewTicker(s.reportEvery)
+	defer tick.Stop()
+	for {
+		counts, err := metricsets[shard](ctx, client)
+		switch {
+		case err == nil:
+			attrs := []any{"metricset", shard, "fence", string(fence)}
+			for _, k := range slices.Sorted(maps.Keys(counts)) {
+				attrs = append(attrs, k, counts[k])
+			}
+			logger.Info("cluster metrics", attrs...)
+			relect.Beat(ctx)
+		case ctx.Err() == nil:
+			logger.Error("listing", "metricset", shard, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			logger.Info("stopped reporting a shard", "metricset", shard, "cause", context.Cause(ctx))
+			return
+		case <-tick.C:
+		}
+	}
 }
 
 // workOptions is the work liveness of a leader that reports every

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -114,6 +116,68 @@ func TestStuckReporterHandsOver(t *testing.T) {
 		synctest.Wait()
 		if s := b.e.Stats(); !s.Leading || s.WorkStuck || s.LastBeat.Before(failedAt) {
 			t.Errorf("the new leader: leading %v, stuck %v, last beat %v: want it leading, reporting and beating", s.Leading, s.WorkStuck, s.LastBeat)
+		}
+	})
+}
+
+// With -shards, the three metricsets spread over three agents, one each,
+// each reported (a beat); when one agent stops, its metricset is reported
+// by another at once.
+func TestShardsSpreadTheMetricsets(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased("default", "relect-reporter")
+		s := settings{namespace: "default", name: "relect-reporter", reportEvery: 30 * time.Second,
+			leaseDuration: 45 * time.Second, renewDeadline: 30 * time.Second, retryPeriod: 15 * time.Second, budget: 40,
+			shards: []string{"nodes", "pods", "namespaces"}}
+		client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
+		var es []*relect.Elector
+		var cancels []context.CancelFunc
+		var dones []chan error
+		for _, name := range []string{"node-a/a", "node-b/b", "node-c/c"} {
+			opts := relect.Options{Client: api.Client(name).Clientset(), Namespace: s.namespace, Name: s.name, Identity: name,
+				LeaseDuration: s.leaseDuration, RenewDeadline: s.renewDeadline, RetryPeriod: s.retryPeriod}
+			setWork(&opts, slog.New(slog.DiscardHandler), client, s)
+			e, err := relect.New(opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- e.Run(ctx) }()
+			es, cancels, dones = append(es, e), append(cancels, cancel), append(dones, done)
+			synctest.Wait()
+		}
+		held := func() map[string]string {
+			out := map[string]string{}
+			for _, e := range es {
+				for _, sh := range e.Shards() {
+					out[sh] = e.Identity()
+				}
+			}
+			return out
+		}
+		time.Sleep(4 * s.leaseDuration)
+		synctest.Wait()
+		h := held()
+		if len(h) != 3 || len(slices.Compact(slices.Sorted(maps.Values(h)))) != 3 {
+			t.Fatalf("shards held %v: want each metricset on its own agent", h)
+		}
+		for _, e := range es {
+			if len(e.Shards()) != 1 {
+				t.Errorf("%s holds %v", e.Identity(), e.Shards())
+			}
+		}
+		gone := es[2].Shards()[0]
+		cancels[2]()
+		<-dones[2]
+		synctest.Wait()
+		if h := held(); h[gone] == "" || h[gone] == es[2].Identity() {
+			t.Errorf("after its agent stopped, metricset %s is held by %q", gone, h[gone])
+		}
+		for i := range 2 {
+			cancels[i]()
+			<-dones[i]
 		}
 	})
 }

@@ -2,7 +2,9 @@ package shardplan
 
 import (
 	"fmt"
+	"hash/fnv"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -156,4 +158,50 @@ func TestTaker(t *testing.T) {
 	require.Equal(t, "c002", Taker(a, "c000", cands))
 	require.Equal(t, "c002", Taker(a, "c001", cands))
 	require.Equal(t, "", Taker(a, "c000", cands[:1]))
+}
+
+// TestHashingBaseline measures the alternative the design rejects: each
+// shard placed on a candidate by rendezvous hashing (the highest hash of
+// shard and identity), as a client-go election per shard would settle
+// with hashed preferences. It logs the busiest candidate's load over the
+// mean, median over random fleets, beside Assign's, and checks that Assign
+// is within the bound the design promises.
+func TestHashingBaseline(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for _, tc := range []struct{ s, n int }{{10, 10}, {32, 10}, {100, 10}} {
+		var hashed []float64
+		for range 501 {
+			cands := make([]Candidate, tc.n)
+			for i := range cands {
+				cands[i] = Candidate{Identity: fmt.Sprintf("pod-%x", r.Uint64()), Weight: 1}
+			}
+			load := map[string]int{}
+			for _, sh := range names(tc.s) {
+				best, bh := "", uint64(0)
+				for _, c := range cands {
+					h := fnv.New64a()
+					h.Write([]byte(sh + "/" + c.Identity))
+					if v := h.Sum64(); best == "" || v > bh {
+						best, bh = c.Identity, v
+					}
+				}
+				load[best]++
+			}
+			most := 0
+			for _, k := range load {
+				most = max(most, k)
+			}
+			hashed = append(hashed, float64(most)*float64(tc.n)/float64(tc.s))
+			a := counts(Assign(names(tc.s), nil, cands, nil, nil))
+			amax := 0
+			for _, k := range a {
+				amax = max(amax, k)
+			}
+			require.LessOrEqual(t, amax, (tc.s+tc.n-1)/tc.n)
+		}
+		slices.Sort(hashed)
+		ceil := (tc.s + tc.n - 1) / tc.n
+		t.Logf("S=%d N=%d: busiest ÷ mean, median of %d fleets: hashing %.2f, Assign %.2f",
+			tc.s, tc.n, len(hashed), hashed[len(hashed)/2], float64(ceil)*float64(tc.n)/float64(tc.s))
+	}
 }
