@@ -155,7 +155,11 @@ func (e *Elector) Stats() Stats {
 	if e.st == nil {
 		return Stats{}
 	}
-	return e.st.snapshot(time.Now()).Stats
+	s := e.st.snapshot(time.Now()).Stats
+	if m := e.shards.Load(); m != nil {
+		s.ShardsHeld = len(m.held())
+	}
+	return s
 }
 
 // Run campaigns for the lease until ctx is done, and serves a term each time

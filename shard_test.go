@@ -138,6 +138,10 @@ func TestShards(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, map[string]int{"c00": 2, "c01": 2, "c02": 2}, b.held(), "balanced: 6 shards over 3")
 		assert.Equal(t, b.held(), heldBy(cs), "Elector.Shards says what each holds")
+		for _, c := range cs {
+			assert.Equal(t, 2, c.e.Stats().ShardsHeld, "%s: Stats.ShardsHeld", c.name)
+		}
+		assert.GreaterOrEqual(t, cs[0].e.Stats().ShardMoves, uint64(6), "the leader assigned every shard")
 		assert.Equal(t, 3, api.Watchers(ns, wire.ShardTableName(lease)), "every member follows the table")
 		// Settled, the table is not written, and each shard Lease is
 		// watched twice: by the leader's one watch of them all, and by its
@@ -163,6 +167,8 @@ func TestShards(t *testing.T) {
 		assert.Less(t, b.lastGap(), 100*time.Millisecond, "a graceful move is a release, a table write and an acquisition")
 		assert.Equal(t, settled+2, b.startCount(), "only the stopped holder's shards moved")
 		assert.Equal(t, map[string]int{"c00": 3, "c01": 3}, b.held())
+		gaps := cs[0].e.Stats()
+		assert.GreaterOrEqual(t, gaps.ShardGaps, uint64(2), "the leader saw the two released shards taken")
 
 		// A change of leader moves no shard.
 		settled = b.startCount()

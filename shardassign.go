@@ -43,6 +43,9 @@ type shardSeen struct {
 	released bool // released by its holder (wire.Released)
 	missing  bool
 	at       time.Time // local time of the last change observed (or of the first observation)
+	// listed: first seen in this term's list, missing or free since
+	// before the term (a gap this leader did not see begin).
+	listed bool
 }
 
 // assigner is one term's assignment of shards.
@@ -214,13 +217,16 @@ func (a *assigner) listed(items []coordinationv1.Lease, now time.Time) {
 		if sh, ok := a.byLease[items[i].Name]; ok {
 			a.seen[sh] = was[sh]
 			a.observeLease(&items[i], now)
+			if was[sh] == nil {
+				a.seen[sh].listed = true
+			}
 		}
 	}
 	for _, sh := range a.cfg.shards {
 		if a.seen[sh] == nil {
 			// Missing since the list at the earliest: a gap in the watch
 			// may have hidden a holder.
-			a.seen[sh] = &shardSeen{missing: true, at: now}
+			a.seen[sh] = &shardSeen{missing: true, at: now, listed: was[sh] == nil}
 		}
 	}
 }
@@ -236,6 +242,11 @@ func (a *assigner) observeLease(l *coordinationv1.Lease, now time.Time) {
 		return
 	}
 	next := &shardSeen{holder: wire.Holder(l), rv: l.ResourceVersion, released: wire.Released(l), at: now}
+	if s != nil && next.holder != "" && !next.released {
+		if free := a.freeAt(sh, now); !free.IsZero() && !s.listed {
+			a.st.shardGap(now.Sub(free))
+		}
+	}
 	if s != nil && s.holder != "" && next.released && a.table.Holders[sh] == s.holder {
 		// Released by the holder the table names: it gave the shard up
 		// (its work was stuck, or returned, or it is leaving).
@@ -544,8 +555,30 @@ func (a *assigner) write(ctx context.Context, t wire.Table, now time.Time) {
 		return
 	}
 	a.mu.Lock()
+	moved := 0
+	for sh, h := range t.Holders {
+		if a.table.Holders[sh] != h {
+			moved++
+		}
+	}
 	a.own, a.table = out, t
 	a.mu.Unlock()
+	a.st.shardsMoved(moved)
+}
+
+// shardGap counts a shard seen taken after it was free for d.
+func (s *state) shardGap(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.ShardGaps++
+	s.stats.ShardGapTime += d
+}
+
+// shardsMoved counts n shards whose holder a table write changed.
+func (s *state) shardsMoved(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.ShardMoves += uint64(n)
 }
 
 // shardRegistration is a live registered candidate that takes part in

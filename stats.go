@@ -92,6 +92,22 @@ type Stats struct {
 	// observed). Nil when none; every candidate carries them, with or
 	// without Options.Work.
 	WorkCooling map[string]time.Time
+
+	// Shards (Options.Shards; zero without).
+
+	// ShardsHeld is how many shards this candidate holds now
+	// (Elector.Shards).
+	ShardsHeld int
+	// ShardMoves counts, over this candidate's terms as leader, the shards
+	// whose holder its shard table changed: an assignment, a move, a
+	// taker made holder.
+	ShardMoves uint64
+	// ShardGaps counts, over its terms as leader, the times it saw a
+	// shard's Lease taken after it was free (released, missing, or
+	// expired); ShardGapTime adds how long each was free before, as it
+	// observed them — the time a shard went without a holder.
+	ShardGaps    uint64
+	ShardGapTime time.Duration
 }
 
 // CallKey names a class of Lease API calls in Stats.Calls: what the call

@@ -52,7 +52,8 @@ type Collector struct {
 	info, isLeader, term, termsStarted, calls, bucketWait,
 	backoffs, backoffSeconds, droppedEvents, lastRenewal, lastContact,
 	termRemaining, consecutiveFailures, degraded,
-	workStuck, workStuckHandovers, workCheckFailures, workLastBeat *prometheus.Desc
+	workStuck, workStuckHandovers, workCheckFailures, workLastBeat,
+	shardsHeld, shardMoves, shardGaps, shardGapSeconds *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -131,6 +132,14 @@ func NewCollector(e *relect.Elector, opts Options) (*Collector, error) {
 			"Calls of Options.Work.Check that failed in a row (it runs while this candidate leads or is in the line of succession); 0 after one succeeds."),
 		workLastBeat: desc("work_last_beat_timestamp_seconds",
 			"Unix time at which the current term's work last called relect.Beat; absent when no term's work runs, and before its first beat."),
+		shardsHeld: desc("shards_held",
+			"Shards this candidate holds now (Options.Shards; relect.Elector.Shards)."),
+		shardMoves: desc("shard_moves_total",
+			"Shards whose holder this candidate's shard table changed, over its terms as leader."),
+		shardGaps: desc("shard_gaps_total",
+			"Times this candidate, as leader, saw a shard's Lease taken after it was free (released, missing or expired)."),
+		shardGapSeconds: desc("shard_gap_seconds_total",
+			"Seconds shards went without a holder before being taken, as this candidate observed them as leader (shard_gaps_total counts the gaps)."),
 	}, nil
 }
 
@@ -147,13 +156,15 @@ func (c *Collector) descs() []*prometheus.Desc {
 		c.backoffs, c.backoffSeconds, c.droppedEvents, c.lastRenewal, c.lastContact,
 		c.termRemaining, c.consecutiveFailures, c.degraded,
 		c.workStuck, c.workStuckHandovers, c.workCheckFailures, c.workLastBeat,
+		c.shardsHeld, c.shardMoves, c.shardGaps, c.shardGapSeconds,
 	}
 }
 
 // Collect sends the metrics of one Stats snapshot. The timestamps are
 // absent until their first event (the last beat also while no term's work
 // runs); api_calls_total has a series for each verb and result seen so far.
-// The work metrics are 0 when Options.Work is off.
+// The work metrics are 0 when Options.Work is off, the shard metrics when
+// Options.Shards is.
 func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	s := c.e.Stats()
 	now := time.Now()
@@ -195,6 +206,10 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	if !s.LastBeat.IsZero() {
 		gauge(c.workLastBeat, unixSeconds(s.LastBeat))
 	}
+	gauge(c.shardsHeld, float64(s.ShardsHeld))
+	counter(c.shardMoves, float64(s.ShardMoves))
+	counter(c.shardGaps, float64(s.ShardGaps))
+	counter(c.shardGapSeconds, s.ShardGapTime.Seconds())
 }
 
 func boolValue(b bool) float64 {
