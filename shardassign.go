@@ -57,12 +57,13 @@ type assigner struct {
 
 	// mu guards seen and gaveUp, which the observer writes; changed is
 	// signalled after each change of them.
-	mu      sync.Mutex
-	changed chan struct{}
-	seen    map[string]*shardSeen // by shard
-	byLease map[string]string     // shard Lease name → shard
-	own     *coordinationv1.Lease // the table as last read or written; nil if missing
-	table   wire.Table            // what own says
+	mu         sync.Mutex
+	changed    chan struct{}
+	seen       map[string]*shardSeen // by shard
+	listedOnce bool                  // seen reflects a list
+	byLease    map[string]string     // shard Lease name → shard
+	own        *coordinationv1.Lease // the table as last read or written; nil if missing
+	table      wire.Table            // what own says
 	// firstSeen is when this term first saw each registered identity:
 	// JoinDelay counts from it. assignedAt is when the table (as this
 	// term knows it) gave each shard to its holder.
@@ -211,6 +212,7 @@ func (a *assigner) event(ev watch.Event, open bool, rv *string) (end, broken boo
 // listed replaces the view of the shard Leases with a list seen at now: a
 // Lease whose version is the one seen before keeps its time of change.
 func (a *assigner) listed(items []coordinationv1.Lease, now time.Time) {
+	a.listedOnce = true
 	was := a.seen
 	a.seen = map[string]*shardSeen{}
 	for i := range items {
@@ -295,8 +297,11 @@ func (a *assigner) freeAt(sh string, now time.Time) time.Time {
 
 // assign computes the table at now and writes it if it changed.
 func (a *assigner) assign(ctx context.Context, now time.Time) {
-	if a.stale && !a.readTable(ctx) {
-		return
+	a.mu.Lock()
+	listed := a.listedOnce
+	a.mu.Unlock()
+	if !listed || (a.stale && !a.readTable(ctx)) {
+		return // no view of the shard Leases yet, or of the table
 	}
 	regs, loaded := a.st.shardView(now)
 	if !loaded {
