@@ -24,7 +24,7 @@ import (
 func newElector(opts relect.Options, health relect.HealthOptions) (*relect.Elector, error) {
 	e, err := relect.New(opts)
 	if errors.Is(err, relect.ErrInvalidOptions) {
-		return nil, optionsError(err, electionFlags, standbyFlags, workFlags, beatFlags)
+		return nil, optionsError(err, electionFlags, standbyFlags, workFlags, beatFlags, shardFlags)
 	}
 	if err != nil {
 		return nil, err
@@ -92,7 +92,8 @@ func isLoopbackHost(host string) bool {
 
 // startHTTP listens on addr (--http-addr) at once, so that an address that
 // cannot be listened on fails before the campaign (errHTTP), and serves the
-// read-only endpoints until stop: GET /leader (JSON), /healthz (relect's
+// read-only endpoints until stop: GET /leader (JSON), /shards (JSON, the
+// shards held; 404 without shards, shards nil), /healthz (relect's
 // health check) and /metrics (relect's metrics, on a registry of its own).
 // They are for the kubelet's probes, Prometheus and other pods, on the pod
 // IP. Nothing served here changes the election: POST /beat, which keeps a
@@ -100,7 +101,7 @@ func isLoopbackHost(host string) bool {
 // here it is refused with 404 and where it is (beatsAt: the control
 // address, or "" when no beats are expected). If serving fails later, it
 // calls fail with the error.
-func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.HealthOptions, beatsAt string, fail func(error)) (*httpServer, error) {
+func startHTTP(addr string, e *relect.Elector, view *leaderView, shards *shardView, health relect.HealthOptions, beatsAt string, fail func(error)) (*httpServer, error) {
 	collector, err := metrics.NewCollector(e, metrics.Options{})
 	if err != nil {
 		return nil, err
@@ -113,6 +114,7 @@ func startHTTP(addr string, e *relect.Elector, view *leaderView, health relect.H
 	mux.HandleFunc("GET /leader", func(w http.ResponseWriter, _ *http.Request) {
 		writeState(w, http.StatusOK, view.state())
 	})
+	mux.Handle("GET /shards", handleShards(shards))
 	mux.Handle("GET /healthz", e.HealthHandler(health))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	refusal := "relect: no beats are expected here (relect sidecar serves POST /beat with --beat-window, on --control-addr only)\n"
@@ -173,11 +175,14 @@ func serve(flag, addr string, h http.Handler, loopbackOnly bool, fail func(error
 }
 
 // writeState answers with st as JSON, never cached.
-func writeState(w http.ResponseWriter, code int, st leaderState) {
+func writeState(w http.ResponseWriter, code int, st leaderState) { writeJSON(w, code, st) }
+
+// writeJSON answers with v as JSON, never cached.
+func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(st)
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 // stop shuts the server down, waiting up to 5 s for requests in flight,

@@ -192,6 +192,22 @@ var beatFlags = []optionFlag{
 		"expect the program to POST /beat on --control-addr at least this often while this replica leads, counted from the term's start, then from each beat: a term that goes this long without one has stuck work; 0 expects none (default: no beats expected, and no --control-addr served)").zeroIsValue(),
 }
 
+// shardFlags are the library's ShardOptions as flags but Run and Work
+// (the command's own: run's CMD per shard, the sidecar's hold; the work
+// flags apply to each shard with shards on, see resolveShards).
+// --shard-names sets no field through option: a list.
+var shardFlags = []optionFlag{
+	option("shards", "Options.Shards.Count", func(s *settings) *int { return &s.opts.Shards.Count }, 0,
+		"take part in this many shards, numbered 0 to N-1: work split over the candidates, each shard held by one candidate at a time, which the leader assigns balanced by --shard-weight; the same on every candidate; at most 1000; set --shards or --shard-names (default: no shards)").zeroIsValue(),
+	{name: "shard-names", field: "Options.Shards.Names", define: func(fs *pflag.FlagSet, s *settings) {
+		fs.StringSliceVar(&s.opts.Shards.Names, "shard-names", nil, "take part in the shards of these names instead of numbered ones: a comma-separated list of DNS labels (at most 63 characters: a-z, 0-9, -), all different, the same on every candidate (default: no shards)")
+	}},
+	option("shard-weight", "Options.Shards.Weight", func(s *settings) *int32 { return &s.opts.Shards.Weight }, int32(1),
+		"this candidate's share of the shards: a candidate of weight 2 holds twice the shards of one of weight 1 (to within one)"),
+	option("shard-join-delay", "Options.Shards.JoinDelay", func(s *settings) *time.Duration { return &s.opts.Shards.JoinDelay }, 0,
+		"how long the leader must have seen a candidate registered before it gives it shards, so that a rolling restart does not move each shard onto every new pod in turn (default: --lease-duration)"),
+}
+
 // healthFlags are the library's HealthOptions as flags, for the commands
 // that serve /healthz.
 var healthFlags = []optionFlag{
@@ -241,6 +257,7 @@ func optionsError(err error, tables ...[]optionFlag) error {
 		"Options.Namespace": "LEASE's namespace",
 		"Options.Name":      "LEASE's name",
 		"Options.Work":      "work liveness (--check, --check-url or --beat-window)",
+		"Options.Shards":    "--shards (or --shard-names)",
 	}
 	for _, t := range tables {
 		for _, f := range t {
@@ -250,6 +267,16 @@ func optionsError(err error, tables ...[]optionFlag) error {
 	name := func(field string) string {
 		if f, ok := flagOf[field]; ok {
 			return f
+		}
+		// With shards the work flags set each shard's work liveness
+		// (resolveShards), and each of --shard-names is one name.
+		if rest, ok := strings.CutPrefix(field, "Options.Shards.Work."); ok {
+			if f, ok := flagOf["Options.Work."+rest]; ok {
+				return f
+			}
+		}
+		if strings.HasPrefix(field, "Options.Shards.Names[") {
+			return flagOf["Options.Shards.Names"]
 		}
 		_, bare, _ := strings.Cut(field, ".")
 		return bare

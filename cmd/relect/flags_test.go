@@ -70,6 +70,12 @@ var zeroCases = map[string]zeroCase{
 	"beat-window":    {zero: "0s"}, // no beats expected, as the help says
 	"control-addr":   {zero: "", with: []string{"--beat-window=10s"}, want: "--control-addr is empty"},
 	"expose-control": {zero: "false"},
+
+	// run and sidecar: shards
+	"shards":           {zero: "0"}, // no shards, as the help says
+	"shard-names":      {zero: "", want: "--shard-names is empty"},
+	"shard-weight":     {zero: "0", with: []string{"--shards=2"}, refused: true},
+	"shard-join-delay": {zero: "0s", with: []string{"--shards=2"}, refused: true},
 }
 
 // flagNames returns the flags a command's help lists.

@@ -14,7 +14,8 @@
 // margin runs out, and the lease is released only after CMD has exited. status shows the
 // holder, term, renew age and validity of a Lease, once or as it changes.
 // sidecar campaigns and tells other programs the result over HTTP and in a
-// file. yield and handover ask the current leader, from any machine with
+// file. With --shards, run and sidecar take part in shards of the work
+// (run runs CMD once per shard held) and status shows who holds which. yield and handover ask the current leader, from any machine with
 // RBAC on the Lease, to step down or to hand over, and wait for the
 // outcome. Run "relect help COMMAND" for a command's flags, examples and exit
 // codes; docs/command.md in the repository has the reasoning.

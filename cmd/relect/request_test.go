@@ -236,7 +236,7 @@ func watchTable(t *testing.T, api *relecttest.LeaseAPI, out io.Writer) (stop fun
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- watchStatus(ctx, cs.CoordinationV1().Leases("default"), list, jobLease, time.Second, newStatusPrinter(out, "table", true), io.Discard)
+		done <- watchStatus(ctx, cs.CoordinationV1().Leases("default"), list, nil, jobLease, time.Second, newStatusPrinter(out, "table", true), io.Discard)
 	}()
 	synctest.Wait()
 	return func() {

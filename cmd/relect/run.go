@@ -37,6 +37,8 @@ leads, with these variables added to its environment:
                    can share it, so it is no fencing token)
   RELECT_IDENTITY  this candidate's holder identity (--identity)
   RELECT_LEASE     NAMESPACE/NAME
+  RELECT_SHARD     with --shards or --shard-names only: the shard this
+                   CMD runs for (TERM and FENCE are then the shard's)
 
 CMD runs in a process group of its own, with stdin from /dev/null and
 relect's stdout and stderr. When the term ends — the Lease could not be
@@ -102,6 +104,25 @@ of starting: relect exits 124, as timeout(1), without running CMD. A missing
 Lease is created only --lease-duration after relect first saw it missing
 (see docs/command.md), so a first deployment needs a --timeout longer than
 that.
+
+Shards. With --shards=N (or --shard-names=a,b,...; the same on every
+candidate) the work is split: each shard is an election of its own, held
+by one candidate at a time, which the leader assigns balanced by
+--shard-weight. CMD then runs once per shard this candidate holds — and
+not for the election's term: the leader only assigns — with
+RELECT_SHARD (the shard's name) added to its environment, and
+RELECT_FENCE and RELECT_TERM the shard's own (storage keeps the highest
+fence it accepted per shard). Each shard's CMD is stopped as above when
+the shard's term ends (the shard renewed too late, the leader gave it to
+another candidate, relect got SIGTERM), and the shard is released only
+once it has exited. CMD's exit ends only its shard's term (--restart
+never, or on-failure and status 0): the shard is released and the leader
+gives it to another candidate if there is one; relect never exits with
+CMD's status. --check and --check-url then check each shard's work: a
+shard whose check fails --check-failures times in a row is released, and
+its holder passed over for it for --work-cooldown. --timeout and
+--work-stuck-timeout are refused with shards. GET /shards on --http-addr
+lists the shards held.
 `
 
 const runTail = `Examples:
@@ -126,10 +147,14 @@ const runTail = `Examples:
   # Serve /leader, /healthz and /metrics for probes and Prometheus:
   relect run --restart=always --http-addr=:4040 default/my-service -- my-service
 
+  # Split the work in 16 shards over the replicas; CMD runs once per shard
+  # held, told which by $RELECT_SHARD:
+  relect run --shards=16 --restart=always --identity="$POD_NAME" default/indexer -- sh -c 'exec ./index --partition="$RELECT_SHARD"'
+
 Exit codes:
   N    CMD exited by itself and ended relect (--restart=never, the default,
-       or on-failure and status 0): CMD's exit status, or 128 + the
-       signal's number if a signal killed it
+       or on-failure and status 0; never with shards): CMD's exit status,
+       or 128 + the signal's number if a signal killed it
   0    stopped by SIGTERM or SIGINT: CMD was stopped (killed at once after
        a second signal), the Lease released
   2    bad command line or kubeconfig (the message names the flag)
@@ -226,8 +251,8 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 		"when CMD exits by itself while leading: never (release the Lease and exit with CMD's status: a job), always (run it again: a service), or on-failure (again unless its status is 0)")
 	fs.DurationVar(&p.restartDelay, "restart-delay", time.Second, "pause before CMD is run again (--restart); 0 runs it again at once")
 	fs.DurationVar(&p.timeout, "timeout", 0, "give up, exiting 124, if this candidate has not begun to lead this long after starting; 0 never gives up (default: campaign until stopped)")
-	fs.StringVar(&p.httpAddr, "http-addr", "", "address to serve GET /leader, /healthz and /metrics on, e.g. :4040 (every interface, for the kubelet's probes); all read-only: run serves nothing that changes the election (default: none)")
-	defineOptions(fs, &p.s, workFlags, healthFlags)
+	fs.StringVar(&p.httpAddr, "http-addr", "", "address to serve GET /leader, /shards, /healthz and /metrics on, e.g. :4040 (every interface, for the kubelet's probes); all read-only: run serves nothing that changes the election (default: none)")
+	defineOptions(fs, &p.s, workFlags, healthFlags, shardFlags)
 	p.logs.define(fs)
 
 	helped, err := parseFlags(fs, args, runHead, runTail, stdout)
@@ -278,7 +303,7 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 			bad(err)
 		}
 	}
-	for _, err := range p.s.refuseZeros(fs, electionFlags, workFlags, healthFlags) {
+	for _, err := range p.s.refuseZeros(fs, electionFlags, workFlags, healthFlags, shardFlags) {
 		bad(err)
 	}
 	if fs.Changed("grace") && p.grace == 0 {
@@ -288,6 +313,12 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 	}
 	for _, err := range p.s.resolveWork(fs) {
 		bad(err)
+	}
+	for _, err := range p.s.resolveShards(fs) {
+		bad(err)
+	}
+	if p.s.shardsOn() && p.timeout > 0 {
+		bad(usagef("--timeout and --shards (or --shard-names) are both given: --timeout gives up when this candidate has not led, but with shards the leader runs no CMD, and a candidate may rightly hold no shard"))
 	}
 	p.s.defaultWorkStopTimeout(p.grace) // CMD may take the grace period to stop
 	if _, _, err := p.logs.loggers(io.Discard); err != nil {
@@ -363,9 +394,18 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	opts.Config, opts.Client = conn.Config, conn.Client
 	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
 	opts.OnStartedLeading, opts.OnStoppedLeading = r.lead, r.stopped
+	shards := plan.s.shardsOn()
+	if shards {
+		// CMD runs once per shard held; the leader runs none of its own
+		// (it assigns the shards), but its term shows in /leader.
+		opts.OnStartedLeading, opts.Shards.Run = r.assign, r.runShard
+	}
 	opts.Logger = libLog
 	check := newChecker(plan.s.check)
-	if check != nil {
+	switch {
+	case check != nil && shards:
+		opts.Shards.Work.Check = check.run
+	case check != nil:
 		opts.Work.Check = check.run
 	}
 	e, err := newElector(opts, plan.s.health)
@@ -374,8 +414,11 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	}
 	check.setEnv(e.Identity(), plan.lease) // before Run, which alone calls it
 	r.identity, r.view = e.Identity(), newLeaderView(e, plan.lease, 0)
+	if shards {
+		r.shards = newShardView(e, plan.lease, 0)
+	}
 	if plan.httpAddr != "" {
-		srv, err := startHTTP(plan.httpAddr, e, r.view, plan.s.health, "", func(err error) { stop(err) })
+		srv, err := startHTTP(plan.httpAddr, e, r.view, r.shards, plan.s.health, "", func(err error) { stop(err) })
 		if err != nil {
 			return report(stderr, "run", err)
 		}
@@ -393,7 +436,8 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 		timer.Go(func() { r.timeOut(ctx, plan.timeout) })
 	}
 	log.Info("campaigning", "lease", plan.lease.String(), "identity", r.identity, "cmd", plan.argv,
-		"grace", plan.grace, "restart", plan.policy, "timeout", plan.timeout, "parent_death_signal", parentDeathSignal)
+		"grace", plan.grace, "restart", plan.policy, "timeout", plan.timeout, "parent_death_signal", parentDeathSignal,
+		"shards", shardsAttr(plan.s))
 	err = e.Run(ctx)
 	stop(nil) // ends timeOut
 	timer.Wait()
@@ -423,6 +467,7 @@ type runner struct {
 	log            *slog.Logger
 	identity       string
 	view           *leaderView
+	shards         *shardView // with shards only
 	stopRun        context.CancelCauseFunc
 	hurry          <-chan struct{} // closed: kill CMD at once (hurryOf)
 
@@ -483,76 +528,129 @@ func (r *runner) lead(ctx context.Context) {
 	r.view.begin(ctx)
 	defer r.view.end()
 	term, _ := relect.TermFromContext(ctx)
+	st, exited := r.work(ctx, r.termEnv(ctx, ""), "term", term)
+	if !exited {
+		return
+	}
+	r.mu.Lock()
+	r.final = &st
+	r.mu.Unlock()
+	r.log.Info("ending the term: CMD exited", "term", term, "status", st.code, "restart", r.plan.policy)
+	// the term ends, the lease is released, then stopped ends Run
+}
+
+// assign is the leader's work with shards (OnStartedLeading): no CMD —
+// the library assigns the shards during the term — but the term shows in
+// /leader.
+func (r *runner) assign(ctx context.Context) {
+	r.view.begin(ctx)
+	defer r.view.end()
+	<-ctx.Done()
+}
+
+// runShard runs CMD for one term of a shard (ShardOptions.Run), exactly
+// as lead does for the election's term: again per --restart, until the
+// shard's term ends; then it stops CMD (signal, grace, kill) and returns
+// only when CMD has exited, and the library releases the shard only then.
+// A CMD whose exit ends the term (--restart) ends only the shard's term:
+// its Lease is released, and the leader gives the shard to another
+// candidate if there is one (passing this one over for LeaseDuration, or
+// --work-cooldown with a check);
+// relect goes on.
+func (r *runner) runShard(ctx context.Context) {
+	sh := r.shards.begin(ctx)
+	defer r.shards.end(sh)
+	term, _ := relect.TermFromContext(ctx)
+	st, exited := r.work(ctx, r.termEnv(ctx, sh), "shard", sh, "term", term)
+	if exited {
+		r.log.Info("ending the shard's term: CMD exited; the shard is released, and the leader gives it to another candidate if there is one",
+			"shard", sh, "term", term, "status", st.code, "restart", r.plan.policy)
+	}
+}
+
+// termEnv is CMD's environment for the term whose context ctx is: the
+// election's (shard "") or shard's.
+func (r *runner) termEnv(ctx context.Context, shard string) []string {
+	term, _ := relect.TermFromContext(ctx)
 	env := append(slices.Clone(r.env),
 		"RELECT_TERM="+strconv.FormatInt(term, 10),
 		"RELECT_IDENTITY="+r.identity,
 		"RELECT_LEASE="+r.plan.lease.String())
+	if shard != "" {
+		env = append(env, "RELECT_SHARD="+shard)
+	}
 	if fence, ok := relect.FenceFromContext(ctx); ok {
 		env = append(env, "RELECT_FENCE="+string(fence))
 	}
+	return env
+}
+
+// work runs CMD with env, again per --restart, until the term whose
+// context ctx is ends — then it stops CMD and reports exited false — or
+// CMD's exit ends it (exited, with CMD's status). attrs name the term in
+// the log.
+func (r *runner) work(ctx context.Context, env []string, attrs ...any) (st exitStatus, exited bool) {
 	for {
-		st, stopped := r.runOnce(ctx, env, term)
+		st, stopped := r.runOnce(ctx, env, attrs)
 		if stopped {
-			return
+			return st, false
 		}
 		if !r.plan.policy.restarts(st) {
-			r.mu.Lock()
-			r.final = &st
-			r.mu.Unlock()
-			r.log.Info("ending the term: CMD exited", "term", term, "status", st.code, "restart", r.plan.policy)
-			return // the term ends, the lease is released, then stopped ends Run
+			return st, true
 		}
-		r.log.Info("running CMD again", "term", term, "after", r.plan.restartDelay, "restart", r.plan.policy)
+		r.log.Info("running CMD again", slices.Concat(attrs, []any{"after", r.plan.restartDelay, "restart", r.plan.policy})...)
 		t := time.NewTimer(r.plan.restartDelay)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return
+			return st, false
 		case <-t.C:
 		}
 	}
 }
 
 // runOnce runs CMD once. If CMD exits by itself it returns its status;
-// if the term ends first it stops CMD and reports stopped.
-func (r *runner) runOnce(ctx context.Context, env []string, term int64) (st exitStatus, stopped bool) {
+// if the term ends first it stops CMD and reports stopped. attrs name the
+// term in the log.
+func (r *runner) runOnce(ctx context.Context, env []string, attrs []any) (st exitStatus, stopped bool) {
 	if ctx.Err() != nil {
 		return exitStatus{}, true
 	}
+	with := func(kv ...any) []any { return slices.Concat(attrs, kv) }
 	p, err := startProc(r.plan.argv, env, r.stdout, r.stderr)
 	if err != nil {
 		st := startFailure(err)
-		r.log.Error("CMD could not be started", "term", term, "err", err, "status", st.code)
+		r.log.Error("CMD could not be started", with("err", err, "status", st.code)...)
 		return st, false
 	}
-	r.log.Info("started CMD", "term", term, "pid", p.pid)
+	r.log.Info("started CMD", with("pid", p.pid)...)
 	select {
 	case st := <-p.done:
-		r.log.Info("CMD exited", "term", term, "pid", p.pid, "status", st.String())
+		r.log.Info("CMD exited", with("pid", p.pid, "status", st.String())...)
 		return st, false
 	case <-ctx.Done():
 	}
 
 	ended := time.Now()
-	r.log.Info("term ended: stopping CMD", "term", term, "pid", p.pid, "cause", context.Cause(ctx),
-		"signal", signalName(r.plan.signal), "grace", r.plan.grace)
+	r.log.Info("term ended: stopping CMD", with("pid", p.pid, "cause", context.Cause(ctx),
+		"signal", signalName(r.plan.signal), "grace", r.plan.grace)...)
 	p.signal(r.plan.signal)
 	grace := time.NewTimer(r.plan.grace)
 	defer grace.Stop()
 	select {
 	case st = <-p.done:
-		r.log.Info("CMD exited", "term", term, "pid", p.pid, "status", st.String(), "after", time.Since(ended))
+		r.log.Info("CMD exited", with("pid", p.pid, "status", st.String(), "after", time.Since(ended))...)
 		return st, true
 	case <-grace.C:
 		p.signal(syscall.SIGKILL)
 		st = <-p.done
-		r.log.Warn("CMD did not exit within the grace period: killed its process group", "term", term, "pid", p.pid,
-			"grace", r.plan.grace, "status", st.String(), "after", time.Since(ended))
+		r.log.Warn("CMD did not exit within the grace period: killed its process group", with("pid", p.pid,
+			"grace", r.plan.grace, "status", st.String(), "after", time.Since(ended))...)
 	case <-r.hurry:
 		p.signal(syscall.SIGKILL)
 		st = <-p.done
 		r.log.Warn("second stop signal: killed CMD's process group without waiting out the grace period; the lease is released next",
-			"term", term, "pid", p.pid, "status", st.String(), "after", time.Since(ended))
+			with("pid", p.pid, "status", st.String(), "after", time.Since(ended))...)
 	}
 	return st, true
 }

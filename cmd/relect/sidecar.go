@@ -25,6 +25,10 @@ what only reads:
   GET /leader   {"lease":"default/my-app","identity":"my-app-7d9f-x2x",
                  "leader":"my-app-7d9f-x2x","leading":true,"term":4,
                  "fence":"84213","valid_until":"2026-01-02T15:04:05.123Z"}
+  GET /shards   with --shards or --shard-names: the shards this candidate
+                holds, {"lease":"default/my-app","identity":"my-app-7d9f-x2x",
+                "shards":[{"shard":"3","term":2,"fence":"84250",
+                "valid_until":"2026-01-02T15:04:03.623Z"}]} (404 without)
   GET /healthz  relect's health check (liveness): 200 "ok", or 503 and why
   GET /metrics  relect's Prometheus metrics
 
@@ -85,6 +89,24 @@ sooner); "work_check_failures" counts the failed checks in a row;
 "work_cooling" lists the candidates cooling after a stuck handover, with
 when each cooldown ends.
 
+Shards. With --shards=N (or --shard-names=a,b,...; the same on every
+candidate) the work is split: each shard is an election of its own, held
+by one candidate at a time, which the leader assigns balanced by
+--shard-weight. GET /shards lists the shards this candidate holds, each
+with its term, its fence (a decimal integer that only grows per shard)
+and a valid_until: act on a shard only while it is listed AND the clock is
+before the valid_until you read, as for leading. A shard's valid_until is
+at most --valid-for after the answer, and at most half of
+--lease-duration − --renew-deadline (2.5 s with the defaults): relect does
+not know when a shard was last renewed, so the margin bounds it; ask at
+least that often to go on acting. When a shard's term ends (it moves to
+another candidate, or relect stops) the sidecar keeps the shard until the
+latest valid_until it handed out for it has passed. /leader still says
+whether this candidate leads the election (the leader assigns the
+shards). --check and --check-url then check each shard's work: a shard
+whose check fails --check-failures times in a row is released. Refused
+with shards: --standby, --beat-window and --work-stuck-timeout.
+
 Do not point a readiness probe at leadership: a Deployment would see its
 standbys as unavailable and a rolling update would stall. To reach the
 leader, ask any pod's /leader for its identity (the pod name with
@@ -108,6 +130,10 @@ const sidecarTail = `Examples:
   relect sidecar --beat-window=30s --check-url=https://api.internal/healthz default/my-app
   curl -fsS -X POST 127.0.0.1:4041/beat >/dev/null   # in the program's loop
 
+  # 8 shards over the replicas; the program asks which it holds:
+  relect sidecar --shards=8 --identity="$POD_NAME" default/my-app
+  curl -fsS localhost:4040/shards | jq -r '.shards[].shard'
+
 Exit codes:
   0  stopped by SIGTERM or SIGINT (the lease released)
   1  relect failed: its HTTP server (--http-addr or --control-addr in use,
@@ -128,6 +154,10 @@ type sidecarPlan struct {
 	exposeControl bool
 	file          string
 	validFor      time.Duration // resolved: never zero
+	// shardValidFor caps each shard's valid_until (GET /shards), with
+	// shards: --valid-for, at most half of --lease-duration −
+	// --renew-deadline (see resolveShardValidFor).
+	shardValidFor time.Duration
 }
 
 // defaultControlAddr is --control-addr's default: loopback, which the
@@ -158,12 +188,12 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	fs := newFlagSet("sidecar")
 	p.cluster.define(fs)
 	defineOptions(fs, &p.s, electionFlags, standbyFlags)
-	fs.StringVar(&p.httpAddr, "http-addr", ":4040", "address to serve the read-only endpoints on, GET /leader, /healthz and /metrics: every interface by default, for the kubelet's probes and Prometheus on the pod IP")
+	fs.StringVar(&p.httpAddr, "http-addr", ":4040", "address to serve the read-only endpoints on, GET /leader, /shards, /healthz and /metrics: every interface by default, for the kubelet's probes and Prometheus on the pod IP")
 	fs.StringVar(&p.controlAddr, "control-addr", defaultControlAddr, "address to serve POST /beat on, with --beat-window: loopback, so that only the pod's own containers (or this machine's processes) can beat; must be a loopback address unless --expose-control")
 	fs.BoolVar(&p.exposeControl, "expose-control", false, "WARNING: allow a --control-addr that is not loopback. A beat is not authenticated: whoever reaches --control-addr can keep a leader whose work is stuck leading. Only behind a NetworkPolicy that admits the program alone")
 	fs.StringVar(&p.file, "file", "", "also keep the /leader JSON in this file, replaced atomically on every change (default: none)")
 	fs.DurationVar(&p.validFor, "valid-for", 0, "longest validity handed out: each valid_until is at most this long after the answer, and a graceful stop keeps the lease until the latest one has passed, so a handover leaves no leader for up to this long; programs must ask again within it to go on acting; at most --renew-deadline (default: --renew-deadline)")
-	defineOptions(fs, &p.s, beatFlags, workFlags, healthFlags)
+	defineOptions(fs, &p.s, beatFlags, workFlags, healthFlags, shardFlags)
 	p.logs.define(fs)
 	helped, err := parseFlags(fs, args, sidecarHead, sidecarTail, stdout)
 	if helped || err != nil {
@@ -180,7 +210,7 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 		}
 		p.lease = lease
 	}
-	for _, err := range p.s.refuseZeros(fs, electionFlags, beatFlags, workFlags, healthFlags) {
+	for _, err := range p.s.refuseZeros(fs, electionFlags, beatFlags, workFlags, healthFlags, shardFlags) {
 		errs = append(errs, err.Error())
 	}
 	if fs.Changed("valid-for") && p.validFor == 0 {
@@ -201,6 +231,10 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	for _, err := range p.s.resolveWork(fs) {
 		errs = append(errs, err.Error())
 	}
+	for _, err := range p.s.resolveShards(fs) {
+		errs = append(errs, err.Error())
+	}
+	p.resolveShardValidFor()
 	if _, _, err := p.logs.loggers(io.Discard); err != nil {
 		errs = append(errs, err.Error())
 	}
@@ -208,6 +242,26 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 		return nil, false, usagef("%s", strings.Join(errs, "\n"))
 	}
 	return p, false, nil
+}
+
+// resolveShardValidFor sets the validity of a shard's answer: --valid-for,
+// at most half of --lease-duration − --renew-deadline (the margin). The
+// library does not say when a shard's term was last renewed, so a shard's
+// valid_until cannot be capped at its term's validity as the leader's is;
+// half the margin keeps it safe all the same: a shard's term ends no
+// later than RenewDeadline after its last renewal was sent, a valid_until
+// is handed out only before that, and another candidate may take the
+// shard over only LeaseDuration after that renewal (or once this sidecar
+// released it, after the last valid_until handed out): half the margin
+// is left for clock-rate drift. Durations relect.New will refuse are left
+// to it.
+func (p *sidecarPlan) resolveShardValidFor() {
+	ld := orDefault(p.s.opts.LeaseDuration, defaults.LeaseDuration)
+	rd := orDefault(p.s.opts.RenewDeadline, defaults.RenewDeadline)
+	p.shardValidFor = p.validFor
+	if margin := ld - rd; margin > 0 {
+		p.shardValidFor = min(p.validFor, margin/2)
+	}
 }
 
 // checkControl checks --control-addr and --expose-control: a control
@@ -271,9 +325,16 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
 	hurry := hurryOf(ctx)
 	opts.OnStartedLeading = func(ctx context.Context) { holdTerm(ctx, view, log, hurry) }
+	var shards *shardView
+	if plan.s.shardsOn() {
+		opts.Shards.Run = func(ctx context.Context) { holdShard(ctx, shards, log, hurry) }
+	}
 	opts.Logger = libLog
 	check := newChecker(plan.s.check)
-	if check != nil {
+	switch {
+	case check != nil && plan.s.shardsOn():
+		opts.Shards.Work.Check = check.run
+	case check != nil:
 		opts.Work.Check = check.run
 	}
 	e, err := newElector(opts, plan.s.health)
@@ -282,6 +343,9 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	}
 	check.setEnv(e.Identity(), plan.lease) // before Run, which alone calls it
 	view = newLeaderView(e, plan.lease, plan.validFor)
+	if plan.s.shardsOn() {
+		shards = newShardView(e, plan.lease, plan.shardValidFor)
+	}
 
 	var file *stateFile
 	if plan.file != "" {
@@ -295,7 +359,7 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	if beats {
 		controlAddr = plan.controlAddr
 	}
-	srv, err := startHTTP(plan.httpAddr, e, view, plan.s.health, controlAddr, func(err error) { stop(err) })
+	srv, err := startHTTP(plan.httpAddr, e, view, shards, plan.s.health, controlAddr, func(err error) { stop(err) })
 	if err != nil {
 		return report(stderr, "sidecar", err)
 	}
@@ -322,7 +386,8 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 		tick := min(orDefault(plan.s.opts.RetryPeriod, defaults.RetryPeriod), plan.validFor) / 4
 		pump(events, log, view, file, max(tick, 10*time.Millisecond))
 	}()
-	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", plan.httpAddr, "control_addr", controlAddr, "file", plan.file)
+	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", plan.httpAddr, "control_addr", controlAddr, "file", plan.file,
+		"shards", shardsAttr(plan.s))
 	err = e.Run(ctx)
 	<-pumped
 	if errors.Is(err, errHTTP) {
@@ -342,12 +407,18 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 func holdTerm(ctx context.Context, view *leaderView, log *slog.Logger, hurry <-chan struct{}) {
 	view.begin(ctx)
 	<-ctx.Done()
-	until := view.end()
+	waitOut(view.end(), log, hurry, "term ended: keeping the lease until the validity handed out has passed")
+}
+
+// waitOut returns once until has passed, having logged msg (with attrs)
+// if it has not yet. A second stop signal (hurry) is logged, and does
+// not shorten the wait: a program may act until then.
+func waitOut(until time.Time, log *slog.Logger, hurry <-chan struct{}, msg string, attrs ...any) {
 	d := time.Until(until)
 	if d <= 0 {
 		return
 	}
-	log.Info("term ended: keeping the lease until the validity handed out has passed", "wait", d)
+	log.Info(msg, append(attrs, "wait", d)...)
 	t := time.NewTimer(d)
 	defer t.Stop()
 	for {
@@ -356,7 +427,7 @@ func holdTerm(ctx context.Context, view *leaderView, log *slog.Logger, hurry <-c
 			return
 		case <-hurry:
 			log.Warn("second stop signal: the lease is still kept until the validity handed out has passed, "+
-				"for a program may act until then", "left", time.Until(until))
+				"for a program may act until then", append(attrs, "left", time.Until(until))...)
 			hurry = nil
 		}
 	}

@@ -67,13 +67,28 @@ pending_request, until the holder honours or refuses it. A stale request,
 addressed to an earlier holder or term, is ignored by every candidate and
 not shown.
 
-Needs RBAC get on leases, list for the candidates, and watch for --watch.
+Shards (relect's ShardOptions; run and sidecar --shards). When the
+election has shards, status shows them after the candidates: a line
+saying how many, whose shard table, and who holds how many, then a row
+per shard — its state (as the election's), the holder its own Lease
+names, the holder the table assigns (they differ while a shard moves),
+the taker the table names for a shard whose holder stopped renewing,
+its term, fence, validity (an estimate, renewTime against this machine's
+clock) and expiry — and the candidates left out (given no shard until
+their registration changes); in -o json as "shards" and "shard_table".
+With --watch they are read again (a Get and a List) when the candidates
+are, and when a row is printed and they were read 10 s ago or longer;
+the table is printed again when they change.
+
+Needs RBAC get on leases, list for the candidates and the shards, and
+watch for --watch.
 `
 
 const statusTail = `Examples:
   relect status kube-system/kube-scheduler
   relect status -o json default/nightly-backup | jq -r .holder
   relect status --watch default/nightly-backup
+  relect status -o json default/indexer | jq -r '.shards[] | "\(.shard) \(.holder)"'
 
 Exit codes:
   0  the Lease was read (whatever its state), or --watch was stopped by
@@ -132,6 +147,14 @@ type leaseStatus struct {
 	// earlier holder or term, which every candidate ignores — is not
 	// shown.
 	PendingRequest *requestStatus `json:"pending_request,omitempty"`
+	// Shards are the election's shards (relect.ShardOptions;
+	// operator.ListShards), who is assigned and who holds each, and
+	// ShardTable the table's own facts; both absent for an election
+	// without shards (no shard table, no shard Lease). ShardsError says
+	// why they are not known when reading them failed.
+	Shards      []shardStatus     `json:"shards,omitempty"`
+	ShardTable  *shardTableStatus `json:"shard_table,omitempty"`
+	ShardsError string            `json:"shards_error,omitempty"`
 }
 
 // requestStatus is a pending request (operator.Request).
@@ -332,11 +355,14 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	leases := cs.CoordinationV1().Leases(ref.namespace)
 	p := newStatusPrinter(stdout, output, watchIt)
+	shards := func(ctx context.Context) (operator.ShardTable, error) {
+		return operator.ListShards(ctx, cs, ref.namespace, ref.name)
+	}
 	if watchIt {
 		list := func(ctx context.Context) ([]relect.Candidate, error) {
 			return operator.ListCandidates(ctx, cs, ref.namespace, ref.name)
 		}
-		if err := watchStatus(ctx, leases, list, ref, timeout, p, stderr); err != nil {
+		if err := watchStatus(ctx, leases, list, shards, ref, timeout, p, stderr); err != nil {
 			return report(stderr, "status", err)
 		}
 		return exitOK
@@ -352,7 +378,8 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return report(stderr, "status", fmt.Errorf("reading Lease %s: %w", ref, err))
 	}
 	cands, cerr := operator.ListCandidates(rctx, cs, ref.namespace, ref.name)
-	p.print(withCandidates(statusOf(ref, lease, time.Now(), time.Time{}), cands, cerr))
+	table, serr := shards(rctx)
+	p.print(withShards(withCandidates(statusOf(ref, lease, time.Now(), time.Time{}), cands, cerr), table, serr))
 	if lease == nil {
 		fmt.Fprintf(stderr, "relect status: Lease %s does not exist\n", ref)
 		return exitNotFound
@@ -368,10 +395,12 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 // the candidates with list (a List and a Get) when it starts and again
 // whenever the holder, the term or the Lease's annotations (the line of
 // succession) change — not at every renewal — so that each row shows who
-// leads now.
-func watchStatus(ctx context.Context, leases coordinationv1client.LeaseInterface, list candidateLister, ref leaseRef,
+// leads now. It reads the shards with shards (a Get and a List) whenever
+// it lists the candidates, and when it prints a row and last read them
+// shardsRefresh ago or longer: the shard Leases are not watched.
+func watchStatus(ctx context.Context, leases coordinationv1client.LeaseInterface, list candidateLister, shards shardLister, ref leaseRef,
 	timeout time.Duration, p *statusPrinter, stderr io.Writer) error {
-	w := &statusWatch{leases: leases, list: list, timeout: timeout, ref: ref, p: p, expiry: time.NewTimer(time.Hour)}
+	w := &statusWatch{leases: leases, list: list, shards: shards, timeout: timeout, ref: ref, p: p, expiry: time.NewTimer(time.Hour)}
 	defer w.expiry.Stop()
 	retry := time.Second
 	for ctx.Err() == nil {
@@ -417,6 +446,13 @@ type statusWatch struct {
 	candsErr  error
 	listedFor string
 	listed    bool
+
+	// shards reads the shards; table and tableErr are what it last
+	// returned, at tableAt (zero before the first read).
+	shards   shardLister
+	table    operator.ShardTable
+	tableErr error
+	tableAt  time.Time
 }
 
 // candidatesKey is what of l decides who the candidates list as leader
@@ -441,6 +477,18 @@ func (w *statusWatch) listCandidates(ctx context.Context) {
 	defer cancel()
 	w.cands, w.candsErr = w.list(lctx)
 	w.listedFor, w.listed = key, true
+	w.readShards(ctx)
+}
+
+// readShards reads the shards (shards).
+func (w *statusWatch) readShards(ctx context.Context) {
+	if w.shards == nil {
+		return
+	}
+	rctx, cancel := context.WithTimeout(ctx, w.timeout)
+	defer cancel()
+	w.table, w.tableErr = w.shards(rctx)
+	w.tableAt = time.Now()
 }
 
 // start reads the Lease, shows it, and opens a watch from the version read.
@@ -474,6 +522,7 @@ func (w *statusWatch) follow(ctx context.Context, wi watch.Interface) {
 		case <-ctx.Done():
 			return
 		case <-w.expiry.C:
+			w.refreshShards(ctx)
 			w.print()
 		case ev, ok := <-wi.ResultChan():
 			l, isLease := ev.Object.(*coordinationv1.Lease)
@@ -498,6 +547,7 @@ func (w *statusWatch) show(ctx context.Context, l *coordinationv1.Lease) {
 	}
 	w.current = l
 	w.listCandidates(ctx)
+	w.refreshShards(ctx)
 	st := w.print()
 	w.expiry.Stop()
 	if st.Valid {
@@ -505,8 +555,16 @@ func (w *statusWatch) show(ctx context.Context, l *coordinationv1.Lease) {
 	}
 }
 
+// refreshShards reads the shards again if they were last read
+// shardsRefresh ago or longer.
+func (w *statusWatch) refreshShards(ctx context.Context) {
+	if time.Since(w.tableAt) >= shardsRefresh {
+		w.readShards(ctx)
+	}
+}
+
 func (w *statusWatch) print() leaseStatus {
-	st := withCandidates(statusOf(w.ref, w.current, time.Now(), w.observedAt), w.cands, w.candsErr)
+	st := withShards(withCandidates(statusOf(w.ref, w.current, time.Now(), w.observedAt), w.cands, w.candsErr), w.table, w.tableErr)
 	w.p.print(st)
 	return st
 }
@@ -533,8 +591,9 @@ type statusPrinter struct {
 	cols   watchColumns
 	// note is the candidates line a watch's table printed last, request
 	// its request line ("": none), work what its work line said but the
-	// seconds, which change at every renewal (workKey).
-	note, request, work string
+	// seconds, which change at every renewal (workKey), shards what its
+	// shards said but times (shardsKey).
+	note, request, work, shards string
 }
 
 func newStatusPrinter(w io.Writer, output string, watching bool) *statusPrinter {
@@ -569,8 +628,12 @@ func (p *statusPrinter) print(st leaseStatus) {
 				fmt.Fprintln(p.w, note)
 			}
 		}
-		if st.ValidityBasis == "renew-time" {
+		printShards(p.w, st)
+		switch {
+		case st.ValidityBasis == "renew-time":
 			fmt.Fprintln(p.w, "* estimate: renewTime + leaseDurationSeconds against this machine's clock (assumes synchronized clocks; --watch judges as a follower does)")
+		case shardsEstimated(st):
+			fmt.Fprintln(p.w, shardsFootnote)
 		}
 	}
 }
@@ -600,6 +663,17 @@ func (p *statusPrinter) printWatchRow(st leaseStatus) {
 			fmt.Fprintln(p.w, note)
 		}
 		p.work = key
+	}
+	if key := shardsKey(st); key != p.shards {
+		if p.shards != "" && st.ShardTable == nil && st.ShardsError == "" {
+			fmt.Fprintln(p.w, "shards: none")
+		}
+		printShards(p.w, st)
+		if shardsEstimated(st) {
+			fmt.Fprintln(p.w, shardsFootnote)
+		}
+		p.shards = key
+		p.header = false // the header again above the next row
 	}
 	row := append([]string{st.Time.Format("15:04:05.000")}, cells(st)...)
 	if !p.header {

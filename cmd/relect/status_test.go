@@ -151,7 +151,7 @@ func TestWatchStatus(t *testing.T) {
 	done := make(chan error, 1)
 	noCandidates := func(context.Context) ([]relect.Candidate, error) { return nil, nil }
 	go func() {
-		done <- watchStatus(ctx, leases, noCandidates, jobLease, time.Second, newStatusPrinter(&out, "json", true), &errOut)
+		done <- watchStatus(ctx, leases, noCandidates, nil, jobLease, time.Second, newStatusPrinter(&out, "json", true), &errOut)
 	}()
 	defer func() {
 		cancel()
@@ -250,7 +250,7 @@ func TestWatchShowsTheLeaderOfEachRow(t *testing.T) {
 		var out, errOut lockedBuffer
 		done := make(chan error, 1)
 		go func() {
-			done <- watchStatus(ctx, cs.CoordinationV1().Leases("default"), list, jobLease, time.Second, newStatusPrinter(&out, "json", true), &errOut)
+			done <- watchStatus(ctx, cs.CoordinationV1().Leases("default"), list, nil, jobLease, time.Second, newStatusPrinter(&out, "json", true), &errOut)
 		}()
 		synctest.Wait()
 		last := func() leaseStatus {

@@ -1,0 +1,183 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/internal/wire"
+	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// heldNames are the shards of st.
+func heldNames(st shardsState) []string {
+	names := []string{}
+	for _, h := range st.Shards {
+		names = append(names, h.Shard)
+	}
+	return names
+}
+
+// shards asks GET /shards of the sidecar, retrying while it starts.
+func (s *testSidecar) shards(t *testing.T) shardsState {
+	t.Helper()
+	var resp *http.Response
+	var err error
+	for range 100 {
+		if resp, err = http.Get("http://" + s.addr + "/shards"); err == nil {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var st shardsState
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&st))
+	return st
+}
+
+// relect sidecar --shards answers GET /shards: the shards it holds, each
+// with its term, fence and a valid_until at most half the margin
+// (--lease-duration − --renew-deadline) after the answer; the shards
+// spread over the sidecars; and a shard that moves — its sidecar stops —
+// is taken by the next only after the last valid_until handed out for it
+// has passed. Without shards, /shards answers 404.
+func TestSidecarShards(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	a := startSidecar(t, api, "a", "--shards=2")
+	eventually(t, "a holds both shards", func() bool { return len(a.shards(t).Shards) == 2 })
+	const shardValidFor = 250 * time.Millisecond // (2 s − 1.5 s) / 2, below --valid-for (1.5 s)
+	st := a.shards(t)
+	answered := time.Now()
+	assert.Equal(t, "default/job", st.Lease)
+	assert.Equal(t, "a", st.Identity)
+	assert.Equal(t, []string{"0", "1"}, heldNames(st))
+	for _, h := range st.Shards {
+		_, err := relect.Fence(h.Fence).Uint64()
+		assert.NoError(t, err, "shard %s's fence %q", h.Shard, h.Fence)
+		require.NotNil(t, h.ValidUntil, "shard %s", h.Shard)
+		assert.False(t, h.ValidUntil.After(answered.Add(shardValidFor)), "shard %s: valid_until %v more than %v after the answer", h.Shard, h.ValidUntil, shardValidFor)
+		assert.True(t, h.ValidUntil.After(answered.Add(-time.Second)), "shard %s: valid_until %v", h.Shard, h.ValidUntil)
+	}
+	assert.True(t, a.leader(t).Leading, "a leads the election too")
+
+	b := startSidecar(t, api, "b", "--shards=2")
+	eventually(t, "one shard each", func() bool { return len(a.shards(t).Shards) == 1 && len(b.shards(t).Shards) == 1 })
+	moving := heldNames(a.shards(t))[0]
+	movingLease := wire.ShardLeaseName("job", moving)
+	assert.Equal(t, "a", api.Holder("default", movingLease))
+
+	// Keep asking a for its shards while it stops, as a program would;
+	// note the latest valid_until it hands out for the moving shard.
+	var mu sync.Mutex
+	var latest time.Time
+	asking, asked := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer close(asking)
+		for {
+			select {
+			case <-a.exited:
+				return
+			default:
+			}
+			if resp, err := http.Get("http://" + a.addr + "/shards"); err == nil {
+				var st shardsState
+				if json.NewDecoder(resp.Body).Decode(&st) == nil {
+					for _, h := range st.Shards {
+						mu.Lock()
+						if h.Shard == moving && h.ValidUntil != nil && h.ValidUntil.After(latest) {
+							latest = *h.ValidUntil
+							once.Do(func() { close(asked) })
+						}
+						mu.Unlock()
+					}
+				}
+				resp.Body.Close()
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	// When a's release of the shard is sent: after that validity, too.
+	var releasedAt time.Time
+	stopObserving := api.Observe(func(c relecttest.Call) {
+		if c.Client == "a" && c.Verb == relecttest.VerbUpdate && c.Name == movingLease && c.Err == nil && api.Holder("default", movingLease) == "" {
+			mu.Lock()
+			if releasedAt.IsZero() {
+				releasedAt = c.Start
+			}
+			mu.Unlock()
+		}
+	})
+	defer stopObserving()
+	<-asked
+	a.cancel()
+	var bHolds time.Time
+	eventually(t, "b holds both shards", func() bool {
+		if bHolds.IsZero() && api.Holder("default", movingLease) == "b" {
+			bHolds = time.Now()
+		}
+		return len(b.shards(t).Shards) == 2 && !bHolds.IsZero()
+	})
+	<-asking
+	assert.Equal(t, exitOK, a.code)
+	mu.Lock()
+	defer mu.Unlock()
+	require.False(t, latest.IsZero(), "a handed out a validity for shard %s", moving)
+	assert.True(t, latest.Before(bHolds), "b took shard %s at %v, before the validity a handed out (%v) had passed", moving, bHolds, latest)
+	require.False(t, releasedAt.IsZero(), "a released shard %s", moving)
+	assert.False(t, releasedAt.Before(latest), "a released shard %s at %v, before the validity it handed out (%v) had passed", moving, releasedAt, latest)
+	assert.Contains(t, a.log.String(), `msg="shard's term ended: keeping the shard until the validity handed out has passed" shard=`+moving)
+	t.Logf("a's last validity handed out for shard %s ended %v before b was seen holding it", moving, bHolds.Sub(latest).Round(time.Millisecond))
+
+	// Without shards: 404, saying so.
+	c := startSidecar(t, relecttest.NewLeaseAPI(), "c")
+	c.leader(t) // started
+	code, body := get(t, "http://"+c.addr+"/shards")
+	assert.Equal(t, http.StatusNotFound, code)
+	assert.Contains(t, body, "started without --shards")
+}
+
+// The sidecar refuses what would do nothing with shards.
+func TestSidecarShardFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string // "" accepted
+	}{
+		{[]string{"--shards=3"}, ""},
+		{[]string{"--shard-names=eu,us", "--check=true"}, ""},
+		{[]string{"--shards=3", "--standby"}, "--standby and --shards (or --shard-names) are both given"},
+		{[]string{"--shards=3", "--beat-window=10s"}, "--beat-window and --shards (or --shard-names) are both given"},
+		{[]string{"--shard-weight=3"}, "--shard-weight is set, but there are no shards"},
+	} {
+		_, _, err := parseSidecar(append(tc.args, "default/job"), io.Discard)
+		if tc.want == "" {
+			assert.NoError(t, err, "%q", tc.args)
+			continue
+		}
+		require.Error(t, err, "%q", tc.args)
+		assert.Contains(t, err.Error(), tc.want, "%q", tc.args)
+	}
+	// The validity of a shard's answer: --valid-for, at most half the margin.
+	for _, tc := range []struct {
+		args []string
+		want time.Duration
+	}{
+		{[]string{"--shards=2"}, 2500 * time.Millisecond}, // (15 s − 10 s) / 2
+		{[]string{"--shards=2", "--valid-for=1s"}, time.Second},
+		{[]string{"--shards=2", "--lease-duration=30s"}, 10 * time.Second}, // --valid-for's default, --renew-deadline
+	} {
+		p, _, err := parseSidecar(append(tc.args, "default/job"), io.Discard)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, p.shardValidFor, strings.Join(tc.args, " "))
+	}
+}
