@@ -33,8 +33,11 @@ import (
 // RetryPeriod, is left out (Table.Out) until its registration changes.
 
 // suspectAfter is how long a shard Lease may go unchanged before the
-// leader names a taker for it: one and a half retry periods.
-func suspectAfter(cfg *config) time.Duration { return cfg.RetryPeriod * 3 / 2 }
+// leader names a taker for it: 1.75 retry periods — a renewal due every
+// retry period may come up to three quarters of one late (a slow API)
+// without a taker, and a taker named then still takes the Lease within
+// LeaseDuration + 2 × RetryPeriod of the last renewal.
+func suspectAfter(cfg *config) time.Duration { return cfg.RetryPeriod * 7 / 4 }
 
 // shardSeen is one shard Lease as the leader last observed it.
 type shardSeen struct {
@@ -61,9 +64,12 @@ type assigner struct {
 	changed    chan struct{}
 	seen       map[string]*shardSeen // by shard
 	listedOnce bool                  // seen reflects a list
-	byLease    map[string]string     // shard Lease name → shard
-	own        *coordinationv1.Lease // the table as last read or written; nil if missing
-	table      wire.Table            // what own says
+	// watching: seen is kept by an open watch; while its list or watch
+	// fails the view is stale, and nothing is judged from it.
+	watching bool
+	byLease  map[string]string     // shard Lease name → shard
+	own      *coordinationv1.Lease // the table as last read or written; nil if missing
+	table    wire.Table            // what own says
 	// firstSeen is when this term first saw each registered identity:
 	// JoinDelay counts from it. assignedAt is when the table (as this
 	// term knows it) gave each shard to its holder.
@@ -145,7 +151,9 @@ func (a *assigner) observe(ctx context.Context) {
 			if err != nil {
 				break
 			}
+			a.setWatching(true)
 			broken := a.follow(ctx, w, &rv)
+			a.setWatching(false)
 			w.Stop()
 			if broken {
 				break
@@ -156,6 +164,13 @@ func (a *assigner) observe(ctx context.Context) {
 			return
 		}
 	}
+}
+
+// setWatching records whether a watch keeps the view.
+func (a *assigner) setWatching(on bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.watching = on
 }
 
 // signal wakes the decision after a change of the view.
@@ -289,6 +304,8 @@ func (a *assigner) freeAt(sh string, now time.Time) time.Time {
 		return time.Time{}
 	case s.missing || s.released:
 		return s.at
+	case s.holder == "" && !now.Before(s.at.Add(a.cfg.LeaseDuration)):
+		return s.at.Add(a.cfg.LeaseDuration) // emptied by hand, waited out
 	case !now.Before(s.at.Add(a.cfg.LeaseDuration)):
 		return s.at.Add(a.cfg.LeaseDuration)
 	}
@@ -298,7 +315,7 @@ func (a *assigner) freeAt(sh string, now time.Time) time.Time {
 // assign computes the table at now and writes it if it changed.
 func (a *assigner) assign(ctx context.Context, now time.Time) {
 	a.mu.Lock()
-	listed := a.listedOnce
+	listed := a.listedOnce && a.watching
 	a.mu.Unlock()
 	if !listed || (a.stale && !a.readTable(ctx)) {
 		return // no view of the shard Leases yet, or of the table
@@ -338,13 +355,23 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 	}
 	holders := shardplan.Assign(a.cfg.shards, current, cands, avoid, resting)
 	takers := map[string]string{}
-	for sh, h := range holders {
+	load := maps.Clone(holders) // shard → who runs its Elector, takers counted too
+	for _, sh := range a.cfg.shards {
+		h := holders[sh]
 		if a.table.Holders[sh] != h {
 			a.assignedAt[sh] = now
 		}
-		if s := a.seen[sh]; h == a.liveHolder(sh, now) && !now.Before(s.at.Add(suspectAfter(a.cfg))) {
-			if t := shardplan.Taker(holders, h, cands); t != "" {
+		if s := a.seen[sh]; h != "" && h == a.liveHolder(sh, now) && !now.Before(s.at.Add(suspectAfter(a.cfg))) {
+			// A holder's shards spread over several takers, each counted
+			// as it is named, so that no taker is given more than its
+			// share to keep once they expire.
+			t := a.table.Takers[sh]
+			if t == "" || t == h || !slices.ContainsFunc(cands, func(c shardplan.Candidate) bool { return c.Identity == t }) {
+				t = shardplan.Taker(load, h, cands)
+			}
+			if t != "" {
 				takers[sh] = t
+				load["taker:"+sh] = t
 			}
 		}
 	}
@@ -433,8 +460,11 @@ func (a *assigner) current(byID map[string]shardRegistration, out map[string]str
 			// Expired: its holder stopped renewing. Its taker, which
 			// followed the Lease, takes it.
 			fail(s.holder)
-			if t := a.table.Takers[sh]; t != "" && t != s.holder {
+			switch t := a.table.Takers[sh]; {
+			case t != "" && t != s.holder:
 				current[sh] = t
+			case assigned != "" && assigned != s.holder:
+				current[sh] = assigned // its taker, made holder: it follows the Lease
 			}
 		case s != nil && s.missing:
 			// Created released (createMissing) once watched missing for
@@ -444,6 +474,10 @@ func (a *assigner) current(byID map[string]shardRegistration, out map[string]str
 			}
 		case assigned != "":
 			free := a.freeAt(sh, now)
+			if free.IsZero() {
+				current[sh] = assigned // emptied by hand: waited out, not free yet
+				break
+			}
 			if free.Before(a.assignedAt[sh]) {
 				free = a.assignedAt[sh]
 			}
@@ -477,6 +511,9 @@ func (a *assigner) createMissing(ctx context.Context, now time.Time) {
 		}
 	}
 	a.mu.Unlock()
+	// One per assignment, so that the assignment goes on between them
+	// while the bucket paces the creates.
+	due = due[:min(len(due), 1)]
 	for _, sh := range due {
 		holder, one, zero := "", int32(1), int32(0)
 		t := metav1.NewMicroTime(now)

@@ -29,6 +29,16 @@
 // the term's start); relect's own work-stuck event says when relect saw
 // it. (relect run's e2e test covers the work check.)
 //
+// With -mode=relect, -shards N takes part in N shards (Options.Shards,
+// Count N, with -shard-join-delay as JoinDelay): each shard term is
+// recorded in view "shard" from the work's context (ShardOptions.Run): an
+// "on" when Run is called, with the shard (Shard), its term and fence, and
+// an "off" once its context is done, written before Run returns — so the
+// interval covers every instant the work may have acted, and the shard's
+// Lease is released only after it. Each change of Elector.Shards, sampled
+// with IsLeader, is recorded as the event "shards" (Shards: what it
+// returned, in order; empty for none).
+//
 // On SIGTERM or SIGINT it cancels the election (a graceful release unless
 // -keep-lease-on-cancel), waits for Run to return, writes an "exit" record
 // and exits 0. It exits 1 if Run ended otherwise and 2 on bad flags.
@@ -41,6 +51,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -65,6 +76,8 @@ type flags struct {
 	beatWindow, workCooldown, workMaxCooldown            time.Duration
 	stuckFile                                            string
 	json                                                 bool
+	shards                                               int
+	shardJoinDelay                                       time.Duration
 }
 
 func main() {
@@ -89,11 +102,14 @@ func main() {
 	flag.DurationVar(&f.workCooldown, "work-cooldown", 0, "relect Work.Cooldown (0: relect's default)")
 	flag.DurationVar(&f.workMaxCooldown, "work-max-cooldown", 0, "relect Work.MaxCooldown (0: relect's default)")
 	flag.StringVar(&f.stuckFile, "stuck-file", "", "while this file exists, the work hangs")
+	flag.IntVar(&f.shards, "shards", 0, "relect Shards.Count: take part in this many shards (0: no shards)")
+	flag.DurationVar(&f.shardJoinDelay, "shard-join-delay", 0, "relect Shards.JoinDelay (0: relect's default, LeaseDuration)")
 	flag.BoolVar(&f.json, "json", false, "relect's Lease client speaks JSON (Options.Client from leaseclient.JSONConfig) instead of protobuf")
 	flag.Parse()
 	if f.kubeconfig == "" || f.name == "" || f.identity == "" || f.history == "" ||
-		(f.mode != "relect" && f.mode != "clientgo") || f.sample <= 0 {
-		fmt.Fprintln(os.Stderr, "candidate: -kubeconfig, -name, -identity and -history are required; -mode is relect or clientgo")
+		(f.mode != "relect" && f.mode != "clientgo") || f.sample <= 0 ||
+		f.shards < 0 || (f.shards > 0 && f.mode != "relect") {
+		fmt.Fprintln(os.Stderr, "candidate: -kubeconfig, -name, -identity and -history are required; -mode is relect or clientgo; -shards needs -mode=relect")
 		flag.Usage()
 		os.Exit(2)
 	}
@@ -191,7 +207,7 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 		}
 		client, cfg = cs, nil
 	}
-	e, err := relect.New(relect.Options{
+	o := relect.Options{
 		Config:            cfg,
 		Client:            client,
 		Namespace:         f.namespace,
@@ -208,7 +224,11 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 		OnStartedLeading:  leaderWork(f, w),
 		Work:              relect.WorkOptions{BeatWindow: f.beatWindow, Cooldown: f.workCooldown, MaxCooldown: f.workMaxCooldown},
 		Logger:            slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	if f.shards > 0 {
+		o.Shards = relect.ShardOptions{Count: f.shards, JoinDelay: f.shardJoinDelay, Run: shardWork(w)}
+	}
+	e, err := relect.New(o)
 	if err != nil {
 		return err
 	}
@@ -240,7 +260,15 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 	defer controlled()
 
 	s := &sampler{w: w, view: history.ViewRelect}
+	var held []string
 	observe := func() {
+		if f.shards > 0 {
+			t := time.Now()
+			if now := e.Shards(); !slices.Equal(now, held) {
+				held = now
+				must(w.Write(history.Record{T: t.UnixNano(), Kind: history.KindEvent, Event: "shards", Shards: append([]string{}, now...)}))
+			}
+		}
 		t0 := time.Now()
 		term, leading := e.Term()
 		s.sample(t0, time.Now(), leading, term, func() string {
@@ -270,6 +298,23 @@ func runRelect(ctx context.Context, f flags, cfg *rest.Config, w *history.Writer
 			return err
 		case <-tick.C:
 		}
+	}
+}
+
+// shardWork is ShardOptions.Run: it records the shard term (view "shard")
+// from the call to the end of its context, and returns then.
+func shardWork(w *history.Writer) func(ctx context.Context) {
+	return func(ctx context.Context) {
+		start := time.Now().UnixNano()
+		sh, _ := relect.ShardFromContext(ctx)
+		term, _ := relect.TermFromContext(ctx)
+		fence, _ := relect.FenceFromContext(ctx)
+		must(w.Write(history.Record{T: start, Kind: history.KindOn, View: history.ViewShard, Shard: sh, Term: term, Fence: string(fence)}))
+		<-ctx.Done()
+		// Stamped once the end is seen and written before Run returns:
+		// the shard's Lease is released (or left to expire) after this.
+		end := time.Now().UnixNano()
+		must(w.Write(history.Record{T: end, Kind: history.KindOff, View: history.ViewShard, Shard: sh, Term: term, LastTrue: end}))
 	}
 }
 

@@ -19,8 +19,11 @@ import (
 type Interval struct {
 	Candidate string
 	View      string
+	// Shard is the shard of a ViewShard interval (ShardIntervals).
+	Shard string
 	// Term is the term number the candidate held (relect's
-	// leaseTransitions), or -1 if the view does not know it (client-go's).
+	// leaseTransitions; a shard's, for ViewShard), or -1 if the view does
+	// not know it (client-go's).
 	Term int64
 	// Fence is the relect term's fencing token (relect.Fence), "" if not
 	// known (client-go's views, or a term that ended as it was sampled).
@@ -51,7 +54,11 @@ func (iv Interval) String() string {
 	if iv.Fence != "" {
 		fence = " fence " + iv.Fence
 	}
-	return fmt.Sprintf("%s[%s] term %d%s %s..%s (%v)%s", iv.Candidate, iv.View, iv.Term, fence,
+	view := iv.View
+	if iv.Shard != "" {
+		view += " " + iv.Shard
+	}
+	return fmt.Sprintf("%s[%s] term %d%s %s..%s (%v)%s", iv.Candidate, view, iv.Term, fence,
 		iv.Start.Format("15:04:05.000000"), iv.End.Format("15:04:05.000000"), iv.End.Sub(iv.Start).Round(time.Millisecond), open)
 }
 
@@ -72,7 +79,7 @@ func Intervals(candidate string, recs []Record, view string, dead time.Time) []I
 				continue // already leading: a repeated "on" extends it
 			}
 			term := r.Term
-			if view != ViewRelect {
+			if view != ViewRelect && view != ViewShard {
 				term = -1
 			}
 			cur = &Interval{Candidate: candidate, View: view, Term: term, Fence: r.Fence, Start: r.Time(), SurelyFrom: r.Time()}
@@ -103,6 +110,27 @@ func Intervals(candidate string, recs []Record, view string, dead time.Time) []I
 			cur.End = time.Now()
 		}
 		out = append(out, *cur)
+	}
+	return out
+}
+
+// ShardIntervals returns the shard terms of one candidate's history
+// (ViewShard), by shard, each as Intervals returns them for a view of its
+// own: an interval still open when the history ends is closed at dead.
+func ShardIntervals(candidate string, recs []Record, dead time.Time) map[string][]Interval {
+	by := map[string][]Record{}
+	for _, r := range recs {
+		if r.View == ViewShard && r.Shard != "" {
+			by[r.Shard] = append(by[r.Shard], r)
+		}
+	}
+	out := map[string][]Interval{}
+	for sh, rs := range by {
+		ivs := Intervals(candidate, rs, ViewShard, dead)
+		for i := range ivs {
+			ivs[i].Shard = sh
+		}
+		out[sh] = ivs
 	}
 	return out
 }

@@ -61,6 +61,11 @@ const (
 	ViewCtx = "ctx"
 	// ViewIsLeader is client-go's LeaderElector.IsLeader, sampled.
 	ViewIsLeader = "isleader"
+	// ViewShard is one shard's work context (relect's ShardOptions.Run):
+	// on when Run is called, off when its context is done, before Run
+	// returns; Shard names the shard. Each shard is a view of its own
+	// (ShardIntervals).
+	ViewShard = "shard"
 )
 
 // Record is one line of a history file. Fields that do not apply to a Kind
@@ -74,6 +79,7 @@ type Record struct {
 	PID      int    `json:"pid,omitempty"`      // start
 
 	View         string `json:"view,omitempty"`           // on, off, gap
+	Shard        string `json:"shard,omitempty"`          // on, off of ViewShard: the shard
 	Term         int64  `json:"term,omitempty"`           // on, off, event
 	Fence        string `json:"fence,omitempty"`          // on (relect view), event: the term's relect.Fence
 	Until        int64  `json:"until,omitempty"`          // on
@@ -91,6 +97,9 @@ type Record struct {
 	// Successors are, with relect's new-leader event, the successors the
 	// candidate knew of then, first in line first (Elector.Candidates).
 	Successors []string `json:"successors,omitempty"`
+	// Shards are, with the event "shards", what Elector.Shards returned
+	// (each change of it is recorded; empty for none).
+	Shards []string `json:"shards,omitempty"`
 	// Calls counts the Lease API calls by "verb/result" (exit, relect
 	// mode: relect's Stats.Calls); BucketWait is the total time they
 	// waited on relect's token bucket, in ns.

@@ -150,3 +150,29 @@ func TestFenceRegressions(t *testing.T) {
 		})
 	}
 }
+
+func TestShardIntervals(t *testing.T) {
+	recs := []Record{
+		{T: at(0), Kind: KindOn, View: ViewRelect, Term: 1}, // the election: not a shard
+		{T: at(10), Kind: KindOn, View: ViewShard, Shard: "0", Term: 4, Fence: "100"},
+		{T: at(20), Kind: KindOn, View: ViewShard, Shard: "1", Term: 2, Fence: "101"},
+		{T: at(30), Kind: KindOff, View: ViewShard, Shard: "0", Term: 4, LastTrue: at(30)},
+		{T: at(40), Kind: KindOn, View: ViewShard, Shard: "0", Term: 6, Fence: "120"}, // never closed: killed
+	}
+	dead := time.Unix(0, at(50))
+	got := ShardIntervals("a", recs, dead)
+	if len(got) != 2 || len(got["0"]) != 2 || len(got["1"]) != 1 {
+		t.Fatalf("shard intervals: %v", got)
+	}
+	first, second := got["0"][0], got["0"][1]
+	if first.Shard != "0" || first.Term != 4 || first.Fence != "100" || first.Open ||
+		!first.Start.Equal(time.Unix(0, at(10))) || !first.End.Equal(time.Unix(0, at(30))) {
+		t.Errorf("shard 0, first term: %v", first)
+	}
+	if !second.Open || !second.End.Equal(dead) || second.Term != 6 {
+		t.Errorf("shard 0, second term: %v", second)
+	}
+	if iv := got["1"][0]; !iv.Open || iv.Shard != "1" || iv.Fence != "101" {
+		t.Errorf("shard 1: %v", iv)
+	}
+}
