@@ -30,6 +30,12 @@
 //     (for the fence store, violations: Check), and CheckLinearizable checks
 //     a store's history with porcupine against a fenced register, outside
 //     the bubble (checkfence.go).
+//   - GenerateShards(seed) is Generate's schedule with relect's shards
+//     (Options.Shards: S in 1–12 for every candidate), hand edits of a
+//     shard's Lease and of the shard table, and rolling restarts, from a
+//     fifth stream; Play runs it with every shard term recorded and
+//     writing to a store guarded by its shard's fence, and CheckShards and
+//     CheckShardStores judge it (shards.go, shardrun.go, checkshards.go).
 //   - Check(history) returns the Violations (those on stuck work:
 //     checkwork.go); Explain attributes one to a known Finding;
 //     LeadershipChanges measures what each change of holder cost in Lease

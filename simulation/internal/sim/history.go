@@ -54,6 +54,10 @@ type History struct {
 	Writes  []Write
 	Final   map[Store]string
 	FinalAt time.Duration
+	// Shards is what the shards did (shards.go), nil for a schedule
+	// without them. Their writes are in Writes, each shard's to a store
+	// of its own (ShardStore); their Lease calls are not in Calls.
+	Shards *ShardHistory
 }
 
 // Write is one write of a leader to a store (store.go): sent while its

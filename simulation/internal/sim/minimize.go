@@ -30,10 +30,11 @@ func Minimize(s *Schedule, fails func(*Schedule) bool) *Schedule {
 }
 
 // WithoutCandidate returns a copy of s without candidate c and every action
-// on it (or naming it as holder or as the target of a handover); later
-// candidates are renumbered.
+// on it (or naming it as holder — of the Lease, a shard's Lease or a shard
+// in the table — or as the target of a handover); later candidates are
+// renumbered.
 func (s *Schedule) WithoutCandidate(c int) *Schedule {
-	names := func(a Action) bool { return (a.Kind == SetHolder || a.Kind == HandOver) && a.Holder == c }
+	names := func(a Action) bool { return a.Kind.namesHolder() && a.Holder == c }
 	out := s.Filter(func(a Action) bool { return a.Target != c && !names(a) })
 	out.Candidates--
 	out.Priority = slices.Delete(slices.Clone(s.Priority), c, c+1)
@@ -43,7 +44,7 @@ func (s *Schedule) WithoutCandidate(c int) *Schedule {
 		if a.Target > c {
 			a.Target--
 		}
-		if (a.Kind == SetHolder || a.Kind == HandOver) && a.Holder > c {
+		if a.Kind.namesHolder() && a.Holder > c {
 			a.Holder--
 		}
 	}

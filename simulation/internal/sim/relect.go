@@ -13,6 +13,7 @@ import (
 	"golang.org/x/time/rate"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
@@ -32,6 +33,8 @@ type relectElector struct {
 	id    int
 	keep  bool
 	runID atomic.Int64 // the Run in progress, for the callbacks
+	// router routes its shard calls (shardrun.go); nil without shards.
+	router *shardRouter
 }
 
 // ValidTiming returns relect.New's verdict on t.
@@ -64,8 +67,14 @@ func newRelectProcess(r *runner, sl *slot, runID int, prev *Run, a *Action) (pro
 		if !r.s.Standby[sl.idx] { // relect.New refuses a standby Work: it never leads
 			work = r.s.Work.options(sl.check)
 		}
+		var client kubernetes.Interface = sl.cs
+		var shards relect.ShardOptions
+		if r.shards != nil {
+			client, el.router = r.shards.client(sl)
+			shards = r.shards.options(sl, el)
+		}
 		e, err := relect.New(relect.Options{
-			Client:              sl.cs,
+			Client:              client,
 			Namespace:           Namespace,
 			Name:                LeaseName,
 			Identity:            sl.identity,
@@ -89,7 +98,8 @@ func newRelectProcess(r *runner, sl *slot, runID int, prev *Run, a *Action) (pro
 				sl.work(ctx, relect.Beat)
 				cancelled()
 			},
-			Work: work,
+			Work:   work,
+			Shards: shards,
 		})
 		if err != nil {
 			panic("sim: relect.New: " + err.Error())

@@ -114,6 +114,8 @@ type runner struct {
 	stores     map[Store]*register
 	writers    sync.WaitGroup
 	deliveries sync.WaitGroup
+	// shards are the schedule's shards (shardrun.go); nil without.
+	shards *shardState
 }
 
 type slot struct {
@@ -167,6 +169,9 @@ func newRunner(s *Schedule, impl Impl) *runner {
 		r.slots = append(r.slots, &slot{r: r, idx: i, client: c, cs: c.Clientset(), wire: newWire(r, i),
 			cmds: make(chan command, 64), done: make(chan struct{}), identity: CandidateName(i), runID: -1})
 	}
+	if s.Shards.On() && impl == Relect {
+		r.shards = newShardState(r)
+	}
 	return r
 }
 
@@ -184,6 +189,7 @@ func (r *runner) poke() {
 func (r *runner) play() *History {
 	stopObs := r.api.Observe(r.observeCall)
 	stopLease := r.watchLease()
+	stopShards := r.shards.watch()
 	for _, sl := range r.slots {
 		go sl.supervise()
 	}
@@ -212,6 +218,7 @@ func (r *runner) play() *History {
 		sl.cmds <- command{stop: true}
 		sl.cmds <- command{quit: true}
 	}
+	r.shards.healAll()
 	for _, sl := range r.slots {
 		<-sl.done
 	}
@@ -223,6 +230,7 @@ func (r *runner) play() *History {
 	close(quit)
 	<-sampled
 	stopLease()
+	stopShards()
 	stopObs()
 	r.watches.Wait()
 
@@ -236,6 +244,7 @@ func (r *runner) play() *History {
 	for i, rv := range r.changeRVs {
 		r.h.Changes[i].ByHand = r.handRVs[rv] || r.h.Changes[i].Deleted // no candidate deletes the Lease
 	}
+	r.shards.finish()
 	return r.h
 }
 
@@ -275,6 +284,7 @@ func (r *runner) sample(quit <-chan struct{}, done chan<- struct{}) {
 			}
 			r.mu.Unlock()
 		}
+		r.shards.sample(now, false)
 	}
 	for {
 		select {
@@ -284,6 +294,7 @@ func (r *runner) sample(quit <-chan struct{}, done chan<- struct{}) {
 		case <-quit:
 			take()
 			now := r.now()
+			r.shards.sample(now, true)
 			r.mu.Lock()
 			for i := range st {
 				if st[i].on {
@@ -344,7 +355,7 @@ func (r *runner) watchLease() (stop func()) {
 
 // observeCall records a Lease call (relecttest's observer hook).
 func (r *runner) observeCall(c relecttest.Call) {
-	if c.Client == observerHandle {
+	if c.Client == observerHandle || r.shards.observe(c) {
 		return
 	}
 	idx, err := strconv.Atoi(c.Client[1:])
@@ -425,6 +436,7 @@ func (r *runner) apply(a Action) {
 	if a.Target >= 0 {
 		sl = r.slots[a.Target]
 	}
+	r.shards.mirror(a) // before a Kill cancels the process
 	// edit edits the Lease by hand, and remembers the resourceVersion it
 	// wrote so that the change it makes is known as a hand edit.
 	edit := func(f func(*coordinationv1.Lease)) {
@@ -511,6 +523,9 @@ func (r *runner) apply(a Action) {
 		applied.Registration, applied.Skipped = r.editRegistration(a)
 	case HangWork, UnhangWork, FailCheck, HealCheck, FailDownstream, HealDownstream:
 		r.applyWork(a)
+	case ShardSetHolder, ShardStranger, ShardDelete, ShardEmptyHolder, ShardZeroDuration,
+		TableDelete, TableGarbage, TableGive, TableClear:
+		applied.Skipped = r.shards.edit(a)
 	default:
 		panic(fmt.Sprintf("sim: unknown action %v", a.Kind))
 	}
@@ -528,7 +543,8 @@ func (r *runner) editRegistration(a Action) (name, skipped string) {
 	identity := r.slots[a.Target].identity
 	r.mu.Unlock()
 	for _, l := range r.api.Leases(Namespace) {
-		if l.Name != LeaseName && l.Name != leasewire.LineName(LeaseName) && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == identity {
+		if l.Name != LeaseName && l.Name != leasewire.LineName(LeaseName) && (r.shards == nil || !r.shards.isShard(l.Name)) &&
+			l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == identity {
 			name = l.Name
 		}
 	}

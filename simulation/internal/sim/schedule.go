@@ -219,6 +219,9 @@ type Action struct {
 	// context ends (relect counts it a failure at its CheckTimeout)
 	// rather than returning an error at once.
 	Hang bool
+	// The shard edits (shards.go): the index of the shard whose Lease,
+	// or whose entry in the shard table, is edited.
+	Shard int
 }
 
 // CoverageKey names the fault the action injects, for coverage counts
@@ -334,6 +337,9 @@ func (a Action) describe() string {
 			s += " (leaves for good)"
 		}
 	}
+	if a.Kind.IsShardEdit() {
+		s += a.describeShardEdit()
+	}
 	if a.FailWrite {
 		s += " (its write fails)"
 	}
@@ -374,6 +380,9 @@ type Schedule struct {
 	// work every leader of both implementations does (zero: none beyond
 	// waiting for its term to end).
 	Work Work
+	// Shards are the shards every relect candidate takes part in
+	// (shards.go; zero: none, and the schedule is TestSimulation's).
+	Shards Shards
 	// Quiet is when the last fault is undone: no action is at or after
 	// it. Liveness is judged from here.
 	Quiet time.Duration
@@ -405,6 +414,9 @@ func (s *Schedule) String() string {
 		t.RateLimit, t.RateBurst, t.RegistrationRenewal, fmtDur(s.Quiet), fmtDur(s.Span))
 	if s.Work.On() {
 		fmt.Fprintf(&b, "  work: %v\n", s.Work)
+	}
+	if s.Shards.On() {
+		fmt.Fprintf(&b, "  shards: %v\n", s.Shards)
 	}
 	for i := range s.Candidates {
 		fmt.Fprintf(&b, "  %s priority=%d", CandidateName(i), s.Priority[i])
