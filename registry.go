@@ -30,8 +30,9 @@ import (
 // same identity left, then an Update every RegistrationRenewal (±10 %).
 // Failures are retried after BackoffMax, doubling up to the renewal period.
 // A 403 turns the registry off for this Elector (registryForbidden); so
-// does one on the leader's list, and then the registration, which nobody
-// reads, is deleted at once. A write of its registration by another Elector
+// does one on the leader's list or watch (but with shards, whose
+// assignment needs the registry: there it is retried as any error), and
+// then the registration, which nobody reads, is deleted at once. A write of its registration by another Elector
 // (wire.AnnotationInstance) since its own is reported as a duplicate
 // identity.
 //
@@ -237,11 +238,14 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 			list, err = cfg.leases.List(ctx, metav1.ListOptions{LabelSelector: selector})
 			return err
 		})
-		if apierrors.IsForbidden(err) {
+		if apierrors.IsForbidden(err) && len(cfg.shards) == 0 {
 			up.registryForbidden(verbListCandidates, err)
 			return
 		}
 		if err != nil {
+			// With shards a 403 is retried as any error: the assignment
+			// needs the registry, and RBAC applied late must not stop it
+			// for the rest of the term.
 			if sleep(ctx, retry.next()) != nil {
 				return
 			}
@@ -256,7 +260,7 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 		up.candidatesListed(cs)
 		deleteLapsed(ctx, gw, up)
 		if err := followCandidates(ctx, gw, up, selector, list.ResourceVersion, sweep.C); err != nil {
-			if apierrors.IsForbidden(err) {
+			if apierrors.IsForbidden(err) && len(cfg.shards) == 0 {
 				up.registryForbidden(verbWatchCandidates, err)
 				return
 			}

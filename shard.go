@@ -195,6 +195,7 @@ type shardMember struct {
 	ctx context.Context
 	cfg *config
 	gw  *gateway
+	st  *state
 	reg *registrar // nil if the registry is off: nothing to renew
 	log func(level slog.Level, msg string, args ...any)
 
@@ -219,7 +220,7 @@ type shardRun struct {
 // function that ends it, once every shard Elector returned (and released).
 func startShards(ctx context.Context, e *Elector, reg *registrar) (wait func()) {
 	mctx, cancel := context.WithCancel(ctx)
-	m := &shardMember{ctx: mctx, cfg: e.cfg, gw: e.gw, reg: reg, log: e.logs.log, runs: map[string]*shardRun{}}
+	m := &shardMember{ctx: mctx, cfg: e.cfg, gw: e.gw, st: e.st, reg: reg, log: e.logs.log, runs: map[string]*shardRun{}}
 	e.shards.Store(m)
 	m.wg.Go(m.follow)
 	return func() {
@@ -314,6 +315,7 @@ func (m *shardMember) read(w watch.Interface, rv *string) (broken bool) {
 
 // apply makes the shard Electors running those the table l wants.
 func (m *shardMember) apply(l *coordinationv1.Lease) {
+	m.st.sawShardTable(l.ResourceVersion)
 	t := wire.TableOf(l)
 	if t == nil {
 		return
@@ -414,4 +416,21 @@ func (r *registrar) renewNow() {
 	}
 	r.timers.Done() // its function will not run
 	r.setLocked(0)
+}
+
+// sawShardTable records the version of the shard table this candidate's
+// member last saw, for its assigner while it leads (shardTableSeen).
+func (s *state) sawShardTable(rv string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.shardTableRV = rv
+}
+
+// shardTableSeen returns the version of the shard table the member last
+// saw: one the leader's assigner did not read or write itself is an edit
+// by someone else, and it reads the table again before it plans.
+func (s *state) shardTableSeen() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.shardTableRV
 }

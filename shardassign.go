@@ -28,9 +28,10 @@ import (
 // suspectAfter (1.5 retry periods: it renews every one) gets a taker: a
 // candidate that follows the Lease from then on, so that it takes it the
 // moment the lease expires — within LeaseDuration + 2 × RetryPeriod of the
-// holder's last renewal. A holder whose Lease expired, and a candidate
-// given a free shard that did not take it within LeaseDuration + 2 ×
-// RetryPeriod, is left out (Table.Out) until its registration changes.
+// holder's last renewal. A holder whose Lease expired while the table gave
+// it the shard, and a candidate given a free shard that did not take it
+// within LeaseDuration + 2 × RetryPeriod, is left out (Table.Out) until
+// its registration changes.
 
 // suspectAfter is how long a shard Lease may go unchanged before the
 // leader names a taker for it: 1.75 retry periods — a renewal due every
@@ -80,6 +81,10 @@ type assigner struct {
 	// the shard goes to another candidate if there is one.
 	gaveUp map[string]map[string]time.Time
 	stale  bool // own may be stale: read it before the next write
+	// known are the table versions this term read or wrote (the last
+	// few): a version the member saw that is not among them was written
+	// by someone else (by hand), and own is stale.
+	known []string
 }
 
 // assignShards assigns the shards while ctx (the term's) lasts.
@@ -102,8 +107,11 @@ func assignShards(ctx context.Context, cfg *config, st *state) {
 	// The view of the shard Leases is kept by a goroutine of its own, so
 	// that it stays as fresh as the watch while a table write waits for
 	// the bucket; this one decides and writes.
+	// Missing shard Leases are created by another, on spare tokens, so
+	// that a first deployment's S creates never hold a decision back.
 	var observer sync.WaitGroup
 	observer.Go(func() { a.observe(ctx) })
+	observer.Go(func() { a.creator(ctx) })
 	defer observer.Wait()
 	tick := time.NewTicker(cfg.RetryPeriod / 4)
 	defer tick.Stop()
@@ -317,6 +325,9 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 	a.mu.Lock()
 	listed := a.listedOnce && a.watching
 	a.mu.Unlock()
+	if rv := a.st.shardTableSeen(); rv != "" && !slices.Contains(a.known, rv) {
+		a.stale = true // edited by someone else: plan from what the members follow
+	}
 	if !listed || (a.stale && !a.readTable(ctx)) {
 		return // no view of the shard Leases yet, or of the table
 	}
@@ -324,7 +335,6 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 	if !loaded {
 		return
 	}
-	a.createMissing(ctx, now)
 	a.mu.Lock()
 	next := a.plan(regs, now)
 	a.mu.Unlock()
@@ -457,14 +467,29 @@ func (a *assigner) current(byID map[string]shardRegistration, out map[string]str
 		case live != "":
 			current[sh] = live // the table's holder, or a taker that took it
 		case s != nil && !s.missing && !s.released && s.holder != "":
-			// Expired: its holder stopped renewing. Its taker, which
-			// followed the Lease, takes it.
-			fail(s.holder)
-			switch t := a.table.Takers[sh]; {
-			case t != "" && t != s.holder:
-				current[sh] = t
-			case assigned != "" && assigned != s.holder:
-				current[sh] = assigned // its taker, made holder: it follows the Lease
+			// Expired. A holder the table gave the shard to (or named its
+			// taker) before it expired stopped renewing: it is left out.
+			// One it was given to after (back under a new registration)
+			// is judged as any candidate given a free shard, and one the
+			// table never named (a record edited by hand) is nobody's
+			// failure.
+			failed := ""
+			if (s.holder == assigned || s.holder == a.table.Takers[sh]) && !a.assignedAt[sh].After(s.at.Add(a.cfg.LeaseDuration)) {
+				failed = s.holder
+				fail(failed)
+			}
+			// Its taker, which followed the Lease, takes it; or the
+			// holder assigned (a taker made holder).
+			next := a.table.Takers[sh]
+			if next == "" || next == failed {
+				next = assigned
+			}
+			switch {
+			case next == "" || next == failed:
+			case a.late(sh, now):
+				fail(next) // given the expired shard, it did not take it
+			default:
+				current[sh] = next
 			}
 		case s != nil && s.missing:
 			// Created released (createMissing) once watched missing for
@@ -473,18 +498,10 @@ func (a *assigner) current(byID map[string]shardRegistration, out map[string]str
 				current[sh] = assigned
 			}
 		case assigned != "":
-			free := a.freeAt(sh, now)
-			if free.IsZero() {
-				current[sh] = assigned // emptied by hand: waited out, not free yet
-				break
-			}
-			if free.Before(a.assignedAt[sh]) {
-				free = a.assignedAt[sh]
-			}
-			if !now.Before(free.Add(a.cfg.LeaseDuration + 2*a.cfg.RetryPeriod)) {
+			if a.late(sh, now) {
 				fail(assigned) // given a free shard, it did not take it
 			} else {
-				current[sh] = assigned
+				current[sh] = assigned // or emptied by hand: waited out, not free yet
 			}
 		}
 		if live != "" || (current[sh] != "" && current[sh] == assigned) {
@@ -497,23 +514,55 @@ func (a *assigner) current(byID map[string]shardRegistration, out map[string]str
 	return current, anyHeld
 }
 
-// createMissing creates, released, each shard Lease this term has watched
+// late reports whether the candidate the table gave shard sh to, free at
+// now, has had LeaseDuration + 2 × RetryPeriod since the later of the
+// shard's freeing and the assignment to take it. Requires mu.
+func (a *assigner) late(sh string, now time.Time) bool {
+	free := a.freeAt(sh, now)
+	if free.IsZero() {
+		return false
+	}
+	if free.Before(a.assignedAt[sh]) {
+		free = a.assignedAt[sh]
+	}
+	return !now.Before(free.Add(a.cfg.LeaseDuration + 2*a.cfg.RetryPeriod))
+}
+
+// creator creates the missing shard Leases (createMissing) every half
+// retry period while ctx lasts, once the view is kept by a watch.
+func (a *assigner) creator(ctx context.Context) {
+	tick := time.NewTicker(a.cfg.RetryPeriod / 2)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		for ctx.Err() == nil && a.createMissing(ctx, time.Now()) {
+		}
+	}
+}
+
+// createMissing creates, released, one shard Lease this term has watched
 // missing for LeaseDuration without a gap — the rule a follower creates a
 // missing Lease by (docs/design.md, "revoked by hand") — so that its
-// holder takes it at once. A Lease someone else created meanwhile is left
-// alone (409 AlreadyExists), and the watch will show it.
-func (a *assigner) createMissing(ctx context.Context, now time.Time) {
+// holder takes it at once; it reports whether it created one. It takes a
+// spare token (gateway.doSpare): never one a table write needs. A Lease
+// someone else created meanwhile is left alone (409 AlreadyExists), and
+// the watch will show it.
+func (a *assigner) createMissing(ctx context.Context, now time.Time) (created bool) {
 	a.mu.Lock()
 	var due []string
-	for _, sh := range a.cfg.shards {
-		if s := a.seen[sh]; s != nil && s.missing && !now.Before(s.at.Add(a.cfg.LeaseDuration)) {
-			due = append(due, sh)
+	if a.watching {
+		for _, sh := range a.cfg.shards {
+			if s := a.seen[sh]; s != nil && s.missing && !now.Before(s.at.Add(a.cfg.LeaseDuration)) {
+				due = append(due, sh)
+				break
+			}
 		}
 	}
 	a.mu.Unlock()
-	// One per assignment, so that the assignment goes on between them
-	// while the bucket paces the creates.
-	due = due[:min(len(due), 1)]
 	for _, sh := range due {
 		holder, one, zero := "", int32(1), int32(0)
 		t := metav1.NewMicroTime(now)
@@ -524,8 +573,11 @@ func (a *assigner) createMissing(ctx context.Context, now time.Time) {
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &one, LeaseTransitions: &zero,
 				AcquireTime: &t, RenewTime: &t},
 		}
+		a.mu.Lock()
+		before := a.seen[sh]
+		a.mu.Unlock()
 		var out *coordinationv1.Lease
-		err := a.gw.do(ctx, verbCreateShardLease, true, func(ctx context.Context) error {
+		err := a.gw.doSpare(ctx, verbCreateShardLease, true, func(ctx context.Context) error {
 			var err error
 			out, err = a.cfg.leases.Create(ctx, l, metav1.CreateOptions{})
 			return err
@@ -533,7 +585,11 @@ func (a *assigner) createMissing(ctx context.Context, now time.Time) {
 		a.mu.Lock()
 		switch {
 		case err == nil:
-			a.observeLease(out, time.Now())
+			if a.seen[sh] == before {
+				// Unless the watch showed the Lease meanwhile (its holder
+				// may have taken it already): the answer is older.
+				a.observeLease(out, time.Now())
+			}
 		case apierrors.IsAlreadyExists(err):
 			if s := a.seen[sh]; s != nil && s.missing {
 				s.at = time.Now() // the watch will show it; no new try for LD
@@ -541,13 +597,15 @@ func (a *assigner) createMissing(ctx context.Context, now time.Time) {
 		}
 		a.mu.Unlock()
 		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return // try again at the next assignment
+			return false // try again at the next tick
 		}
 	}
+	return len(due) > 0
 }
 
 // readTable reads the table Lease; it reports whether the view is usable.
 func (a *assigner) readTable(ctx context.Context) bool {
+	seen := a.st.shardTableSeen() // a read after it is at least as new
 	var l *coordinationv1.Lease
 	err := a.gw.do(ctx, verbGetShardTable, true, func(ctx context.Context) error {
 		var err error
@@ -569,9 +627,22 @@ func (a *assigner) readTable(ctx context.Context) bool {
 		a.mu.Lock()
 		a.own, a.table = l, *t
 		a.mu.Unlock()
+		a.remember(l.ResourceVersion)
 	}
+	a.remember(seen)
 	a.stale = false
 	return true
+}
+
+// remember adds table version rv to known, which keeps the last eight.
+func (a *assigner) remember(rv string) {
+	if rv == "" || slices.Contains(a.known, rv) {
+		return
+	}
+	a.known = append(a.known, rv)
+	if len(a.known) > 8 {
+		a.known = slices.Delete(a.known, 0, len(a.known)-8)
+	}
 }
 
 // write writes table t, conditionally on the version last read or
@@ -605,6 +676,7 @@ func (a *assigner) write(ctx context.Context, t wire.Table, now time.Time) {
 	}
 	a.own, a.table = out, t
 	a.mu.Unlock()
+	a.remember(out.ResourceVersion)
 	a.st.shardsMoved(moved)
 }
 

@@ -53,6 +53,10 @@ type state struct {
 	followed     bool
 	term         *term
 
+	// shardTableRV is the shard table's resourceVersion as this
+	// candidate's shard member last saw it (sawShardTable).
+	shardTableRV string
+
 	// pollOnly: the Lease may not be watched (403), so campaigns poll
 	// through client-go's acquire loop, as with a Lock, from then on.
 	pollOnly bool
