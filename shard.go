@@ -304,7 +304,12 @@ func (m *shardMember) read(w watch.Interface, rv *string) (broken bool) {
 			case leaseChanged:
 				*rv = e.lease.ResourceVersion
 				m.apply(e.lease)
-			case leaseDeleted, leaseProgress:
+			case leaseDeleted:
+				if e.lease != nil {
+					*rv = e.lease.ResourceVersion
+					m.st.sawShardTable(e.lease.ResourceVersion) // deleted by hand: the leader writes it again
+				}
+			case leaseProgress:
 				if e.lease != nil {
 					*rv = e.lease.ResourceVersion
 				}

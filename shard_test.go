@@ -144,9 +144,10 @@ func TestShards(t *testing.T) {
 		assert.GreaterOrEqual(t, cs[0].e.Stats().ShardMoves, uint64(6), "the leader assigned every shard")
 		assert.Equal(t, 3, api.Watchers(ns, wire.ShardTableName(lease)), "every member follows the table")
 		// Settled, the table is not written, and each shard Lease is
-		// watched twice: by the leader's one watch of them all, and by its
-		// holder's watch of the Lease it holds (as the election's leader
-		// watches the election's).
+		// watched three times: by the leader's one watch of them all, by
+		// its holder's watch of the Lease it holds (as the election's
+		// leader watches the election's), and by its taker's, which takes
+		// it when it is released or expires.
 		posts := func() uint64 {
 			return cs[0].e.Stats().Calls[relect.CallKey{Verb: "post-shard-table", Result: "ok"}]
 		}
@@ -155,7 +156,7 @@ func TestShards(t *testing.T) {
 		synctest.Wait()
 		assert.Equal(t, before, posts(), "the settled table was written again")
 		for i := range 6 {
-			assert.Equal(t, 2, api.Watchers(ns, wire.ShardLeaseName(lease, fmt.Sprint(i))), "shard %d's Lease's watches", i)
+			assert.Equal(t, 3, api.Watchers(ns, wire.ShardLeaseName(lease, fmt.Sprint(i))), "shard %d's Lease's watches", i)
 		}
 
 		// A graceful stop: its two shards run elsewhere at once.

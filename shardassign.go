@@ -24,21 +24,14 @@ import (
 // only on its own Lease.
 //
 // What it reads from each shard Lease, on its own clock: who holds it, and
-// since when it has not changed. A holder whose Lease has not changed for
-// suspectAfter (1.5 retry periods: it renews every one) gets a taker: a
-// candidate that follows the Lease from then on, so that it takes it the
-// moment the lease expires — within LeaseDuration + 2 × RetryPeriod of the
-// holder's last renewal. A holder whose Lease expired while the table gave
-// it the shard, and a candidate given a free shard that did not take it
-// within LeaseDuration + 2 × RetryPeriod, is left out (Table.Out) until
+// since when it has not changed. Each shard held gets a taker: a
+// candidate that follows its Lease, so that it takes it the moment its
+// holder releases it, or the moment the lease expires — within
+// LeaseDuration + RetryPeriod of the holder's last renewal — without
+// waiting for the leader. A holder whose Lease expired while the table
+// gave it the shard, and a candidate given a free shard that did not take
+// it within LeaseDuration + 2 × RetryPeriod, is left out (Table.Out) until
 // its registration changes.
-
-// suspectAfter is how long a shard Lease may go unchanged before the
-// leader names a taker for it: 1.75 retry periods — a renewal due every
-// retry period may come up to three quarters of one late (a slow API)
-// without a taker, and a taker named then still takes the Lease within
-// LeaseDuration + 2 × RetryPeriod of the last renewal.
-func suspectAfter(cfg *config) time.Duration { return cfg.RetryPeriod * 7 / 4 }
 
 // shardSeen is one shard Lease as the leader last observed it.
 type shardSeen struct {
@@ -80,7 +73,10 @@ type assigner struct {
 	// them (its work stuck, or returned): shard → identity → until when
 	// the shard goes to another candidate if there is one.
 	gaveUp map[string]map[string]time.Time
-	stale  bool // own may be stale: read it before the next write
+	// lost are the holders whose shard Lease their taker took without a
+	// release (observeLease): left out at the next plan.
+	lost  map[string]bool
+	stale bool // own may be stale: read it before the next write
 	// known are the table versions this term read or wrote (the last
 	// few): a version the member saw that is not among them was written
 	// by someone else (by hand), and own is stale.
@@ -94,7 +90,7 @@ func assignShards(ctx context.Context, cfg *config, st *state) {
 	// election's): the assignment's calls never delay a renewal, nor wait
 	// for one.
 	a := &assigner{cfg: cfg, gw: newGateway(cfg, st), st: st, term: int32(term), seen: map[string]*shardSeen{}, byLease: map[string]string{},
-		firstSeen: map[string]time.Time{}, assignedAt: map[string]time.Time{}, gaveUp: map[string]map[string]time.Time{}, stale: true,
+		firstSeen: map[string]time.Time{}, assignedAt: map[string]time.Time{}, gaveUp: map[string]map[string]time.Time{}, lost: map[string]bool{}, stale: true,
 		changed: make(chan struct{}, 1)}
 	for _, sh := range cfg.shards {
 		a.byLease[wire.ShardLeaseName(cfg.Name, sh)] = sh
@@ -272,6 +268,13 @@ func (a *assigner) observeLease(l *coordinationv1.Lease, now time.Time) {
 			a.st.shardGap(now.Sub(free))
 		}
 	}
+	if s != nil && s.holder != "" && !s.released && !s.missing && next.holder != "" && !next.released &&
+		s.holder == a.table.Holders[sh] && next.holder == a.table.Takers[sh] && next.holder != s.holder {
+		// Taken by its taker without a release: the holder stopped
+		// renewing and its lease expired, though this view may not have
+		// seen it expire. It is left out as if it had (current).
+		a.lost[s.holder] = true
+	}
 	if s != nil && s.holder != "" && next.released && a.table.Holders[sh] == s.holder {
 		// Released by the holder the table names: it gave the shard up
 		// (its work was stuck, or returned, or it is leaving).
@@ -364,28 +367,110 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 		}
 	}
 	holders := shardplan.Assign(a.cfg.shards, current, cands, avoid, resting)
+	// Every shard held where the plan keeps it gets a taker, which follows
+	// its Lease: it takes it the moment its holder releases it (a graceful
+	// stop, its work given up) or it expires (a crash, a partition),
+	// without waiting for a table write. A shard the plan moves gets none:
+	// its new holder is the one to take it. Takers do not rest, and a
+	// holder's shards spread over several takers, each counted as it is
+	// named (load), so that no taker is given more than its share.
+	var heirs []shardplan.Candidate
+	for _, c := range cands {
+		if !resting[c.Identity] {
+			heirs = append(heirs, c)
+		}
+	}
 	takers := map[string]string{}
-	load := maps.Clone(holders) // shard → who runs its Elector, takers counted too
+	load := maps.Clone(holders)             // shard → who runs its Elector, takers counted too
+	byHolder := map[string]map[string]int{} // holder → taker → shards of it named so far
+	// roomFor returns the heirs that could take one more of holder h's
+	// shards and stay within the quota they would have without h: fewer
+	// than ⌈S·w/(W − w_h)⌉ held and taken of h's so far — so that when h
+	// leaves, its takers hold its shards and nothing else moves. All the
+	// heirs if none has room.
+	held, weight, total := map[string]int{}, map[string]int64{}, int64(0)
+	for _, c := range cands {
+		weight[c.Identity] = int64(c.Weight)
+		total += int64(c.Weight)
+	}
+	for _, id := range holders {
+		held[id]++
+	}
+	roomFor := func(h string) []shardplan.Candidate {
+		rest := total - weight[h]
+		var room []shardplan.Candidate
+		for _, c := range heirs {
+			if c.Identity == h || rest <= 0 {
+				continue
+			}
+			quota := (int64(len(a.cfg.shards))*int64(c.Weight) + rest - 1) / rest
+			if int64(held[c.Identity]+byHolder[h][c.Identity]) < quota {
+				room = append(room, c)
+			}
+		}
+		if len(room) == 0 {
+			return heirs
+		}
+		return room
+	}
 	for _, sh := range a.cfg.shards {
 		h := holders[sh]
 		if a.table.Holders[sh] != h {
 			a.assignedAt[sh] = now
 		}
-		if s := a.seen[sh]; h != "" && h == a.liveHolder(sh, now) && !now.Before(s.at.Add(suspectAfter(a.cfg))) {
-			// A holder's shards spread over several takers, each counted
-			// as it is named, so that no taker is given more than its
-			// share to keep once they expire.
-			t := a.table.Takers[sh]
-			if t == "" || t == h || !slices.ContainsFunc(cands, func(c shardplan.Candidate) bool { return c.Identity == t }) {
-				t = shardplan.Taker(load, h, cands)
+		if h == "" || h != a.liveHolder(sh, now) {
+			continue
+		}
+		// The table's taker is kept while it is among those taking the
+		// fewest of this holder's shards, of those with room for them (a
+		// fixed point for a settled table); else another is named.
+		fewest := a.fewestOf(h, roomFor(h), byHolder)
+		t := a.table.Takers[sh]
+		if !slices.ContainsFunc(fewest, func(c shardplan.Candidate) bool { return c.Identity == t }) {
+			t = shardplan.Taker(load, h, fewest)
+		}
+		if t != "" {
+			takers[sh] = t
+			load["taker:"+sh] = t
+			if byHolder[h] == nil {
+				byHolder[h] = map[string]int{}
 			}
-			if t != "" {
-				takers[sh] = t
-				load["taker:"+sh] = t
-			}
+			byHolder[h][t]++
 		}
 	}
 	return wire.Table{Holders: holders, Takers: takers, Out: out}
+}
+
+// takerFor returns the table's taker of shard sh if it may take it: not
+// its holder assigned, registered, not left out, not passed over for it.
+func (a *assigner) takerFor(sh, assigned string, byID map[string]shardRegistration, out map[string]string, avoid map[string][]string) string {
+	t := a.table.Takers[sh]
+	_, registered := byID[t]
+	_, isOut := out[t]
+	if t == "" || t == assigned || !registered || isOut || slices.Contains(avoid[sh], t) {
+		return ""
+	}
+	return t
+}
+
+// fewestOf returns the candidates of heirs, other than holder, that are
+// takers of the fewest of holder's shards (byHolder), so that one holder's
+// shards go to several takers: each keeps its share when they take them.
+func (a *assigner) fewestOf(holder string, heirs []shardplan.Candidate, byHolder map[string]map[string]int) []shardplan.Candidate {
+	least := -1
+	var out []shardplan.Candidate
+	for _, c := range heirs {
+		if c.Identity == holder {
+			continue
+		}
+		switch n := byHolder[holder][c.Identity]; {
+		case least < 0 || n < least:
+			least, out = n, []shardplan.Candidate{c}
+		case n == least:
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // roster returns the registered candidates by identity, and who is left
@@ -453,6 +538,22 @@ func (a *assigner) current(byID map[string]shardRegistration, out map[string]str
 			out[id] = r.rv
 		}
 	}
+	for id := range a.lost {
+		fail(id)
+		delete(a.lost, id)
+	}
+	// Two passes: a holder left out for one shard's expiry in the first
+	// changes what the second makes of its other shards, whatever their
+	// order.
+	for range 2 {
+		current, anyHeld = a.currentPass(byID, out, avoid, fail, now)
+	}
+	return current, anyHeld
+}
+
+// currentPass is one pass of current.
+func (a *assigner) currentPass(byID map[string]shardRegistration, out map[string]string, avoid map[string][]string, fail func(string), now time.Time) (
+	current map[string]string, anyHeld bool) {
 	current = map[string]string{}
 	for _, sh := range a.cfg.shards {
 		live, assigned := a.liveHolder(sh, now), a.table.Holders[sh]
@@ -466,6 +567,15 @@ func (a *assigner) current(byID map[string]shardRegistration, out map[string]str
 			current[sh] = assigned // moved by the table: the holder steps down
 		case live != "":
 			current[sh] = live // the table's holder, or a taker that took it
+			if _, liveOut := out[live]; liveOut {
+				// Left out for another shard's expiry, this Lease not
+				// expired yet: its taker, which follows it, takes it.
+				if t := a.table.Takers[sh]; t != "" && t != live {
+					if _, tOut := out[t]; !tOut {
+						current[sh] = t
+					}
+				}
+			}
 		case s != nil && !s.missing && !s.released && s.holder != "":
 			// Expired. A holder the table gave the shard to (or named its
 			// taker) before it expired stopped renewing: it is left out.
@@ -496,6 +606,14 @@ func (a *assigner) current(byID map[string]shardRegistration, out map[string]str
 			// LD; until then the holder assigned waits.
 			if assigned != "" {
 				current[sh] = assigned
+			}
+		case s != nil && s.released && a.takerFor(sh, assigned, byID, out, avoid) != "":
+			// Released (its holder stopped, or gave it up): its taker,
+			// which follows the Lease, takes it at once.
+			if t := a.table.Takers[sh]; a.late(sh, now) {
+				fail(t)
+			} else {
+				current[sh] = t
 			}
 		case assigned != "":
 			if a.late(sh, now) {

@@ -70,8 +70,10 @@ type Shard struct {
 	// (internal/wire's ShardLeaseName).
 	Lease string
 	// Assigned is the holder the table assigns the shard, and Taker the
-	// candidate it asks to take the shard once its holder's Lease
-	// expires; "" for none, and both "" without a table.
+	// candidate it asks to follow the shard's Lease and take it once its
+	// holder releases it or its lease expires (named for every shard held
+	// where the table keeps it); "" for none, and both "" without a
+	// table.
 	Assigned string
 	Taker    string
 	// Exists reports whether the shard's Lease exists: the leader creates

@@ -206,7 +206,8 @@ func TestListShardsOfAFleet(t *testing.T) {
 		for i, s := range st.Shards {
 			assert.Equal(t, []string{"0", "1", "2", "3"}[i], s.Name)
 			assert.Equal(t, s.Assigned, s.Holder, "shard %s: settled, its holder is the assigned one", s.Name)
-			assert.Empty(t, s.Taker)
+			assert.NotEmpty(t, s.Taker, "shard %s: settled, a taker follows its Lease", s.Name)
+			assert.NotEqual(t, s.Holder, s.Taker, "shard %s: its taker is another candidate", s.Name)
 			assert.True(t, s.Valid, "shard %s", s.Name)
 			r := running[s.Name]
 			assert.Equal(t, r.holder, s.Holder, "shard %s: the holder runs its work", s.Name)

@@ -72,7 +72,8 @@ election has shards, status shows them after the candidates: a line
 saying how many, whose shard table, and who holds how many, then a row
 per shard — its state (as the election's), the holder its own Lease
 names, the holder the table assigns (they differ while a shard moves),
-the taker the table names for a shard whose holder stopped renewing,
+the taker the table names to follow it (and take it when it is released
+or expires),
 its term, fence, validity (an estimate, renewTime against this machine's
 clock) and expiry — and the candidates left out (given no shard until
 their registration changes); in -o json as "shards" and "shard_table".

@@ -31,8 +31,8 @@ type shardStatus struct {
 	State  string `json:"state"`
 	Holder string `json:"holder"`
 	// Assigned is the holder the shard table assigns, Taker the candidate
-	// it asks to take the shard once its holder's Lease expires; absent
-	// for none.
+	// it asks to follow the shard's Lease and take it once its holder
+	// releases it or its lease expires; absent for none.
 	Assigned string `json:"assigned,omitempty"`
 	Taker    string `json:"taker,omitempty"`
 	// Term is the shard Lease's leaseTransitions; Fence its holder's

@@ -44,8 +44,8 @@ func shardRows(t *testing.T, out string) map[string][]string {
 }
 
 // relect status shows an election's shards: who holds which, whom the
-// table assigns it to, the taker of a shard whose holder stopped
-// renewing, the candidates left out; in -o json as "shards" and
+// table assigns it to, the taker that follows it, the candidates left
+// out; in -o json as "shards" and
 // "shard_table". An election without shards shows nothing of them.
 func TestStatusShowsShards(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -82,7 +82,9 @@ func TestStatusShowsShards(t *testing.T) {
 			require.NotEmpty(t, fence, "shard %s's Lease publishes its fence", s.Shard)
 			row := rows[s.Shard]
 			// STATE HOLDER ASSIGNED TAKER TERM FENCE VALID EXPIRES
-			assert.Equal(t, []string{stateHeld, s.Holder, s.Holder, "-"}, row[:4], "shard %s", s.Shard)
+			assert.Equal(t, []string{stateHeld, s.Holder, s.Holder}, row[:3], "shard %s", s.Shard)
+			assert.Equal(t, s.Taker, row[3], "shard %s: its taker", s.Shard)
+			assert.NotContains(t, []string{"-", s.Holder}, row[3], "shard %s: settled, another candidate follows it as taker", s.Shard)
 			assert.Equal(t, fence, row[5], "shard %s's fence", s.Shard)
 			assert.Equal(t, "yes*", row[6], "shard %s", s.Shard)
 			assert.Equal(t, "in", row[7], "shard %s", s.Shard)
@@ -103,7 +105,7 @@ func TestStatusShowsShards(t *testing.T) {
 		assert.Equal(t, true, js.Shards[0]["valid"])
 		assert.Equal(t, st.Shards[0].Fence, js.Shards[0]["fence"])
 		assert.Equal(t, js.Shards[0]["holder"], js.Shards[0]["assigned"])
-		assert.NotContains(t, js.Shards[0], "taker")
+		assert.Equal(t, st.Shards[0].Taker, js.Shards[0]["taker"])
 		assert.Equal(t, true, js.ShardTable["found"])
 		assert.Equal(t, "a", js.ShardTable["writer"])
 

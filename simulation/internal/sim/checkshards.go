@@ -605,7 +605,7 @@ func sortedMap(m map[string]string) string {
 // ShardResult is what ShardTotals.Add found in one history.
 type ShardResult struct {
 	Shards []Violation // CheckShards'
-	// Findings are the open findings the shard violations repeat, in
+	// Findings are the fixed findings the shard violations repeat, in
 	// Shards' order ("" for an unexplained one).
 	Findings []ShardFinding
 	Election []Violation // CheckWithShards': TestSimulation's checkers, on the same run
@@ -635,7 +635,7 @@ type ShardTotals struct {
 	// bound, in the runs without a shard violation.
 	WorstRatio     float64
 	WorstRatioSeed uint64
-	// Open counts the schedules that repeat each open finding, and
+	// Open counts the schedules that repeat each fixed finding, and
 	// OpenSeeds the first few; Unexplained, the schedules with a
 	// violation no finding explains.
 	Open                   map[ShardFinding]int
@@ -724,12 +724,14 @@ func (t *ShardTotals) Count(rule string) int {
 	return t.ByRule[rule]
 }
 
-// ShardFinding names a known, open finding of the shard simulation: a
-// library bug it found, reported, and not fixed (the library's shard code
-// belongs to another change). ExplainShard attributes a violation to one.
+// ShardFinding names a finding of the shard simulation: a library bug it
+// found, since fixed (shardassign.go; the repros are in the root's
+// shard_break_test.go). ExplainShard attributes a violation to one, so
+// that a regression is named; TestSimulationShards fails on it all the
+// same.
 type ShardFinding string
 
-// The open findings (see TestSimulationShards' report).
+// The fixed findings (see TestSimulationShards' report), as they were.
 const (
 	// ShardLeftOutForGood: a candidate named by a shard Lease that
 	// expired is left out (Table.Out) by every assignment while that
@@ -761,7 +763,7 @@ const (
 	ShardGivenToTheDead ShardFinding = "S3 given to the dead"
 )
 
-// ExplainShard returns the open finding v (a shard violation of h)
+// ExplainShard returns the fixed finding v (a shard violation of h)
 // repeats, or "".
 func ExplainShard(h *History, v Violation) ShardFinding {
 	if v.Class != Liveness || h.Shards == nil || len(h.Shards.Tables) == 0 {
