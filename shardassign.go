@@ -75,8 +75,11 @@ type assigner struct {
 	gaveUp map[string]map[string]time.Time
 	// lost are the holders whose shard Lease their taker took without a
 	// release (observeLease): left out at the next plan.
-	lost  map[string]bool
-	stale bool // own may be stale: read it before the next write
+	lost map[string]bool
+	// writing is the table of the write in flight (nil if none): a
+	// release it asked for may be observed before the write returns.
+	writing *wire.Table
+	stale   bool // own may be stale: read it before the next write
 	// known are the table versions this term read or wrote (the last
 	// few): a version the member saw that is not among them was written
 	// by someone else (by hand), and own is stale.
@@ -275,9 +278,12 @@ func (a *assigner) observeLease(l *coordinationv1.Lease, now time.Time) {
 		// seen it expire. It is left out as if it had (current).
 		a.lost[s.holder] = true
 	}
-	if s != nil && s.holder != "" && next.released && a.table.Holders[sh] == s.holder {
+	if s != nil && s.holder != "" && next.released && a.table.Holders[sh] == s.holder &&
+		(a.writing == nil || a.writing.Holders[sh] == s.holder) {
 		// Released by the holder the table names: it gave the shard up
-		// (its work was stuck, or returned, or it is leaving).
+		// (its work was stuck, or returned, or it is leaving). Not if the
+		// table being written moves it: its holder may have seen that
+		// table before the write's answer came back, and stepped down.
 		if a.gaveUp[sh] == nil {
 			a.gaveUp[sh] = map[string]time.Time{}
 		}
@@ -622,7 +628,11 @@ func (a *assigner) currentPass(byID map[string]shardRegistration, out map[string
 				current[sh] = assigned // or emptied by hand: waited out, not free yet
 			}
 		}
-		if live != "" || (current[sh] != "" && current[sh] == assigned) {
+		// A shard whose Lease is still missing (a first deployment: it is
+		// created LD after it was found missing) is held by nobody, and
+		// the candidates registering meanwhile share it at once, not
+		// after JoinDelay: the first plan may see only part of the fleet.
+		if s := a.seen[sh]; live != "" || (current[sh] != "" && current[sh] == assigned && (s == nil || !s.missing)) {
 			anyHeld = true
 		}
 		if slices.Contains(avoid[sh], current[sh]) {
@@ -772,6 +782,14 @@ func (a *assigner) write(ctx context.Context, t wire.Table, now time.Time) {
 	}
 	wire.SetTable(l, a.cfg.Name, a.cfg.identity, a.term, &t, now)
 	var out *coordinationv1.Lease
+	a.mu.Lock()
+	a.writing = &t
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.writing = nil
+		a.mu.Unlock()
+	}()
 	err := a.gw.do(ctx, verbPostShardTable, true, func(ctx context.Context) error {
 		var err error
 		if a.own == nil {
