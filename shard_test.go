@@ -199,6 +199,44 @@ func TestShards(t *testing.T) {
 	})
 }
 
+// TestShardsFirstDeployment: on a first deployment the leader may plan
+// before the rest of the fleet has registered. The shard Leases are still
+// missing then (they are created LeaseDuration after they were found
+// missing), so candidates that register meanwhile share the shards at
+// once, not after JoinDelay: every shard starts on its settled holder, and
+// none moves.
+func TestShardsFirstDeployment(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		b := newShardBook(t)
+		var cs []*candidate
+		start := func(name string) {
+			c := newCandidate(t, api, name, func(o *relect.Options) {
+				o.Shards = relect.ShardOptions{Count: 6, Run: b.run(name)}
+			})
+			c.start()
+			cs = append(cs, c)
+		}
+		start("c00")
+		// It leads, and plans (half a retry period into its term) with
+		// nobody else registered.
+		time.Sleep(2 * rp)
+		synctest.Wait()
+		require.True(t, cs[0].e.IsLeader())
+		require.Zero(t, b.running(), "the shard Leases are not created yet")
+		start("c01")
+		start("c02")
+		waitFor(t, 3*ld, "every shard runs", func() bool { return b.running() == 6 })
+		synctest.Wait()
+		assert.Equal(t, map[string]int{"c00": 2, "c01": 2, "c02": 2}, b.held(), "balanced when the shards first run")
+		time.Sleep(2 * ld)
+		synctest.Wait()
+		assert.Equal(t, 6, b.startCount(), "no shard moved after it first ran")
+		assert.Zero(t, b.overlaps)
+		stopAll(cs...)
+	})
+}
+
 // TestShardWeights: a candidate of weight 3 holds three times the shards
 // of one of weight 1; a standby and a candidate without Shards hold none.
 func TestShardWeights(t *testing.T) {
