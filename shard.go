@@ -82,8 +82,9 @@ type ShardOptions struct {
 	// JoinDelay is how long the leader must have seen a candidate
 	// registered before it gives it shards, so that a rolling restart does
 	// not move each shard onto every new pod in turn. Zero means
-	// LeaseDuration. Candidates that hold shards, and the first candidates
-	// when no shard is held at all, are given shards at once.
+	// LeaseDuration. Candidates that hold shards, and every candidate
+	// while no shard Lease is held at all (a first deployment, whose shard
+	// Leases are still missing), are given shards at once.
 	JoinDelay time.Duration
 
 	// Work is work liveness for each shard, with Options.Work's rules and
