@@ -205,15 +205,31 @@ func (v *leaderView) beat() (st leaderState, counted bool) {
 
 // stateFile keeps a file holding the latest leaderState, rewritten
 // atomically (a temporary file in the same directory, renamed over it) so
-// that readers never see a partial one.
+// that readers never see a partial one. With shards it holds them too
+// (fileState).
 type stateFile struct {
-	path string
-	last []byte
+	path   string
+	shards *shardView // nil without shards
+	last   []byte
 }
 
-// write writes st unless the file already holds it.
+// fileState is what the sidecar's --file holds: leaderState, and with
+// shards "shards", the list GET /shards serves ([] when none is held),
+// each shard's valid_until handed out as an answer of GET /shards is.
+type fileState struct {
+	leaderState
+	Shards *[]heldShard `json:"shards,omitempty"`
+}
+
+// write writes st, and the shards held now, unless the file already holds
+// them.
 func (f *stateFile) write(st leaderState) error {
-	data, err := json.Marshal(st)
+	fs := fileState{leaderState: st}
+	if f.shards != nil {
+		held := f.shards.state().Shards
+		fs.Shards = &held
+	}
+	data, err := json.Marshal(fs)
 	if err != nil {
 		return err
 	}

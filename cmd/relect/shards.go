@@ -113,6 +113,10 @@ type shardView struct {
 	// terms are the shard terms whose work runs, by shard: a state lists
 	// a shard only while its term's context is not done.
 	terms map[string]*shardTerm
+	// changed, if set, is called when a shard term's work begins or ends
+	// (the sidecar's leaderView.signal: the state file is rewritten at
+	// once). It must not block.
+	changed func()
 }
 
 // shardTerm is one shard term whose work runs (shardView.terms).
@@ -142,20 +146,28 @@ func (v *shardView) begin(ctx context.Context) (shard string) {
 	term, _ := relect.TermFromContext(ctx)
 	fence, _ := relect.FenceFromContext(ctx)
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	v.terms[shard] = &shardTerm{ctx: ctx, term: term, fence: fence}
+	v.mu.Unlock()
+	v.signal()
 	return shard
 }
 
 func (v *shardView) end(shard string) (handedOutUntil time.Time) {
 	v.mu.Lock()
-	defer v.mu.Unlock()
 	t := v.terms[shard]
 	delete(v.terms, shard)
+	v.mu.Unlock()
+	v.signal()
 	if t == nil {
 		return time.Time{}
 	}
 	return t.handedOut
+}
+
+func (v *shardView) signal() {
+	if v.changed != nil {
+		v.changed()
+	}
 }
 
 // state returns the shards held now and records the validities it hands

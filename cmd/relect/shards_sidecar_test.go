@@ -2,8 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
+	"io/fs"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -145,6 +148,92 @@ func TestSidecarShards(t *testing.T) {
 	code, body := get(t, "http://"+c.addr+"/shards")
 	assert.Equal(t, http.StatusNotFound, code)
 	assert.Contains(t, body, "started without --shards")
+}
+
+// fileShards reads the sidecar's --file and returns its "shards": nil if
+// absent, or if the file is not written yet.
+func (s *testSidecar) fileShards(t *testing.T) *[]heldShard {
+	t.Helper()
+	data, err := os.ReadFile(s.file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	require.NoError(t, err)
+	var st fileState
+	require.NoError(t, json.Unmarshal(data, &st), "%s", data)
+	return st.Shards
+}
+
+// With --shards the sidecar's --file carries "shards", as GET /shards
+// serves them: each with its fence and a valid_until at most the shard
+// validity after it was written, renewed while the shard is held; a shard
+// that moves leaves the file, and is taken by the next holder only after
+// the last valid_until the file handed out for it. Without shards the file
+// has no "shards".
+func TestSidecarShardsFile(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	a := startSidecar(t, api, "a", "--shards=2")
+	eventually(t, "a's file lists both shards", func() bool { sh := a.fileShards(t); return sh != nil && len(*sh) == 2 })
+	const shardValidFor = 250 * time.Millisecond // as TestSidecarShards
+	read := time.Now()
+	first := *a.fileShards(t)
+	for _, h := range first {
+		_, err := relect.Fence(h.Fence).Uint64()
+		assert.NoError(t, err, "shard %s's fence %q", h.Shard, h.Fence)
+		require.NotNil(t, h.ValidUntil, "shard %s", h.Shard)
+		assert.False(t, h.ValidUntil.After(read.Add(shardValidFor)), "shard %s: valid_until %v more than %v after the file was read", h.Shard, h.ValidUntil, shardValidFor)
+	}
+	eventually(t, "the file's validity is renewed", func() bool {
+		sh := *a.fileShards(t)
+		return len(sh) == 2 && sh[0].ValidUntil.After(*first[0].ValidUntil)
+	})
+
+	b := startSidecar(t, api, "b", "--shards=2")
+	eventually(t, "one shard in each file", func() bool {
+		sa, sb := a.fileShards(t), b.fileShards(t)
+		return sa != nil && sb != nil && len(*sa) == 1 && len(*sb) == 1
+	})
+	moving := (*a.fileShards(t))[0].Shard
+	movingLease := wire.ShardLeaseName("job", moving)
+	var latest time.Time
+	var bHolds time.Time
+	done, seen := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	go func() {
+		defer close(done)
+		for bHolds.IsZero() {
+			var st fileState
+			if data, err := os.ReadFile(a.file); err == nil && json.Unmarshal(data, &st) == nil && st.Shards != nil {
+				for _, h := range *st.Shards {
+					if h.Shard == moving && h.ValidUntil != nil && h.ValidUntil.After(latest) {
+						latest = *h.ValidUntil
+						once.Do(func() { close(seen) })
+					}
+				}
+			}
+			if api.Holder("default", movingLease) == "b" {
+				bHolds = time.Now()
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+	}()
+	select { // a program read the shard in the file before the stop
+	case <-seen:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("a's file never listed shard %s with a validity", moving)
+	}
+	a.cancel()
+	<-done
+	<-a.exited
+	require.False(t, latest.IsZero(), "a's file handed out a validity for shard %s", moving)
+	assert.True(t, latest.Before(bHolds), "b took shard %s at %v, before the validity a's file handed out (%v) had passed", moving, bHolds, latest)
+	t.Logf("the last validity a's file handed out for shard %s ended %v before b was seen holding it", moving, bHolds.Sub(latest).Round(time.Millisecond))
+
+	c := startSidecar(t, relecttest.NewLeaseAPI(), "c")
+	c.leader(t)
+	eventually(t, "c's file is written", func() bool { return c.fileState(t).Identity == "c" })
+	assert.Nil(t, c.fileShards(t), "a file without shards has no \"shards\"")
 }
 
 // The sidecar refuses what would do nothing with shards.

@@ -101,9 +101,12 @@ at most --valid-for after the answer, and at most half of
 not know when a shard was last renewed, so the margin bounds it; ask at
 least that often to go on acting. When a shard's term ends (it moves to
 another candidate, or relect stops) the sidecar keeps the shard until the
-latest valid_until it handed out for it has passed. /leader still says
-whether this candidate leads the election (the leader assigns the
-shards). --check and --check-url then check each shard's work: a shard
+latest valid_until it handed out for it has passed. With --file the
+file carries them too: "shards", the list GET /shards serves ([] when
+none is held), rewritten as shards come and go and at least four times
+per shard validity, each valid_until written counting as handed out.
+/leader still says whether this candidate leads the election (the leader
+assigns the shards). --check and --check-url then check each shard's work: a shard
 whose check fails --check-failures times in a row is released. Refused
 with shards: --standby, --beat-window and --work-stuck-timeout.
 
@@ -191,7 +194,7 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	fs.StringVar(&p.httpAddr, "http-addr", ":4040", "address to serve the read-only endpoints on, GET /leader, /shards, /healthz and /metrics: every interface by default, for the kubelet's probes and Prometheus on the pod IP")
 	fs.StringVar(&p.controlAddr, "control-addr", defaultControlAddr, "address to serve POST /beat on, with --beat-window: loopback, so that only the pod's own containers (or this machine's processes) can beat; must be a loopback address unless --expose-control")
 	fs.BoolVar(&p.exposeControl, "expose-control", false, "WARNING: allow a --control-addr that is not loopback. A beat is not authenticated: whoever reaches --control-addr can keep a leader whose work is stuck leading. Only behind a NetworkPolicy that admits the program alone")
-	fs.StringVar(&p.file, "file", "", "also keep the /leader JSON in this file, replaced atomically on every change (default: none)")
+	fs.StringVar(&p.file, "file", "", "also keep the /leader JSON in this file, replaced atomically on every change; with --shards, and the /shards list as \"shards\" (default: none)")
 	fs.DurationVar(&p.validFor, "valid-for", 0, "longest validity handed out: each valid_until is at most this long after the answer, and a graceful stop keeps the lease until the latest one has passed, so a handover leaves no leader for up to this long; programs must ask again within it to go on acting; at most --renew-deadline (default: --renew-deadline)")
 	defineOptions(fs, &p.s, beatFlags, workFlags, healthFlags, shardFlags)
 	p.logs.define(fs)
@@ -345,11 +348,12 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	view = newLeaderView(e, plan.lease, plan.validFor)
 	if plan.s.shardsOn() {
 		shards = newShardView(e, plan.lease, plan.shardValidFor)
+		shards.changed = view.signal
 	}
 
 	var file *stateFile
 	if plan.file != "" {
-		file = &stateFile{path: plan.file}
+		file = &stateFile{path: plan.file, shards: shards}
 		if err := file.write(view.state()); err != nil {
 			return report(stderr, "sidecar", err)
 		}
@@ -381,9 +385,12 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	go func() {
 		defer close(pumped)
 		// Renewals come every RetryPeriod without an event, and a
-		// validity handed out lasts --valid-for: look four times as often
-		// as the shorter.
+		// validity handed out lasts --valid-for (a shard's, shardValidFor:
+		// no longer): look four times as often as the shorter.
 		tick := min(orDefault(plan.s.opts.RetryPeriod, defaults.RetryPeriod), plan.validFor) / 4
+		if shards != nil {
+			tick = min(tick, plan.shardValidFor/4)
+		}
 		pump(events, log, view, file, max(tick, 10*time.Millisecond))
 	}()
 	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", plan.httpAddr, "control_addr", controlAddr, "file", plan.file,
