@@ -37,7 +37,11 @@ const (
 // fence grows, its fenced store accepts no late write and is linearizable
 // by porcupine, no shard unheld longer than sim.ShardLivenessBound after
 // the faults, settled balance) or of TestSimulation's checkers on the same
-// runs, and if some shard fault was never applied.
+// runs, and if some shard fault was never applied. Every schedule is also
+// played against the baseline of one client-go loop per shard Lease
+// (sim.ShardComparison: Knative's buckets), and the two are reported side
+// by side; the baseline's figures are measured, not judged, but it must
+// have played every schedule.
 //
 // Environment: RELECT_SIM_SHARD_SCHEDULES (count; 10000 is the full size),
 // RELECT_SIM_SHARD_BASE (first seed), RELECT_SIM_SHARD_SEED or -shard-seed
@@ -58,6 +62,7 @@ func TestSimulationShards(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 
 	totals := &sim.ShardTotals{}
+	side := &sim.ShardComparison{}
 	var (
 		mu       sync.Mutex
 		failures []string
@@ -73,6 +78,9 @@ func TestSimulationShards(t *testing.T) {
 					s := sim.GenerateShards(seed)
 					var h *sim.History
 					synctest.Test(t, func(t *testing.T) { h = sim.Play(s, sim.Relect) })
+					var base *sim.History
+					synctest.Test(t, func(t *testing.T) { base = sim.Play(s, sim.ClientGoLoop) })
+					side.Add(h, base)
 					res := totals.Add(seed, h) // outside the bubble: porcupine's timeout is real time
 					vs := shardViolations(res)
 					if len(vs) == 0 {
@@ -91,6 +99,10 @@ func TestSimulationShards(t *testing.T) {
 	})
 	wall := time.Since(start)
 	t.Log("\n" + shardReport(n, base, workers, wall, totals))
+	t.Log("\nside by side, the same schedules: relect's shards, and the baseline of one client-go loop per shard Lease, every candidate campaigning (Knative's buckets):\n" + side.Report())
+	if b := side.Runs(sim.ClientGoLoop); len(b) != n || slices.ContainsFunc(b, func(f sim.ShardFigures) bool { return f.Terms == 0 }) {
+		t.Errorf("the baseline did not play every schedule with a shard term: %d runs of %d", len(b), n)
+	}
 	if len(failures) > 0 {
 		slices.Sort(failures)
 		shown := failures[:min(len(failures), 10)]

@@ -72,6 +72,13 @@ func (p *clientGoProcess) run(ctx context.Context) {
 		}))
 		return
 	}
+	if st := p.r.shards; st != nil {
+		var shards sync.WaitGroup
+		for _, name := range st.names {
+			shards.Go(func() { st.runClientGo(ctx, p, name) })
+		}
+		defer shards.Wait()
+	}
 	var tl *termLock
 	t := p.r.t
 	loop, err := clientgoloop.New(clientgoloop.Config{

@@ -169,8 +169,8 @@ func newRunner(s *Schedule, impl Impl) *runner {
 		r.slots = append(r.slots, &slot{r: r, idx: i, client: c, cs: c.Clientset(), wire: newWire(r, i),
 			cmds: make(chan command, 64), done: make(chan struct{}), identity: CandidateName(i), runID: -1})
 	}
-	if s.Shards.On() && impl == Relect {
-		r.shards = newShardState(r)
+	if s.Shards.On() {
+		r.shards = newShardState(r) // the client-go loop plays them as the baseline (shardbaseline.go)
 	}
 	return r
 }

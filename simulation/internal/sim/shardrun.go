@@ -163,7 +163,11 @@ func newShardState(r *runner) *shardState {
 	st.h = &ShardHistory{Names: st.names, JoinDelay: sh.joinDelay(r.t), Rolling: sh.Rolling}
 	for _, n := range st.names {
 		st.byLease[leasewire.ShardLeaseName(LeaseName, n)] = n
-		r.stores[ShardStore(n)] = &register{store: StoreFence} // compared as fences
+		if r.impl == Relect {
+			r.stores[ShardStore(n)] = &register{store: StoreFence} // compared as fences
+		} else {
+			r.stores[ShardStore(n)] = &register{store: StorePlain} // the baseline has no fence
+		}
 	}
 	for i := range r.slots {
 		c := r.api.Client(CandidateName(i) + shardHandleSuffix)
@@ -361,7 +365,10 @@ func (st *shardState) mirror(a Action) {
 		r := st.r
 		r.mu.Lock()
 		el, _ := r.slots[a.Target].reuse.(*relectElector)
-		if el != nil && el.router != nil && !el.router.dead.Swap(true) {
+		switch {
+		case r.impl != Relect:
+			st.h.Crashes++ // the baseline's shard loops crash with the process (crashLock)
+		case el != nil && el.router != nil && !el.router.dead.Swap(true):
 			st.h.Crashes++
 		}
 		r.mu.Unlock()
