@@ -221,9 +221,11 @@ var ErrWorkStuck = errors.New("relect: the leader's work is stuck")
 // the details; use errors.Is.
 var (
 	// ErrWorkOverrun: a term ended more than HealthOptions.WorkStopTimeout
-	// ago and its OnStartedLeading has still not returned. The work may be
-	// acting as leader without the lease, and Run cannot campaign again
-	// until it returns. Restarting the process is the remedy.
+	// ago and its OnStartedLeading has still not returned — or a shard's
+	// term, and its ShardOptions.Run (the error names the shard). The work
+	// may be acting as leader (or on the shard) without the lease, and Run
+	// cannot campaign again (for that shard) until it returns. Restarting
+	// the process is the remedy.
 	ErrWorkOverrun = errors.New("relect: leader work still running after its term ended")
 
 	// ErrCutOff: Lease API calls have kept failing for more than

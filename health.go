@@ -11,9 +11,10 @@ import (
 // The zero value selects the defaults given in each field's comment;
 // negative durations are invalid.
 type HealthOptions struct {
-	// WorkStopTimeout is how long OnStartedLeading may keep running after
-	// its term ended (its context was cancelled, or its validity passed)
-	// before the check fails with ErrWorkOverrun. Zero means the Elector's
+	// WorkStopTimeout is how long OnStartedLeading (or ShardOptions.Run,
+	// for a shard's term) may keep running after its term ended (its
+	// context was cancelled, or its validity passed) before the check
+	// fails with ErrWorkOverrun. Zero means the Elector's
 	// RenewDeadline (10 s by default). Make it longer than the work's
 	// slowest orderly shutdown.
 	WorkStopTimeout time.Duration
@@ -46,7 +47,9 @@ type HealthOptions struct {
 //     returned: the work ignores its context. (The term's end is when it
 //     was ended, or when its validity passed if the watchdog has not ended
 //     it yet.) IsLeader is already false then, so nothing in Stats shows
-//     this; the check reads the Elector's term itself.
+//     this; the check reads the Elector's term itself. The same holds for
+//     each shard's term and its ShardOptions.Run; the error names the
+//     shard.
 //   - with ErrCutOff when Lease API calls have failed in a row for more
 //     than HealthOptions.CutOffAfter while Run is active, and nothing was
 //     heard from the API meanwhile (no answer to a call, no watch event).
@@ -141,14 +144,37 @@ type healthCheck struct {
 	opts HealthOptions
 }
 
-// healthSource is what a health check reads: one snapshot of the state, and
-// whether Run is active.
+// healthSource is what a health check reads: one snapshot of the state,
+// whether Run is active, and the snapshots of the shard Electors running
+// (none without shards).
 type healthSource interface {
 	healthSnapshot(now time.Time) (snap snapshot, running bool)
+	shardSnapshots(now time.Time) []shardSnapshot
+}
+
+// shardSnapshot is one shard Elector's snapshot.
+type shardSnapshot struct {
+	shard string
+	snap  snapshot
 }
 
 func (e *Elector) healthSnapshot(now time.Time) (snapshot, bool) {
 	return e.st.snapshot(now), e.running.Load()
+}
+
+// shardSnapshots snapshots the shard Electors of the current Run, in the
+// shards' order. A shard Elector stays listed until its Run returned,
+// which waits for its work.
+func (e *Elector) shardSnapshots(now time.Time) []shardSnapshot {
+	m := e.shards.Load()
+	if m == nil {
+		return nil
+	}
+	var out []shardSnapshot
+	for _, r := range m.running() {
+		out = append(out, shardSnapshot{shard: r.shard, snap: r.e.st.snapshot(now)})
+	}
+	return out
 }
 
 func (h *healthCheck) check(*http.Request) error {
@@ -157,6 +183,12 @@ func (h *healthCheck) check(*http.Request) error {
 	if s.working && now.Sub(s.workingEnded) > h.opts.WorkStopTimeout {
 		return fmt.Errorf("%w: term %d ended %v ago, OnStartedLeading has not returned (WorkStopTimeout %v)",
 			ErrWorkOverrun, s.workingTerm, now.Sub(s.workingEnded).Round(time.Millisecond), h.opts.WorkStopTimeout)
+	}
+	for _, sh := range h.src.shardSnapshots(now) {
+		if w := sh.snap; w.working && now.Sub(w.workingEnded) > h.opts.WorkStopTimeout {
+			return fmt.Errorf("%w: shard %s: term %d ended %v ago, ShardOptions.Run has not returned (WorkStopTimeout %v)",
+				ErrWorkOverrun, sh.shard, w.workingTerm, now.Sub(w.workingEnded).Round(time.Millisecond), h.opts.WorkStopTimeout)
+		}
 	}
 	if s.stuck != nil && now.Sub(s.stuckAt) > h.opts.WorkStuckTimeout {
 		return fmt.Errorf("%w, for %v (WorkStuckTimeout %v)", s.stuck, now.Sub(s.stuckAt).Round(time.Millisecond), h.opts.WorkStuckTimeout)

@@ -301,3 +301,40 @@ func TestWatchContactEndsAnOutage(t *testing.T) {
 		stopAll(cs...)
 	})
 }
+
+// A shard's work that does not return once its term ended fails the
+// check as the election's does (ErrWorkOverrun, naming the shard): the
+// shard's Lease passes to another candidate meanwhile, so the work may act
+// on a shard it no longer holds, and a restart is the remedy. Once it
+// returns the check passes again.
+func TestHealthCheckShardWorkOverrun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		release := make(chan struct{})
+		a := newCandidate(t, api, "a", func(o *relect.Options) {
+			o.Shards = relect.ShardOptions{Count: 1, Run: func(ctx context.Context) {
+				<-ctx.Done()
+				<-release // ignores its context until released
+			}}
+		})
+		check := a.e.HealthCheck(relect.HealthOptions{})
+		a.start()
+		waitFor(t, 3*ld, "a holds shard 0", func() bool { return len(a.e.Shards()) == 1 })
+		probeHealthy(t, ld, check)
+		// A bad CutOffAfter is never reached: only the overrun can fail it.
+		a.client.Partition()
+		cut := time.Now()
+		at, err := probeUntilFailing(t, check, 2*ld)
+		require.ErrorIs(t, err, relect.ErrWorkOverrun)
+		assert.ErrorContains(t, err, "shard 0")
+		t.Log(err)
+		// The shard's term ends within RD of its last renewal, at most RP
+		// before the cut; WorkStopTimeout (RD) after that, the check fails.
+		assert.LessOrEqual(t, at.Sub(cut), 2*rd+2*time.Second)
+		close(release)
+		a.client.Heal()
+		synctest.Wait()
+		require.NoError(t, probe(check))
+		a.stop()
+	})
+}

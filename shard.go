@@ -71,7 +71,10 @@ type ShardOptions struct {
 	// else, or when Run's context is done. The shard's Lease is released
 	// (and its next holder starts) only after Run returned. A panic is
 	// recovered and ends that term, as for OnStartedLeading. Calls for
-	// different shards run at once.
+	// different shards run at once. A Run that has not returned
+	// HealthOptions.WorkStopTimeout after its term ended fails the
+	// Elector's HealthCheck (ErrWorkOverrun, naming the shard): once the
+	// shard's Lease expires another candidate takes it, released or not.
 	Run func(ctx context.Context)
 
 	// Weight is this candidate's share: a candidate of weight 2 holds
@@ -239,6 +242,26 @@ func (m *shardMember) held() []string {
 	for _, sh := range m.cfg.shards {
 		if r := m.runs[sh]; r != nil && r.e.IsLeader() {
 			out = append(out, sh)
+		}
+	}
+	return out
+}
+
+// shardElector is one shard Elector running (shardMember.running).
+type shardElector struct {
+	shard string
+	e     *Elector
+}
+
+// running returns the shard Electors whose Run has not returned, in the
+// shards' order. It is safe for concurrent use.
+func (m *shardMember) running() []shardElector {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []shardElector
+	for _, sh := range m.cfg.shards {
+		if r := m.runs[sh]; r != nil {
+			out = append(out, shardElector{shard: sh, e: r.e})
 		}
 	}
 	return out
