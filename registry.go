@@ -31,7 +31,8 @@ import (
 // Failures are retried after BackoffMax, doubling up to the renewal period.
 // A 403 turns the registry off for this Elector (registryForbidden); so
 // does one on the leader's list or watch (but with shards, whose
-// assignment needs the registry: there it is retried as any error), and
+// assignment needs the registry, a 403 to any of these is retried as any
+// error), and
 // then the registration, which nobody reads, is deleted at once. A write of its registration by another Elector
 // (wire.AnnotationInstance) since its own is reported as a duplicate
 // identity.
@@ -119,10 +120,15 @@ func (r *registrar) write() {
 	case err == nil:
 		r.own = l
 		r.retry.reset()
-	case apierrors.IsForbidden(err):
+	case apierrors.IsForbidden(err) && len(r.cfg.shards) == 0:
 		r.own = nil // nothing to delete that this candidate may write
 		r.up.registryForbidden(verbRegister, err)
 		return // no next write: the registry is off
+	case apierrors.IsForbidden(err):
+		// With shards a 403 is retried as any error, after the backoff:
+		// a candidate that is not registered is given no shard, and RBAC
+		// applied late (or an authorizer's hiccup) must not leave it out
+		// for the rest of the Run (TestBreakRegistration403IsRetried).
 	case apierrors.IsConflict(err):
 		r.own = nil // changed by someone else: read it again
 	}

@@ -1042,3 +1042,28 @@ func TestBreakLeader403IsRetried(t *testing.T) {
 		assert.LessOrEqual(t, r.move, 11*rp/5+rp/4, "the polling taker did not take its shard within a poll")
 	})
 }
+
+// TestBreakRegistration403IsRetried: a 403 to a candidate's registration
+// write (RBAC applied late, an authorizer's hiccup) turns the registry off
+// without shards; with shards, which it needs to be given any, it is
+// retried as any error, so that once the 403 heals the candidate takes
+// its share again. Found by the 30,000-schedule shard simulation (seed
+// 10275: the only candidate left had its registry turned off for good,
+// and no shard was held again).
+func TestBreakRegistration403IsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		b := newShardBook(t)
+		cs := shardFleet(t, api, b, 3, 6, func(_ int, o *relect.Options) { o.RegistrationRenewal = ld })
+		waitFor(t, 4*ld, "every shard runs, balanced", func() bool { return isBalanced(b, 6, 3) })
+		cs[2].client.Fail(relecttest.Error(403)) // every call, its registration's included
+		time.Sleep(2 * ld)
+		synctest.Wait()
+		assert.Empty(t, shardsOf(b, "c02"), "c02 still runs shards it cannot renew")
+		cs[2].client.Heal()
+		took := until(t, 5*ld, "balanced again with c02", func() bool { return isBalanced(b, 6, 3) })
+		t.Logf("registration 403 healed: balanced over 3 again %v later, held %v", took, b.held())
+		assert.Zero(t, b.overlaps)
+		stopAll(cs...)
+	})
+}
