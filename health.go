@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"time"
 )
 
@@ -48,8 +49,8 @@ type HealthOptions struct {
 //     was ended, or when its validity passed if the watchdog has not ended
 //     it yet.) IsLeader is already false then, so nothing in Stats shows
 //     this; the check reads the Elector's term itself. The same holds for
-//     each shard's term and its ShardOptions.Run; the error names the
-//     shard.
+//     each shard's term and its ShardOptions.Run; the error names every
+//     shard that overran.
 //   - with ErrCutOff when Lease API calls have failed in a row for more
 //     than HealthOptions.CutOffAfter while Run is active, and nothing was
 //     heard from the API meanwhile (no answer to a call, no watch event).
@@ -184,11 +185,15 @@ func (h *healthCheck) check(*http.Request) error {
 		return fmt.Errorf("%w: term %d ended %v ago, OnStartedLeading has not returned (WorkStopTimeout %v)",
 			ErrWorkOverrun, s.workingTerm, now.Sub(s.workingEnded).Round(time.Millisecond), h.opts.WorkStopTimeout)
 	}
+	var overrun []string
 	for _, sh := range h.src.shardSnapshots(now) {
 		if w := sh.snap; w.working && now.Sub(w.workingEnded) > h.opts.WorkStopTimeout {
-			return fmt.Errorf("%w: shard %s: term %d ended %v ago, ShardOptions.Run has not returned (WorkStopTimeout %v)",
-				ErrWorkOverrun, sh.shard, w.workingTerm, now.Sub(w.workingEnded).Round(time.Millisecond), h.opts.WorkStopTimeout)
+			overrun = append(overrun, fmt.Sprintf("shard %s: term %d ended %v ago", sh.shard, w.workingTerm, now.Sub(w.workingEnded).Round(time.Millisecond)))
 		}
+	}
+	if len(overrun) > 0 {
+		return fmt.Errorf("%w: %s; ShardOptions.Run has not returned (WorkStopTimeout %v)",
+			ErrWorkOverrun, strings.Join(overrun, "; "), h.opts.WorkStopTimeout)
 	}
 	if s.stuck != nil && now.Sub(s.stuckAt) > h.opts.WorkStuckTimeout {
 		return fmt.Errorf("%w, for %v (WorkStuckTimeout %v)", s.stuck, now.Sub(s.stuckAt).Round(time.Millisecond), h.opts.WorkStuckTimeout)

@@ -321,7 +321,8 @@ func TestHealthCheckShardWorkOverrun(t *testing.T) {
 		a.start()
 		waitFor(t, 3*ld, "a holds shard 0", func() bool { return len(a.e.Shards()) == 1 })
 		probeHealthy(t, ld, check)
-		// A bad CutOffAfter is never reached: only the overrun can fail it.
+		// Within 2 LD, the default CutOffAfter, only the overrun can fail
+		// the check of a partitioned candidate.
 		a.client.Partition()
 		cut := time.Now()
 		at, err := probeUntilFailing(t, check, 2*ld)

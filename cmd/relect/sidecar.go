@@ -103,8 +103,9 @@ least that often to go on acting. When a shard's term ends (it moves to
 another candidate, or relect stops) the sidecar keeps the shard until the
 latest valid_until it handed out for it has passed. With --file the
 file carries them too: "shards", the list GET /shards serves ([] when
-none is held), rewritten as shards come and go and at least four times
-per shard validity, each valid_until written counting as handed out.
+none is held), rewritten as shards come and go and four times per shard
+validity (at most every 10 ms), each valid_until written counting as
+handed out.
 /leader still says whether this candidate leads the election (the leader
 assigns the shards). --check and --check-url then check each shard's work: a shard
 whose check fails --check-failures times in a row is released. Refused
