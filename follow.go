@@ -219,24 +219,30 @@ func (f *follower) poll(ctx context.Context) error {
 // wakeAt is when the follower acts next without a watch event: when a
 // held-back read is due; when the Lease may be taken over, or a held-back
 // try is due; after a conflict, when it gives up waiting for the watch to
-// show what won.
+// show what won; when a held-back try to follow the line is due.
 func (f *follower) wakeAt() time.Time {
 	switch {
 	case f.needRead:
 		return f.retryAt // a read held back (backOff)
-	case f.standby && f.withdrawAt.IsZero():
-		return time.Now().Add(never)
-	case f.standby:
-		return f.withdrawAt
 	case f.stale:
 		return f.staleUntil
 	}
-	at := f.expiry()
-	if f.retryAt.After(at) {
-		at = f.retryAt
+	at := time.Now().Add(never)
+	if !f.standby {
+		at = f.expiry()
+		if f.retryAt.After(at) {
+			at = f.retryAt
+		}
 	}
 	if w := f.withdrawAt; !w.IsZero() && w.Before(at) {
 		at = w
+	}
+	// A try to follow the line held back (followLine) is made when its
+	// backoff ends, not at the next renewal: the renewal reaches every
+	// follower at once, and the followers whose tries were shed (429)
+	// together would all try again on it, together, and be shed again.
+	if r := f.lineRetryAt; time.Now().Before(r) && r.Before(at) {
+		at = r
 	}
 	return at
 }

@@ -2,6 +2,7 @@ package relect_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -255,6 +256,62 @@ func TestNoLineWithoutTheRegistry(t *testing.T) {
 		settle()
 		assert.Equal(t, 20, api.Watchers(ns, lease))
 		assert.Nil(t, api.Lease(ns, wire.LineName(lease)), "no line Lease")
+		stopAll(cs...)
+	})
+}
+
+// An apiserver that sheds the line Lease's reads (429), as API Priority
+// and Fairness sheds a fleet that forms at once: the followers try again
+// each when its own backoff ends, not together on the leader's next
+// renewal, which reaches them all at one instant and would bring the
+// shed ones back as one burst, to be shed again. Once the line Lease
+// answers, every follower follows it within the longest backoff, the
+// line Lease's refresh period.
+func TestShedLineReadsAreSpread(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		shed := relecttest.Error(429)
+		for i := 1; i < 30; i++ {
+			api.Client(fmt.Sprintf("c%02d", i)).FailLease(wire.LineName(lease), shed)
+		}
+		reads := logCalls(api)
+		cs := fleet(t, api, 30, nil)
+		time.Sleep(time.Minute)
+		reads.stop()
+		sc := lineOf(t, api)
+		require.True(t, sc.Posted)
+		assert.Equal(t, 30, api.Watchers(ns, lease), "nobody follows a line it cannot read")
+
+		tries := map[time.Time]int{} // the retries of the line's read, by instant
+		first := map[string]bool{}
+		reads.mu.Lock()
+		for _, c := range reads.calls {
+			if c.Verb != relecttest.VerbGet || c.Name != wire.LineName(lease) || c.Client == cs[0].name {
+				continue
+			}
+			if first[c.Client] {
+				tries[c.Start]++
+			}
+			first[c.Client] = true
+		}
+		reads.mu.Unlock()
+		assert.Len(t, first, 25, "each candidate outside the line tried to read it")
+		most := 0
+		for _, n := range tries {
+			most = max(most, n)
+		}
+		t.Logf("%d retries of the line's read in a minute; the most at one instant: %d", len(tries), most)
+		assert.Greater(t, len(tries), 25, "the shed followers tried again")
+		assert.LessOrEqual(t, most, 2, "shed followers tried again together")
+
+		for _, c := range cs {
+			c.client.Heal()
+		}
+		refresh := 5 * time.Minute // RegistrationRenewal / 3: the longest backoff
+		waitFor(t, refresh+rp, "every follower follows the line", func() bool {
+			return api.Watchers(ns, wire.LineName(lease)) == 25
+		})
+		assert.Equal(t, 5, api.Watchers(ns, lease), "the leader, three successors and a keeper watch the election's Lease")
 		stopAll(cs...)
 	})
 }

@@ -45,6 +45,7 @@ type Client struct {
 	failNextErr    error
 	failErr        error
 	failVerb       map[string]error
+	failLease      map[string]error
 	loseAnswers    int
 	loseAnswersErr error
 	latency        time.Duration
@@ -108,6 +109,20 @@ func (c *Client) FailVerb(verb string, err error) {
 		c.failVerb = map[string]error{}
 	}
 	c.failVerb[verb] = err
+}
+
+// FailLease makes every Lease call through this handle that names the Lease
+// name fail with err until Heal: a Get, Create, Update or Delete of it, a
+// List or Watch with the field selector metadata.name=name. Calls naming
+// other Leases go on, as when an apiserver sheds one hot object's requests,
+// or RBAC grants resourceNames that leave it out.
+func (c *Client) FailLease(name string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failLease == nil {
+		c.failLease = map[string]error{}
+	}
+	c.failLease[name] = err
 }
 
 // SetLatency delays every Lease call through this handle by d (zero: none).
@@ -193,13 +208,13 @@ func (c *Client) Resume() {
 	}
 }
 
-// Heal clears errors (FailNext, Fail, FailVerb, LoseAnswers), latency, the apply delay and a partition. It does not
-// end a Pause.
+// Heal clears errors (FailNext, Fail, FailVerb, FailLease, LoseAnswers),
+// latency, the apply delay and a partition. It does not end a Pause.
 func (c *Client) Heal() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.failNext, c.failNextErr, c.failErr, c.latency, c.applyDelay = 0, nil, nil, 0, 0
-	c.failVerb = nil
+	c.failVerb, c.failLease = nil, nil
 	c.loseAnswers, c.loseAnswersErr = 0, nil
 	if c.partitioned != nil {
 		close(c.partitioned)
@@ -227,7 +242,7 @@ func (c *Client) TotalCalls() int {
 }
 
 // enter counts the call and applies the faults; a non-nil error fails it.
-func (c *Client) enter(ctx context.Context, verb string) error {
+func (c *Client) enter(ctx context.Context, verb, name string) error {
 	c.mu.Lock()
 	c.calls[verb]++
 	resume := c.resume
@@ -266,6 +281,8 @@ func (c *Client) enter(ctx context.Context, verb string) error {
 		return c.failErr
 	case c.failVerb[verb] != nil:
 		return c.failVerb[verb]
+	case name != "" && c.failLease[name] != nil:
+		return c.failLease[name]
 	}
 	return nil
 }
@@ -298,7 +315,7 @@ var _ coordinationv1client.LeaseInterface = (*leases)(nil)
 
 func (l *leases) Get(ctx context.Context, name string, _ metav1.GetOptions) (_ *coordinationv1.Lease, err error) {
 	defer l.c.observe(VerbGet, name, time.Now(), &err)
-	if err := l.c.enter(ctx, VerbGet); err != nil {
+	if err := l.c.enter(ctx, VerbGet, name); err != nil {
 		return nil, err
 	}
 	return l.c.api.get(l.ns, name)
@@ -306,7 +323,7 @@ func (l *leases) Get(ctx context.Context, name string, _ metav1.GetOptions) (_ *
 
 func (l *leases) Create(ctx context.Context, lease *coordinationv1.Lease, _ metav1.CreateOptions) (_ *coordinationv1.Lease, err error) {
 	defer l.c.observe(VerbCreate, objectName(lease), time.Now(), &err)
-	if err := l.c.enter(ctx, VerbCreate); err != nil {
+	if err := l.c.enter(ctx, VerbCreate, objectName(lease)); err != nil {
 		return nil, err
 	}
 	in := lease.DeepCopy() // the caller may reuse lease once it gave up
@@ -321,7 +338,7 @@ func (l *leases) Create(ctx context.Context, lease *coordinationv1.Lease, _ meta
 
 func (l *leases) Update(ctx context.Context, lease *coordinationv1.Lease, _ metav1.UpdateOptions) (_ *coordinationv1.Lease, err error) {
 	defer l.c.observe(VerbUpdate, objectName(lease), time.Now(), &err)
-	if err := l.c.enter(ctx, VerbUpdate); err != nil {
+	if err := l.c.enter(ctx, VerbUpdate, objectName(lease)); err != nil {
 		return nil, err
 	}
 	in := lease.DeepCopy()
@@ -338,7 +355,7 @@ func (l *leases) Update(ctx context.Context, lease *coordinationv1.Lease, _ meta
 // Lease changed since fails with 409 Conflict.
 func (l *leases) Delete(ctx context.Context, name string, opts metav1.DeleteOptions) (err error) {
 	defer l.c.observe(VerbDelete, name, time.Now(), &err)
-	if err := l.c.enter(ctx, VerbDelete); err != nil {
+	if err := l.c.enter(ctx, VerbDelete, name); err != nil {
 		return err
 	}
 	l.c.api.mu.Lock()
@@ -354,7 +371,7 @@ func (l *leases) Delete(ctx context.Context, name string, opts metav1.DeleteOpti
 
 func (l *leases) List(ctx context.Context, opts metav1.ListOptions) (_ *coordinationv1.LeaseList, err error) {
 	defer l.c.observe(VerbList, selectedName(opts.FieldSelector), time.Now(), &err)
-	if err := l.c.enter(ctx, VerbList); err != nil {
+	if err := l.c.enter(ctx, VerbList, selectedName(opts.FieldSelector)); err != nil {
 		return nil, err
 	}
 	return l.c.api.list(l.ns, opts)
@@ -370,7 +387,7 @@ func (l *leases) List(ctx context.Context, opts metav1.ListOptions) (_ *coordina
 // called or ctx is done.
 func (l *leases) Watch(ctx context.Context, opts metav1.ListOptions) (wi watch.Interface, err error) {
 	defer l.c.observeWatch(selectedName(opts.FieldSelector), time.Now(), &wi, &err)
-	if err := l.c.enter(ctx, VerbWatch); err != nil {
+	if err := l.c.enter(ctx, VerbWatch, selectedName(opts.FieldSelector)); err != nil {
 		return nil, err
 	}
 	name, err := nameSelector(opts.FieldSelector)
