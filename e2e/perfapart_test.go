@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/relect/relect/internal/bench"
+	"github.com/relect/relect/internal/defaults"
+	"github.com/relect/relect/internal/wire"
 	"slices"
 	"syscall"
 	"testing"
@@ -102,6 +104,37 @@ func (f *apartFleet) inLine(cands ...*candidate) {
 	})
 }
 
+// followLine waits until every in-process candidate but the leader and
+// those its line of succession names follows the line Lease, not the
+// election's: the fleet's steady state, in which a change of leader is
+// measured. A fleet that forms at once is shed (429) by API Priority and
+// Fairness, and its followers reach the line over their backoffs, up to
+// the line Lease's refresh period (RegistrationRenewal / 3, 5 minutes).
+func (f *fleet) followLine() {
+	f.t.Helper()
+	refresh := defaults.RegistrationRenewal / 3
+	outside := func() int {
+		sc := wire.SuccessionOf(f.c.getLease(f.t, f.lease))
+		if sc == nil || !sc.Posted {
+			return len(f.live) + 1 // no line posted yet
+		}
+		n := 0
+		for _, p := range f.live {
+			if p.id != sc.From && !sc.Names(p.id) {
+				n++
+			}
+		}
+		return n
+	}
+	var on, want int
+	if !bench.Await(refresh+slack, 100*time.Millisecond, func() bool {
+		on, want = onLine(f.live, f.lease), outside()
+		return on >= want
+	}) {
+		f.t.Fatalf("%v after the fleet settled, %d of the %d in-process candidates outside the line follow the line Lease", refresh+slack, on, want)
+	}
+}
+
 // apartScene is the bench.Fleet of a fleet with its successors apart:
 // its candidates are the candidate processes, whose renewals are seen on
 // the test's watch on the Lease.
@@ -189,12 +222,17 @@ func benchFleetApart(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun
 	}
 	f.settled(f.live...)
 	f.inLine(others(leader, f.apart...)...)
-	t.Logf("%s: %d candidates started and settled in %v; %s leads", k, k.n, time.Since(begin).Round(time.Millisecond), leader.id)
+	settled := time.Now()
+	f.followLine()
+	t.Logf("%s: %d candidates started and settled in %v; %s leads; the in-process ones outside the line all followed the line Lease %v later",
+		k, k.n, settled.Sub(begin).Round(time.Millisecond), leader.id, time.Since(settled).Round(time.Millisecond))
 
 	var run fleetRun
 	for len(run.latency) < changes {
 		next, nextAt, latency, cw, qw := f.change(leader, leaderAt)
 		throttled := throttledBetween(f.live, nextAt.Add(-latency), nextAt.Add(lt.rp+fleetSettle))
+		t.Logf("%s: the in-process candidates' requests of the change window: %s; %d follow the line",
+			k, tallyBetween(f.live, f.lease, nextAt.Add(-latency), nextAt.Add(lt.rp+fleetSettle)), onLine(f.live, f.lease))
 		checkAPF(t, k, cw, throttled)
 		run.latency = append(run.latency, latency)
 		run.change, run.quiet = append(run.change, cw), append(run.quiet, qw)

@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sort"
@@ -11,6 +13,7 @@ import (
 	"time"
 
 	"github.com/relect/relect/internal/bench"
+	"github.com/relect/relect/internal/wire"
 )
 
 // Rows g and h of the benchmark: changes of leader in fleets of N
@@ -171,6 +174,61 @@ func throttledBetween(ps []*proc, from, to time.Time) int {
 	return n
 }
 
+// tallyBetween tallies the requests the transports of ps sent in
+// [from, to) by verb, the Lease they name (election: lease, line: its
+// line Lease, registry: the namespace's Leases, other: any other) and
+// status ("-" while in flight or failed), largest first: what a window
+// that cost more than it should was spent on.
+func tallyBetween(ps []*proc, lease string, from, to time.Time) string {
+	tally := map[string]int{}
+	for _, p := range ps {
+		for _, r := range p.reqs.all() {
+			if r.at.Before(from) || !r.at.Before(to) {
+				continue
+			}
+			which := "other"
+			switch r.lease {
+			case lease:
+				which = "election"
+			case wire.LineName(lease):
+				which = "line"
+			case "":
+				which = "registry"
+			}
+			status := "-"
+			if r.status != 0 {
+				status = fmt.Sprint(r.status)
+			}
+			tally[fmt.Sprintf("%s %s %s", r.verb, which, status)]++
+		}
+	}
+	keys := slices.Collect(maps.Keys(tally))
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(tally[b]-tally[a], strings.Compare(a, b)) })
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%s: %d", k, tally[k]))
+	}
+	return strings.Join(out, ", ")
+}
+
+// onLine counts the candidates of ps whose last watch is of lease's line
+// Lease: the followers that follow the line, not the election's Lease.
+func onLine(ps []*proc, lease string) int {
+	n := 0
+	for _, p := range ps {
+		last := ""
+		for _, r := range p.reqs.all() {
+			if r.verb == "WATCH" && r.lease != "" {
+				last = r.lease
+			}
+		}
+		if last == wire.LineName(lease) {
+			n++
+		}
+	}
+	return n
+}
+
 // checkAPF fails the test if relect's change of leader cw, in which the
 // transports of the in-process candidates saw throttled answers 429,
 // had a request rejected by API Priority and Fairness: under the
@@ -315,6 +373,9 @@ func benchFleet(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun {
 		if m.Start {
 			starts++
 		}
+	}
+	if k.mode == modeRelect && !k.registryOff {
+		f.followLine()
 	}
 	t.Logf("%s: %d candidates started and settled in %v; %s leads, after %d terms", k, k.n, time.Since(begin).Round(time.Millisecond), cur.Who.id, starts)
 
