@@ -120,15 +120,10 @@ func (r *registrar) write() {
 	case err == nil:
 		r.own = l
 		r.retry.reset()
-	case apierrors.IsForbidden(err) && len(r.cfg.shards) == 0:
+	case forbidsRegistry(r.cfg, err):
 		r.own = nil // nothing to delete that this candidate may write
 		r.up.registryForbidden(verbRegister, err)
 		return // no next write: the registry is off
-	case apierrors.IsForbidden(err):
-		// With shards a 403 is retried as any error, after the backoff:
-		// a candidate that is not registered is given no shard, and RBAC
-		// applied late (or an authorizer's hiccup) must not leave it out
-		// for the rest of the Run (TestBreakRegistration403IsRetried).
 	case apierrors.IsConflict(err):
 		r.own = nil // changed by someone else: read it again
 	}
@@ -161,6 +156,17 @@ func (r *registrar) deregister(runCtx context.Context) {
 	if apierrors.IsForbidden(err) {
 		r.up.registryCannotDelete(verbDeregister, err)
 	}
+}
+
+// forbidsRegistry reports whether err, from a registry call (the
+// registration's write, the leader's list or watch), turns the registry
+// off for good: a 403 without shards. With shards a 403 is retried as any
+// error, after the backoff: the assignment needs the registry, a candidate
+// that is not registered is given no shard, and RBAC applied late (or an
+// authorizer's hiccup) must not leave it out, or stop the assignment, for
+// the rest of the Run (TestBreakRegistration403IsRetried).
+func forbidsRegistry(cfg *config, err error) bool {
+	return apierrors.IsForbidden(err) && len(cfg.shards) == 0
 }
 
 // writeRegistration writes the registration: an Update of own, the one
@@ -244,14 +250,11 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 			list, err = cfg.leases.List(ctx, metav1.ListOptions{LabelSelector: selector})
 			return err
 		})
-		if apierrors.IsForbidden(err) && len(cfg.shards) == 0 {
+		if forbidsRegistry(cfg, err) {
 			up.registryForbidden(verbListCandidates, err)
 			return
 		}
 		if err != nil {
-			// With shards a 403 is retried as any error: the assignment
-			// needs the registry, and RBAC applied late must not stop it
-			// for the rest of the term.
 			if sleep(ctx, retry.next()) != nil {
 				return
 			}
@@ -266,7 +269,7 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 		up.candidatesListed(cs)
 		deleteLapsed(ctx, gw, up)
 		if err := followCandidates(ctx, gw, up, selector, list.ResourceVersion, sweep.C); err != nil {
-			if apierrors.IsForbidden(err) && len(cfg.shards) == 0 {
+			if forbidsRegistry(cfg, err) {
 				up.registryForbidden(verbWatchCandidates, err)
 				return
 			}
