@@ -11,6 +11,7 @@ import (
 	"github.com/relect/relect/internal/clientgoloop"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 )
@@ -79,12 +80,33 @@ func (p *clientGoProcess) run(ctx context.Context) {
 		}
 		defer shards.Wait()
 	}
+	cfg := p.loopConfig(ctx, p.sl.cs, LeaseName, func(ctx context.Context, n int64) {
+		p.r.event(p.sl, p.runID, Started, n, "")
+		term, cancelled := p.r.termStarted(p.sl, p.runID, n)
+		p.sl.startWrites(ctx, term, []termToken{{StorePlain, ""}})
+		p.sl.work(ctx, func(context.Context) bool { return false }) // it has no beat to give
+		cancelled()
+	})
+	cfg.OnStoppedLeading = func() { p.r.event(p.sl, p.runID, Stopped, -1, "") }
+	loop, err := clientgoloop.New(cfg)
+	if err != nil {
+		panic("sim: clientgoloop.New: " + err.Error())
+	}
+	p.loop.Store(loop)
+	loop.Run(ctx)
+}
+
+// loopConfig is the client-go loop of this process on the Lease name,
+// through cs, with the run's timing; started is its OnStartedLeading,
+// given the term begun. Its lock is crashable, and its IsLeader, which
+// reads a new elector when Run returns, is sampled then (OnRunReturned).
+func (p *clientGoProcess) loopConfig(ctx context.Context, cs kubernetes.Interface, name string, started func(ctx context.Context, term int64)) clientgoloop.Config {
 	var tl *termLock
 	t := p.r.t
-	loop, err := clientgoloop.New(clientgoloop.Config{
-		Client:        p.sl.cs,
+	return clientgoloop.Config{
+		Client:        cs,
 		Namespace:     Namespace,
-		Name:          LeaseName,
+		Name:          name,
 		Identity:      p.identity,
 		LeaseDuration: t.LeaseDuration,
 		RenewDeadline: t.RenewDeadline,
@@ -93,23 +115,9 @@ func (p *clientGoProcess) run(ctx context.Context) {
 			tl = &termLock{Interface: p.crashable(ctx, l)}
 			return tl
 		},
-		OnStartedLeading: func(ctx context.Context) {
-			n := tl.term()
-			p.r.event(p.sl, p.runID, Started, n, "")
-			term, cancelled := p.r.termStarted(p.sl, p.runID, n)
-			p.sl.startWrites(ctx, term, []termToken{{StorePlain, ""}})
-			p.sl.work(ctx, func(context.Context) bool { return false }) // it has no beat to give
-			cancelled()
-		},
-		OnStoppedLeading: func() { p.r.event(p.sl, p.runID, Stopped, -1, "") },
-		// The loop's IsLeader now reads a new elector: sample it.
-		OnRunReturned: p.r.poke,
-	})
-	if err != nil {
-		panic("sim: clientgoloop.New: " + err.Error())
+		OnStartedLeading: func(ctx context.Context) { started(ctx, tl.term()) },
+		OnRunReturned:    p.r.poke,
 	}
-	p.loop.Store(loop)
-	loop.Run(ctx)
 }
 
 // crashable returns lock, made a crashLock if this process ends by a Kill.

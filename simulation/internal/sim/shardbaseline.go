@@ -14,7 +14,6 @@ import (
 	"github.com/relect/relect/internal/clientgoloop"
 	"github.com/relect/relect/internal/leadership"
 	leasewire "github.com/relect/relect/internal/wire"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/klog/v2"
 )
 
@@ -34,37 +33,22 @@ import (
 // runClientGo is the baseline's shard: one client-go loop on shard's Lease
 // until ctx is done.
 func (st *shardState) runClientGo(ctx context.Context, p *clientGoProcess, shard string) {
-	r, t := st.r, st.r.t
+	r := st.r
 	ctx = klog.NewContext(ctx, logr.Discard())
-	var tl *termLock
-	loop, err := clientgoloop.New(clientgoloop.Config{
-		Client:        st.handles[p.sl.idx].Clientset(),
-		Namespace:     Namespace,
-		Name:          leasewire.ShardLeaseName(LeaseName, shard),
-		Identity:      p.identity,
-		LeaseDuration: t.LeaseDuration,
-		RenewDeadline: t.RenewDeadline,
-		RetryPeriod:   t.RetryPeriod,
-		WrapLock: func(l resourcelock.Interface) resourcelock.Interface {
-			tl = &termLock{Interface: p.crashable(ctx, l)}
-			return tl
-		},
-		OnStartedLeading: func(ctx context.Context) {
-			r.mu.Lock()
-			i := len(st.h.Terms)
-			st.h.Terms = append(st.h.Terms, ShardTerm{Candidate: p.sl.idx, Run: p.runID, Identity: p.identity,
-				Shard: shard, Number: tl.term(), Start: r.now(), End: -1})
-			r.mu.Unlock()
-			r.poke()
-			p.sl.startWrites(ctx, i, []termToken{{ShardStore(shard), ""}})
-			<-ctx.Done()
-			r.mu.Lock()
-			st.h.Terms[i].End = r.now()
-			r.mu.Unlock()
-			r.poke()
-		},
-		OnRunReturned: r.poke,
-	})
+	loop, err := clientgoloop.New(p.loopConfig(ctx, st.handles[p.sl.idx].Clientset(), leasewire.ShardLeaseName(LeaseName, shard), func(ctx context.Context, n int64) {
+		r.mu.Lock()
+		i := len(st.h.Terms)
+		st.h.Terms = append(st.h.Terms, ShardTerm{Candidate: p.sl.idx, Run: p.runID, Identity: p.identity,
+			Shard: shard, Number: n, Start: r.now(), End: -1})
+		r.mu.Unlock()
+		r.poke()
+		p.sl.startWrites(ctx, i, []termToken{{ShardStore(shard), ""}})
+		<-ctx.Done()
+		r.mu.Lock()
+		st.h.Terms[i].End = r.now()
+		r.mu.Unlock()
+		r.poke()
+	}))
 	if err != nil {
 		panic("sim: clientgoloop.New: " + err.Error())
 	}
