@@ -214,7 +214,7 @@ var healthFlags = []optionFlag{
 	option("cut-off-after", "HealthOptions.CutOffAfter", func(s *settings) *time.Duration { return &s.health.CutOffAfter }, 0,
 		"/healthz fails when Lease API calls have failed in a row, none succeeding, for longer than this (default: 2 × --lease-duration)"),
 	option("work-stop-timeout", "HealthOptions.WorkStopTimeout", func(s *settings) *time.Duration { return &s.health.WorkStopTimeout }, 0,
-		"/healthz fails when the leader's work is still running this long after its term ended (default: what the command's own stop may take: run --grace + 1s, sidecar --renew-deadline + 1s, at least --renew-deadline)"),
+		"/healthz fails when the leader's work is still running this long after its term ended (default: what the command's own stop may take, + 1s, at least --renew-deadline: run --grace + 1s, sidecar --valid-for + 1s; one not longer than that stop is refused)"),
 	option("work-stuck-timeout", "HealthOptions.WorkStuckTimeout", func(s *settings) *time.Duration { return &s.health.WorkStuckTimeout }, 0,
 		"/healthz fails when this replica leads and its work has been stuck this long: it must hold (stuck handovers came in a row) or has nobody to hand over to (default: --work-max-cooldown)"),
 }
@@ -239,14 +239,22 @@ func orDefault(v, def time.Duration) time.Duration {
 
 // defaultWorkStopTimeout sets HealthOptions.WorkStopTimeout, unless given,
 // to stop (how long the command's own leader work may take to return after
-// its term ended) plus a second for scheduling, and at least the library's
-// default, RenewDeadline: a longer stop must not fail /healthz and have
-// the pod restarted.
-func (s *settings) defaultWorkStopTimeout(stop time.Duration) {
-	if s.health.WorkStopTimeout == 0 {
-		rd := orDefault(s.opts.RenewDeadline, defaults.RenewDeadline)
-		s.health.WorkStopTimeout = max(rd, stop+time.Second)
+// its term ended: the flag named flag) plus a second for scheduling, and
+// at least the library's default, RenewDeadline: a longer stop must not
+// fail /healthz and have the pod restarted. A --work-stop-timeout given
+// that is not longer than stop is an error: /healthz would fail on every
+// graceful end of a term.
+func (s *settings) defaultWorkStopTimeout(stop time.Duration, flag string) error {
+	if given := s.health.WorkStopTimeout; given != 0 {
+		if given > 0 && given <= stop { // a negative one: HealthCheck names it
+			return usagef("--work-stop-timeout %v is not longer than --%s %v, which the leader work may take to stop after its term: /healthz would fail on every graceful handover; give more than %v, or leave it out for %v",
+				given, flag, stop, stop, max(orDefault(s.opts.RenewDeadline, defaults.RenewDeadline), stop+time.Second))
+		}
+		return nil
 	}
+	rd := orDefault(s.opts.RenewDeadline, defaults.RenewDeadline)
+	s.health.WorkStopTimeout = max(rd, stop+time.Second)
+	return nil
 }
 
 // optionsError turns an error of relect.New or of a HealthCheck, whose

@@ -320,7 +320,9 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 	if p.s.shardsOn() && p.timeout > 0 {
 		bad(usagef("--timeout and --shards (or --shard-names) are both given: --timeout gives up when this candidate has not led, but with shards the leader runs no CMD, and a candidate may rightly hold no shard"))
 	}
-	p.s.defaultWorkStopTimeout(p.grace) // CMD may take the grace period to stop
+	if err := p.s.defaultWorkStopTimeout(p.grace, "grace"); err != nil { // CMD may take the grace period to stop
+		bad(err)
+	}
 	if _, _, err := p.logs.loggers(io.Discard); err != nil {
 		bad(err)
 	}

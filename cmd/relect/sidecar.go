@@ -223,7 +223,9 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 		errs = append(errs, err.Error())
 	}
 	// The work waits up to --valid-for after its term (holdTerm).
-	p.s.defaultWorkStopTimeout(p.validFor)
+	if err := p.s.defaultWorkStopTimeout(p.validFor, "valid-for"); err != nil {
+		errs = append(errs, err.Error())
+	}
 	if p.httpAddr == "" {
 		errs = append(errs, "--http-addr is empty: the sidecar serves /leader, /healthz and /metrics")
 	} else if err := checkHTTPAddr(p.httpAddr); err != nil {
