@@ -92,7 +92,8 @@ type ShardOptions struct {
 
 	// Work is work liveness for each shard, with Options.Work's rules and
 	// defaults: a holder whose shard work is stuck releases that shard,
-	// which the leader gives to another candidate.
+	// which the leader gives to another candidate. Its Check is called
+	// for each shard held, with a context that ShardFromContext reads.
 	Work WorkOptions
 }
 
@@ -169,8 +170,9 @@ func resolveShards(o *Options, durationsOK bool, p *problems) {
 
 type shardKey struct{}
 
-// ShardFromContext returns the shard that ShardOptions.Run's context is
-// for; ok is false for any other context (OnStartedLeading's included).
+// ShardFromContext returns the shard that the context of ShardOptions.Run,
+// or of ShardOptions.Work.Check, is for; ok is false for any other context
+// (OnStartedLeading's and Options.Work.Check's included).
 func ShardFromContext(ctx context.Context) (shard string, ok bool) {
 	shard, ok = ctx.Value(shardKey{}).(string)
 	return shard, ok
@@ -419,6 +421,9 @@ func newShardElector(cfg *config, sh string) (*Elector, error) {
 	o.OnStartedLeading = func(ctx context.Context) { run(context.WithValue(ctx, shardKey{}, sh)) }
 	o.OnStoppedLeading, o.OnNewLeader, o.EventRecorder = nil, nil, nil
 	o.Work = cfg.Shards.Work
+	if check := o.Work.Check; check != nil {
+		o.Work.Check = func(ctx context.Context) error { return check(context.WithValue(ctx, shardKey{}, sh)) }
+	}
 	o.Shards = ShardOptions{}
 	o.RegistrationRenewal = 0
 	var p problems

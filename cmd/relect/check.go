@@ -11,9 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/relect/relect"
 	"github.com/spf13/pflag"
 )
 
@@ -109,7 +111,7 @@ func checkURL(raw string) error {
 type checker struct {
 	workCheck
 	// env is the command's environment: relect's, with RELECT_IDENTITY
-	// and RELECT_LEASE.
+	// and RELECT_LEASE (and with shards, per check, RELECT_SHARD).
 	env    []string
 	client *http.Client
 }
@@ -153,6 +155,9 @@ const checkWaitDelay = time.Second
 func (c *checker) runCommand(ctx context.Context) error {
 	cmd := exec.CommandContext(ctx, "sh", "-c", c.command)
 	cmd.Env = c.env
+	if shard, ok := relect.ShardFromContext(ctx); ok {
+		cmd.Env = append(slices.Clip(c.env), "RELECT_SHARD="+shard) // a check per shard held
+	}
 	out := &tailBuffer{max: 4 << 10}
 	cmd.Stdout, cmd.Stderr = out, out // stdin: the null device
 	cmd.WaitDelay = checkWaitDelay

@@ -168,7 +168,7 @@ var standbyFlags = []optionFlag{
 // the check.
 var workFlags = []optionFlag{
 	{name: "check", field: "Options.Work.Check", define: func(fs *pflag.FlagSet, s *settings) {
-		fs.StringVar(&s.check.command, "check", "", "work check: a shell command (sh -c, with RELECT_IDENTITY and RELECT_LEASE in its environment) that exits 0 when this replica can do the work; run every --check-interval while this replica leads and while it is named in the line of succession; --check-failures failures in a row mean the work is stuck (default: none)")
+		fs.StringVar(&s.check.command, "check", "", "work check: a shell command (sh -c, with RELECT_IDENTITY and RELECT_LEASE in its environment) that exits 0 when this replica can do the work; run every --check-interval while this replica leads and while it is named in the line of succession (with shards: for each shard held, with RELECT_SHARD too); --check-failures failures in a row mean the work is stuck (default: none)")
 	}},
 	{name: "check-url", define: func(fs *pflag.FlagSet, s *settings) {
 		fs.StringVar(&s.check.url, "check-url", "", "work check over HTTP, instead of --check: GET this URL, healthy on a 2xx answer (default: none)")

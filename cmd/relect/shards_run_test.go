@@ -258,3 +258,27 @@ func TestRunShardsStuckCheckGivesShardsUp(t *testing.T) {
 	assert.Equal(t, 0, b.exitCode(t))
 	t.Logf("the shard CMDs' log:\n%s", strings.Join(fileLines(log), "\n"))
 }
+
+// With shards the work check runs for each shard held, told which by
+// RELECT_SHARD, as the shard's CMD is.
+func TestRunShardsCheckIsPerShard(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	dir := t.TempDir()
+	log, checks := filepath.Join(dir, "log"), filepath.Join(dir, "checks")
+	args := append([]string{"--shards=2", "--restart=always", `--check=echo "$RELECT_SHARD" >>` + checks, "--check-interval=100ms", "--"},
+		shardCmd(log)...)
+	a := startRun(t, api, "a", args...)
+	eventually(t, "a checks both shards", func() bool {
+		seen := map[string]bool{}
+		for _, l := range fileLines(checks) {
+			seen[l] = true
+		}
+		return seen["0"] && seen["1"]
+	})
+	for _, l := range fileLines(checks) {
+		assert.Contains(t, []string{"0", "1"}, l, "every check names its shard")
+	}
+	a.cancel()
+	assert.Equal(t, 0, a.exitCode(t))
+}
