@@ -206,6 +206,7 @@ func pump(events <-chan relect.Event, log *slog.Logger, view *leaderView, file *
 		defer t.Stop()
 		ticks = t.C
 	}
+	var warned fileWarnings
 	for {
 		open := true
 		select {
@@ -217,12 +218,43 @@ func pump(events <-chan relect.Event, log *slog.Logger, view *leaderView, file *
 		case <-ticks:
 		}
 		if file != nil {
-			if err := file.write(view.state()); err != nil {
-				log.Warn("writing the state file", "err", err)
-			}
+			warned.report(log, file.write(view.state()))
 		}
 		if !open {
 			return
 		}
+	}
+}
+
+// fileWarnings keeps the state file's failures from flooding the log: a
+// file rewritten every few milliseconds whose directory is gone fails
+// each time. A failure is warned of when it differs from the last one, or
+// a minute after the last warning, with the count of those not warned of
+// since; the first write that succeeds after failures says so, with their
+// count.
+type fileWarnings struct {
+	last     string    // the last failure, "" after a success
+	warnedAt time.Time // when a failure was last warned of
+	unwarned int       // failures since that warning, not warned of
+	failures int       // failures since the last success
+}
+
+// fileWarnEvery is how often one failure of the state file is warned of
+// again while it lasts.
+const fileWarnEvery = time.Minute
+
+func (w *fileWarnings) report(log *slog.Logger, err error) {
+	switch {
+	case err == nil && w.failures > 0:
+		log.Info("the state file is written again", "failures", w.failures)
+		*w = fileWarnings{}
+	case err == nil:
+	case err.Error() != w.last || time.Since(w.warnedAt) >= fileWarnEvery:
+		w.failures++
+		log.Warn("writing the state file", "err", err, "not_warned_of_since", w.unwarned)
+		w.last, w.warnedAt, w.unwarned = err.Error(), time.Now(), 0
+	default:
+		w.failures++
+		w.unwarned++
 	}
 }

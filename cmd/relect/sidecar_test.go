@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -12,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/relect/relect"
@@ -271,4 +275,28 @@ func TestStateFileIsReplacedAtomically(t *testing.T) {
 	err = bad.write(leaderState{})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--file")
+}
+
+// A state file that fails on every write is warned of once a minute, not
+// at each write; its recovery is told once.
+func TestStateFileFailuresAreNotAFlood(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out bytes.Buffer
+		log := slog.New(slog.NewTextHandler(&out, nil))
+		var w fileWarnings
+		gone := errors.New("--file: open /gone/.state.tmp: no such file or directory")
+		for range 3000 { // 20 a second for 150 s
+			w.report(log, gone)
+			time.Sleep(50 * time.Millisecond)
+		}
+		w.report(log, nil)
+		w.report(log, nil)
+		lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+		require.Len(t, lines, 4, "warned at 0, 60 and 120 s, then the recovery:\n%s", out.String())
+		assert.Contains(t, lines[1], "not_warned_of_since=1199")
+		assert.Contains(t, lines[3], "the state file is written again")
+		assert.Contains(t, lines[3], "failures=3000")
+		w.report(log, errors.New("--file: disk full"))
+		assert.Contains(t, out.String(), "disk full", "a new failure is warned of at once")
+	})
 }
