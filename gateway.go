@@ -133,6 +133,21 @@ func (g *gateway) doSpare(ctx context.Context, verb string, bounded bool, fn fun
 	return g.do(ctx, verb, bounded, fn)
 }
 
+// trySpare is doSpare for calls that may wait for a later chance (the
+// registry's deletions of lapsed registrations): it makes the call only
+// if the bucket holds the spare tokens now, and reports whether it did.
+// It never waits for the bucket to refill, so that its caller, the
+// registry's watch reader, goes on reading the watch: under a low
+// RateLimit a wait for spare tokens can last tens of seconds, in which
+// every registration of the view would lapse unread.
+func (g *gateway) trySpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) (tried bool, err error) {
+	need := min(minRateBurst+1, float64(g.limiter.Burst()))
+	if g.limiter.Limit() != rate.Inf && g.limiter.Tokens() < need {
+		return false, nil
+	}
+	return true, g.do(ctx, verb, bounded, fn)
+}
+
 // wait takes one token, blocking until one is available or ctx ends. It
 // returns how long it waited.
 func (g *gateway) wait(ctx context.Context) (time.Duration, error) {

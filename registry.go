@@ -349,14 +349,20 @@ func readCandidates(ctx context.Context, gw *gateway, w watch.Interface, up regi
 // deregistering. The renew time in a registration is its candidate's own
 // clock, which may lag or lead this one: it is never compared. A
 // deletion is conditional on the version seen, so a registration renewed
-// meanwhile stays. A 403 (no delete permission) leaves them.
+// meanwhile stays. A 403 (no delete permission) leaves them. It runs on
+// the registry watch's reader, so it never waits for the rate limiter's
+// spare tokens (trySpare): without them now, the deletions wait for the
+// next sweep, and the watch is read meanwhile.
 func deleteLapsed(ctx context.Context, gw *gateway, up registryReports) {
 	lapsed := up.candidatesLapsed()
 	for _, c := range lapsed[:min(len(lapsed), 3)] {
 		rv := c.rv
-		err := gw.doSpare(ctx, verbDeleteCandidate, true, func(ctx context.Context) error {
+		tried, err := gw.trySpare(ctx, verbDeleteCandidate, true, func(ctx context.Context) error {
 			return gw.cfg.leases.Delete(ctx, c.name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{ResourceVersion: &rv}})
 		})
+		if !tried {
+			return // no spare tokens now: at the next sweep
+		}
 		if apierrors.IsForbidden(err) {
 			up.registryCannotDelete(verbDeleteCandidate, err)
 			return
