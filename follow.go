@@ -51,6 +51,14 @@ type follower struct {
 	// expiry rule counts from it.
 	observedAt time.Time
 	rv         string // where a new watch resumes
+	// listRead: the next read lists the one Lease, for the list's version
+	// to watch from — a watch from the Lease's own version failed with
+	// 410 Gone: unchanged for longer than the apiserver's watch cache
+	// keeps (75 s), a Lease's own version is too old to resume from.
+	listRead bool
+	// listForbidden: that list was refused (403: RBAC without list, as
+	// --disable-registry allows); reads stay Gets, as before.
+	listForbidden bool
 	// watchedMissing: the Lease is missing and a watch has seen it so,
 	// without a gap, since the state's missing-Lease wait began; only then
 	// may it be created (see observe).
@@ -150,12 +158,17 @@ func (f *follower) run(ctx context.Context) error {
 					return errWatchForbidden
 				}
 				f.needRead = true
+				if apierrors.IsResourceExpired(err) && !f.listRead && !f.listForbidden {
+					f.listRead = true // read again at once, by a list
+					continue
+				}
 				if err := f.backOff(ctx); err != nil {
 					return err
 				}
 				continue
 			}
 			f.retry.reset() // watching: the follower's steady state
+			f.listRead = false
 		}
 		if err := f.await(ctx); err != nil {
 			return err
@@ -288,8 +301,22 @@ func (f *follower) stopWatch() {
 	}
 }
 
-// read gets the Lease. NotFound is an observation (no Lease), not an error.
+// read gets the Lease — by a list of it alone after a watch from its own
+// version got 410 Gone (listRead). NotFound is an observation (no Lease),
+// not an error.
 func (f *follower) read(ctx context.Context) error {
+	if f.listRead {
+		l, rv, err := f.gw.listLease(ctx)
+		switch {
+		case err == nil:
+			f.observe(l, false)
+			f.rv = rv // the list's version: current, unlike a Lease's own
+			return nil
+		case !apierrors.IsForbidden(err):
+			return err
+		}
+		f.listRead, f.listForbidden = false, true
+	}
 	l, err := f.gw.getLease(ctx)
 	switch {
 	case err == nil:

@@ -509,3 +509,81 @@ func TestIdleFollowerGoroutines(t *testing.T) {
 		stopAll(a, b)
 	})
 }
+
+// TestFollowAnOldLease: a Lease left unchanged for longer than the
+// apiserver's watch cache keeps (75 s, with other Leases changing
+// meanwhile) has a resourceVersion no watch can resume from: 410 Gone. A
+// follower that read it lists it alone for a current version, watches
+// from there, and takes the lease when it expires — LeaseDuration after
+// its read, as any other — instead of reading and failing to watch again
+// under a growing backoff, blind, and taking it late (a shard given to it
+// was moved away again: the leader gives LD + 2 RP).
+func TestFollowAnOldLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		putLease(api, "gone", int32(ld/time.Second), 3)
+		for range 200 { // other writes, so that the Lease's version ages out
+			api.PutReleased(ns, "noise")
+			time.Sleep(500 * time.Millisecond)
+		}
+		c := newCandidate(t, api, "c00", noRegistry)
+		start := time.Now()
+		c.start()
+		took := until(t, 3*ld, "c00 leads", c.e.IsLeader)
+		t.Logf("took the old Lease %v after its start; %d gets, %d lists, %d watches", took,
+			c.client.Calls(relecttest.VerbGet), c.client.Calls(relecttest.VerbList), c.client.Calls(relecttest.VerbWatch))
+		assert.LessOrEqual(t, took, ld+time.Second, "taken when it expired, LeaseDuration after the read at %v", start)
+		assert.Equal(t, 1, c.client.Calls(relecttest.VerbList), "one list, for a version to watch from")
+		c.stop()
+	})
+}
+
+// TestFollowAnOldLineLease: the line Lease is written every 5 minutes; in
+// a busy cluster its own resourceVersion soon ages out of the apiserver's
+// watch cache (75 s), and a watch from it fails with 410 Gone. A newcomer
+// outside the line lists the line Lease alone for a current version and
+// watches it from there, as the others do — not a loop of reads of both
+// Leases and failed watches.
+func TestFollowAnOldLineLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs := fleet(t, api, 12, nil)
+		time.Sleep(6 * rp)
+		require.Equal(t, 7, api.Watchers(ns, wire.LineName(lease)), "the others follow the line Lease")
+		for range 400 { // other writes, so that the line Lease's version ages out
+			api.PutReleased(ns, "noise")
+			time.Sleep(250 * time.Millisecond)
+		}
+		n := newCandidate(t, api, "newcomer", func(o *relect.Options) { o.Priority = 0 })
+		n.start()
+		time.Sleep(4 * rp)
+		synctest.Wait()
+		t.Logf("newcomer: %d gets, %d lists, %d watches, %d calls in all", n.client.Calls(relecttest.VerbGet),
+			n.client.Calls(relecttest.VerbList), n.client.Calls(relecttest.VerbWatch), n.client.TotalCalls())
+		assert.Equal(t, 8, api.Watchers(ns, wire.LineName(lease)), "the newcomer follows the line Lease too")
+		assert.LessOrEqual(t, n.client.TotalCalls(), 12, "a handful of calls to join")
+		stopAll(append(cs, n)...)
+	})
+}
+
+// TestFollowAnOldLeaseWithoutList: without RBAC for list (allowed with
+// DisableRegistry), the follower of an old Lease reads it with Gets as
+// before, and still takes it once it expired.
+func TestFollowAnOldLeaseWithoutList(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		putLease(api, "gone", int32(ld/time.Second), 3)
+		for range 200 {
+			api.PutReleased(ns, "noise")
+			time.Sleep(500 * time.Millisecond)
+		}
+		c := newCandidate(t, api, "c00", noRegistry)
+		c.client.FailVerb(relecttest.VerbList, relecttest.Error(403))
+		c.start()
+		took := until(t, 4*ld, "c00 leads", c.e.IsLeader)
+		t.Logf("took the old Lease %v after its start, list refused; %d gets, %d watches", took,
+			c.client.Calls(relecttest.VerbGet), c.client.Calls(relecttest.VerbWatch))
+		assert.Equal(t, 1, c.client.Calls(relecttest.VerbList), "one list, refused, not tried again")
+		c.stop()
+	})
+}

@@ -369,6 +369,30 @@ func (g *gateway) getLease(ctx context.Context) (*coordinationv1.Lease, error) {
 	return l, err
 }
 
+// listLease reads the Lease for the follower by a list of it alone (nil:
+// missing), and returns the list's resourceVersion: the apiserver's
+// current one, from which a watch can resume even when the Lease itself
+// has not changed for longer than the watch cache keeps. Counted as a get.
+func (g *gateway) listLease(ctx context.Context) (*coordinationv1.Lease, string, error) {
+	var list *coordinationv1.LeaseList
+	err := g.do(ctx, verbGet, true, func(ctx context.Context) error {
+		var err error
+		list, err = g.cfg.leases.List(ctx, metav1.ListOptions{
+			FieldSelector: fields.OneTermEqualSelector("metadata.name", g.cfg.Name).String(),
+		})
+		return err
+	})
+	if err != nil {
+		return nil, "", err
+	}
+	for i := range list.Items {
+		if list.Items[i].Name == g.cfg.Name {
+			return &list.Items[i], list.ResourceVersion, nil
+		}
+	}
+	return nil, list.ResourceVersion, nil
+}
+
 // acquire sends a follower's acquiring write: a Create of the Lease if from
 // is nil, else an Update of from, conditional on its resourceVersion. Its
 // spec is stamped with the instant the write is sent (after the bucket);

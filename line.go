@@ -254,6 +254,29 @@ func readLine(ctx context.Context, cfg *config, gw *gateway) (*coordinationv1.Le
 	return l, wire.LineOf(l), nil
 }
 
+// listLine reads the line Lease by a list of it alone (nil: missing), and
+// returns the list's resourceVersion, current even when the line Lease has
+// not changed for longer than the apiserver's watch cache keeps. Counted
+// as a get-line.
+func listLine(ctx context.Context, cfg *config, gw *gateway) (*coordinationv1.Lease, wire.Line, string, error) {
+	var list *coordinationv1.LeaseList
+	name := wire.LineName(cfg.Name)
+	err := gw.do(ctx, verbGetLine, true, func(ctx context.Context) error {
+		var err error
+		list, err = cfg.leases.List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String()})
+		return err
+	})
+	if err != nil {
+		return nil, wire.Line{}, "", err
+	}
+	for i := range list.Items {
+		if l := &list.Items[i]; l.Name == name {
+			return l, wire.LineOf(l), list.ResourceVersion, nil
+		}
+	}
+	return nil, wire.Line{}, list.ResourceVersion, nil
+}
+
 // The outsider's side, on the follower (follow.go).
 
 // mayFollowLine reports whether the follower may stop watching the
@@ -297,11 +320,25 @@ func (f *follower) followLine(ctx context.Context) error {
 	f.known, f.lease, f.key, f.needRead = false, nil, nil, true
 	f.up.observedLine(line)
 	rv := l.ResourceVersion
+	listed := false
 	for {
 		w, err := f.gw.watchNamed(ctx, wire.LineName(f.cfg.Name), rv, verbWatchLine)
+		if apierrors.IsResourceExpired(err) && !listed {
+			// Written every refresh period (minutes), the line Lease's
+			// own version soon ages out of the apiserver's watch cache
+			// (75 s): 410 Gone. A list of it alone gives a current one.
+			listed = true
+			l, now, listRV, err := listLine(ctx, f.cfg, f.gw)
+			if err != nil || l == nil || !sameLine(now, line) {
+				return ctx.Err() // the election's Lease is read again
+			}
+			rv = listRV
+			continue
+		}
 		if err != nil {
 			return ctx.Err()
 		}
+		listed = false
 		more, stale, err := f.readLineWatch(ctx, w, &rv, line)
 		w.Stop()
 		if stale {

@@ -114,7 +114,8 @@ type Stats struct {
 // was for, and how it ended. Both are metric label values (package
 // metrics), from closed sets.
 //
-// Verb, on the election's Lease: "get" (a read of it), "create" (its
+// Verb, on the election's Lease: "get" (a read of it: a Get, or a List of
+// it alone when a watch from its own resourceVersion got 410 Gone), "create" (its
 // creation, when it is missing), "update" (an acquisition, renewal,
 // release or handover), "watch" (opening a watch on it: a follower, or a
 // leader); on the candidate registry: "register" (a read or write of this
@@ -124,7 +125,8 @@ type Stats struct {
 // it), "delete-candidate" (the leader's deletion of a lapsed
 // registration); on the line Lease (docs/design.md, "Only the line
 // watches"): "post-line" (the leader's read or write of it, or a
-// follower's withdrawal of a line), "get-line" (a follower's read of it),
+// follower's withdrawal of a line), "get-line" (a follower's read of it,
+// a Get or a List),
 // "watch-line" (a follower's watch of it); with Options.Shards
 // (docs/design.md, "Shards"): "get-shard-table" and "watch-shard-table"
 // (a member's list and watch of the shard table), and on the leader
