@@ -129,7 +129,9 @@ func TestShards(t *testing.T) {
 	t.Logf("settled: %s", f.balance())
 
 	for range r.graceful {
-		m.graceful = append(m.graceful, f.gracefulStop()...)
+		gaps, phases := f.gracefulStop()
+		m.graceful = append(m.graceful, gaps...)
+		m.phases = append(m.phases, phases...)
 		m.rebalance = append(m.rebalance, f.rejoin(f.lastStopped, "the stopped holder")...)
 	}
 	for range r.kill {
@@ -149,6 +151,7 @@ func TestShards(t *testing.T) {
 		rr := f.rollingRestart()
 		m.rolling = append(m.rolling, rr)
 		m.graceful = append(m.graceful, rr.graceful...)
+		m.phases = append(m.phases, rr.phases...)
 		m.rebalance = append(m.rebalance, rr.rebalance...)
 	}
 
@@ -446,7 +449,7 @@ func (f *shardFleet) movedOnly(what string, from, until time.Time, ivs []history
 // gracefulStop stops a follower that holds shards with SIGTERM, and
 // returns, for each of its shards, the time from its stop on it to its
 // start elsewhere.
-func (f *shardFleet) gracefulStop() []time.Duration {
+func (f *shardFleet) gracefulStop() ([]time.Duration, []movePhases) {
 	f.t.Helper()
 	v := f.victim(false)
 	f.lastStopped = v.id
@@ -457,6 +460,7 @@ func (f *shardFleet) gracefulStop() []time.Duration {
 	}
 	moved := f.awaitElsewhere(retryPeriod+slack, "the shards of "+v.label+" to run elsewhere after SIGTERM", mine)
 	var gaps []time.Duration
+	var phases []movePhases
 	var desc []string
 	for i, old := range mine {
 		if old.Open {
@@ -465,7 +469,9 @@ func (f *shardFleet) gracefulStop() []time.Duration {
 		}
 		gap := moved[i].Start.Sub(old.End)
 		gaps = append(gaps, gap)
-		desc = append(desc, fmt.Sprintf("%s→%s %s", old.Shard, moved[i].Candidate, ms(gap)))
+		ph := f.phases(sent, old, moved[i])
+		phases = append(phases, ph)
+		desc = append(desc, fmt.Sprintf("%s→%s %s (%s)", old.Shard, moved[i].Candidate, ms(gap), ph))
 		// A release, not an expiry: the new holder did not wait for the
 		// Lease to expire (at the earliest LeaseDuration − RetryPeriod
 		// after the stop).
@@ -477,7 +483,44 @@ func (f *shardFleet) gracefulStop() []time.Duration {
 	done := f.awaitSettled(retryPeriod+slack, "the fleet to settle without "+v.label)
 	f.movedOnly("graceful stop of "+v.label, sent, done.Add(retryPeriod), mine)
 	f.t.Logf("graceful stop of %s (%d shards): %s; settled: %s", v.label, len(mine), strings.Join(desc, ", "), f.balance())
-	return gaps
+	return gaps, phases
+}
+
+// movePhases breaks a graceful move down as the test's watch saw it:
+// from the end of the work on the old holder to the release of the shard
+// Lease, to the new holder's acquiring write, to the start of its work;
+// and whether the table named the new holder taker when the old one was
+// stopped (a move without a taker waits for a table write).
+type movePhases struct {
+	release, acquire, start time.Duration
+	taker, seen             bool
+}
+
+func (p movePhases) String() string {
+	if !p.seen {
+		return "release or acquisition not seen"
+	}
+	s := "release " + ms(p.release) + ", acquired " + ms(p.acquire) + ", runs " + ms(p.start)
+	if !p.taker {
+		s += ", not the taker named"
+	}
+	return s
+}
+
+// phases breaks down the move of old, whose holder was stopped at sent, to
+// moved.
+func (f *shardFleet) phases(sent time.Time, old, moved history.Interval) movePhases {
+	taker, _, _ := strings.Cut(moved.Candidate, "#")
+	var p movePhases
+	p.taker = f.w.takerAt(old.Shard, sent) == taker
+	rel, ok1 := f.w.firstWrite(old.Shard, "", sent)
+	acq, ok2 := f.w.firstWrite(old.Shard, taker, rel)
+	if !ok1 || !ok2 {
+		return p
+	}
+	p.seen = true
+	p.release, p.acquire, p.start = rel.Sub(old.End), acq.Sub(rel), moved.Start.Sub(acq)
+	return p
 }
 
 // killHolder SIGKILLs a follower that holds shards (the election's leader
@@ -633,6 +676,7 @@ type rollingResult struct {
 	took      time.Duration
 	moves     map[string]int // shard → terms begun during the restart
 	graceful  []time.Duration
+	phases    []movePhases
 	rebalance []time.Duration
 }
 
@@ -662,6 +706,7 @@ func (f *shardFleet) rollingRestart() rollingResult {
 				continue
 			}
 			res.graceful = append(res.graceful, moved[i].Start.Sub(iv.End))
+			res.phases = append(res.phases, f.phases(sent, iv, moved[i]))
 		}
 		gaps := f.rejoin(id, "rolling restart:")
 		res.rebalance = append(res.rebalance, gaps...)
@@ -757,6 +802,7 @@ func (f *shardFleet) checkHistories(m *shardMeasures) {
 type shardMeasures struct {
 	settle           time.Duration
 	graceful         []time.Duration // SIGTERM of a holder: stop on it → start elsewhere
+	phases           []movePhases    // the graceful moves broken down
 	rebalance        []time.Duration // moved to a newcomer by the table: stop on the old → start on it
 	kill             []time.Duration // SIGKILL of a follower holding shards: kill → start elsewhere
 	killLeader       []time.Duration // SIGKILL of the election's leader
@@ -779,6 +825,23 @@ func (m *shardMeasures) table() string {
 	}
 	fmt.Fprintf(&b, "  %-52s %4s  %7s  %7s  %7s  %7s  %s\n", "", "n", "p50", "p99", "min", "max", "bound asserted")
 	row("graceful move (SIGTERM): stop → start elsewhere", m.graceful, "≤ "+(retryPeriod+slack).String())
+	var rel, acq, run, byTaker, byOther []time.Duration
+	for i, p := range m.phases {
+		if !p.seen {
+			continue
+		}
+		rel, acq, run = append(rel, p.release), append(acq, p.acquire), append(run, p.start)
+		if p.taker {
+			byTaker = append(byTaker, m.graceful[i])
+		} else {
+			byOther = append(byOther, m.graceful[i])
+		}
+	}
+	row("  its stop → release seen by the test's watch", rel, "—")
+	row("  release seen → acquiring write seen", acq, "—")
+	row("  acquiring write seen → start", run, "—")
+	row("  moves to the taker named at the stop", byTaker, "—")
+	row("  moves to another candidate", byOther, "—")
 	row("rebalance to a newcomer: stop → start on it", m.rebalance, "—")
 	bounds := func(leader bool) string {
 		d, a := failoverBound(leader)
@@ -952,6 +1015,32 @@ func (w *shardWatch) lastWrite(shard, holder string, until time.Time) (time.Time
 		}
 	}
 	return at, !at.IsZero()
+}
+
+// firstWrite is the first write of shard's Lease naming holder ("": a
+// release) seen after from.
+func (w *shardWatch) firstWrite(shard, holder string, from time.Time) (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, o := range w.leases {
+		if o.shard == shard && o.holder == holder && o.at.After(from) {
+			return o.at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+// takerAt is shard's taker in the last table write seen before at.
+func (w *shardWatch) takerAt(shard string, at time.Time) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	taker := ""
+	for _, o := range w.tables {
+		if o.at.Before(at) {
+			taker = o.t.Takers[shard]
+		}
+	}
+	return taker
 }
 
 // takerNamed is the first table write seen after from that names taker as
