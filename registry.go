@@ -25,8 +25,12 @@ import (
 // (line.go).
 
 // startRegistration keeps this candidate's registration until ctx is done,
-// then deletes it (within RenewDeadline), and returns the function that
-// waits for that: a Create, or an Update of what a previous process of the
+// then deletes it (within RenewDeadline) once the returned function is
+// called, and that function waits for the deletion. Run calls it last,
+// after its campaign and every shard Elector released: a leader that saw
+// the registration go before a holder's shard Leases were released would
+// plan them anew, for candidates other than the takers that follow them
+// (a table write and a wait more). The writes: a Create, or an Update of what a previous process of the
 // same identity left, then an Update every RegistrationRenewal (±10 %).
 // Failures are retried after BackoffMax, doubling up to the renewal period.
 // A 403 turns the registry off for this Elector (registryForbidden); so
@@ -56,12 +60,17 @@ func startRegistration(ctx context.Context, cfg *config, gw *gateway, up registr
 	r.lock()
 	r.setLocked(jitter(cfg.RetryPeriod, 0.5))
 	r.unlock()
+	ended := make(chan struct{}) // closed by the returned function
 	context.AfterFunc(rctx, func() {
 		defer close(r.done)
 		unhook()
+		if ctx.Err() != nil {
+			<-ended // Run ends: deleted last (no writes meanwhile: rctx is done)
+		}
 		r.deregister(ctx)
 	})
 	return r, func() {
+		close(ended)
 		cancel()
 		<-r.done
 		r.timers.Wait()

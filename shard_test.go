@@ -3,6 +3,7 @@ package relect_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -400,5 +401,82 @@ func TestShardWorkStuck(t *testing.T) {
 		assert.Equal(t, map[string]int{"c00": 2}, b.held(), "within the cooldown, the shard stays with c00")
 		assert.Zero(t, b.overlaps)
 		stopAll(cs...)
+	})
+}
+
+// TestShardHolderDeregistersLast: a holder that stops releases its shard
+// Leases — once its work returned — before it deletes its registration.
+// The leader reads both; had it seen the registration go first, it would
+// have planned the holder's shards anew while they were still held
+// (a table write), for candidates other than the takers that follow them.
+// So the table is not written between the stop and the releases, and the
+// takers named before the stop take the shards.
+func TestShardHolderDeregistersLast(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		b := newShardBook(t)
+		linger := rp / 2 // c02's work returns that long after its context ends: the leader plans every RP/4
+		cs := shardFleet(t, api, b, 3, 6, func(i int, o *relect.Options) {
+			if run := o.Shards.Run; i == 2 {
+				o.Shards.Run = func(ctx context.Context) {
+					run(ctx)
+					time.Sleep(linger)
+				}
+			}
+		})
+		waitFor(t, 3*ld, "every shard runs", func() bool { return b.running() == 6 })
+		time.Sleep(2 * ld)
+		synctest.Wait()
+		table := wire.TableOf(api.Lease(ns, wire.ShardTableName(lease)))
+		require.NotNil(t, table)
+		takers, leases := map[string]string{}, map[string]bool{}
+		for sh, h := range table.Holders {
+			if h == "c02" {
+				takers[sh] = table.Takers[sh]
+				leases[wire.ShardLeaseName(lease, sh)] = true
+			}
+		}
+		require.Len(t, takers, 2, "c02's shards in %v", table.Holders)
+
+		var mu sync.Mutex
+		var released []time.Time // when each release of c02's shard Leases returned
+		var deregistered time.Time
+		var tableWrites []time.Time
+		defer api.Observe(func(c relecttest.Call) {
+			if c.Err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case c.Client == "c02" && c.Verb == relecttest.VerbUpdate && leases[c.Name]:
+				released = append(released, c.End)
+			case c.Client == "c02" && c.Verb == relecttest.VerbDelete:
+				deregistered = c.Start
+			case c.Verb == relecttest.VerbUpdate && c.Name == wire.ShardTableName(lease):
+				tableWrites = append(tableWrites, c.Start)
+			}
+		})()
+		stopped := time.Now()
+		cs[2].stop()
+		waitFor(t, rp, "the stopped holder's shards run elsewhere", func() bool { return b.running() == 6 })
+		mu.Lock()
+		require.Len(t, released, 2, "c02 released its two shard Leases")
+		require.False(t, deregistered.IsZero(), "c02 deleted its registration")
+		for _, at := range released {
+			assert.False(t, deregistered.Before(at), "the registration's deletion (%v) started before a shard Lease's release returned (%v)", deregistered, at)
+			assert.False(t, at.Before(stopped.Add(linger)), "released before the work returned")
+		}
+		for _, at := range tableWrites {
+			assert.False(t, at.Before(slices.MinFunc(released, time.Time.Compare)), "the table was written at %v, between the stop (%v) and the releases (%v)", at, stopped, released)
+		}
+		mu.Unlock()
+		b.mu.Lock()
+		for sh, taker := range takers {
+			assert.Equal(t, taker, b.holder[sh], "shard %s runs on the taker the table named before the stop", sh)
+		}
+		b.mu.Unlock()
+		assert.Zero(t, b.overlaps)
+		stopAll(cs[:2]...)
 	})
 }
