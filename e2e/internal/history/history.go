@@ -118,16 +118,20 @@ func (r Record) Time() time.Time { return time.Unix(0, r.T) }
 // reader tailing the file, or a SIGKILL, never sees half a record. It is safe
 // for concurrent use.
 type Writer struct {
-	mu  sync.Mutex
-	w   io.Writer
-	err error
+	mu     sync.Mutex
+	w      io.Writer
+	err    error
+	exited bool // a KindExit record was written
 }
 
 // NewWriter returns a Writer on w.
 func NewWriter(w io.Writer) *Writer { return &Writer{w: w} }
 
 // Write stamps r with the current time if r.T is zero and appends it. The
-// first error sticks and is returned by every later call.
+// first error sticks and is returned by every later call. A record written
+// after a KindExit one is dropped: the exit record is the last, though
+// client-go calls OnNewLeader on a goroutine of its own that may run after
+// its Run returned (seen in TestClientGoPausedLeader).
 func (w *Writer) Write(r Record) error {
 	if r.T == 0 {
 		r.T = time.Now().UnixNano()
@@ -139,8 +143,9 @@ func (w *Writer) Write(r Record) error {
 	line = append(line, '\n')
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.err == nil {
+	if w.err == nil && !w.exited {
 		_, w.err = w.w.Write(line)
+		w.exited = r.Kind == KindExit
 	}
 	return w.err
 }

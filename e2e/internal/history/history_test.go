@@ -25,6 +25,10 @@ func TestWriterParseRoundTrip(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// After the exit record: dropped (client-go's late OnNewLeader).
+	if err := w.Write(Record{T: at(11), Kind: KindEvent, Event: "OnNewLeader"}); err != nil {
+		t.Fatal(err)
+	}
 	buf.WriteString(`{"t":1,"kind":"on"`) // a record being written: ignored
 	got, err := Parse(buf.Bytes())
 	if err != nil {
