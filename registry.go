@@ -30,16 +30,16 @@ import (
 // after its campaign and every shard Elector released: a leader that saw
 // the registration go before a holder's shard Leases were released would
 // plan them anew, for candidates other than the takers that follow them
-// (a table write and a wait more). The writes: a Create, or an Update of what a previous process of the
-// same identity left, then an Update every RegistrationRenewal (±10 %).
-// Failures are retried after BackoffMax, doubling up to the renewal period.
-// A 403 turns the registry off for this Elector (registryForbidden); so
-// does one on the leader's list or watch (but with shards, whose
-// assignment needs the registry, a 403 to any of these is retried as any
-// error), and
-// then the registration, which nobody reads, is deleted at once. A write of its registration by another Elector
-// (wire.AnnotationInstance) since its own is reported as a duplicate
-// identity.
+// (a table write and a wait more). The writes: a Create, or an Update of
+// what a previous process of the same identity left, then an Update every
+// RegistrationRenewal (±10 %). Failures are retried after BackoffMax,
+// doubling up to the renewal period. A 403 turns the registry off for
+// this Elector (registryForbidden); so does one on the leader's list or
+// watch (but with shards, whose assignment needs the registry, a 403 to
+// any of these is retried as any error), and then the registration, which
+// nobody reads, is deleted at once. A write of its registration by another
+// Elector (wire.AnnotationInstance) since its own is reported as a
+// duplicate identity.
 //
 // It holds no goroutine between its writes: each runs on the goroutine of
 // a timer (time.AfterFunc) and sets the next timer, and the deletion runs
