@@ -60,6 +60,9 @@ func failoverBound(leader bool) (designed, asserted time.Duration) {
 const (
 	shardProcs = 10
 	shardCount = 32
+	// relayEvery is the relay probe's period: 8 writes a second beside
+	// the fleet's 64 shard renewals (32 shards, each every RetryPeriod).
+	relayEvery = 250 * time.Millisecond
 )
 
 // shardRounds are how many times each scenario of TestShards runs.
@@ -128,6 +131,9 @@ func TestShards(t *testing.T) {
 	f.checkShardsCall()
 	t.Logf("settled: %s", f.balance())
 
+	// The floor of a graceful move on this machine, beside the moves,
+	// from the first graceful stop to the end of the rolling restarts.
+	f.probe = c.startRelayProbe(t, f.lease+"-relay", relayEvery)
 	for range r.graceful {
 		gaps, phases := f.gracefulStop()
 		m.graceful = append(m.graceful, gaps...)
@@ -154,6 +160,11 @@ func TestShards(t *testing.T) {
 		m.phases = append(m.phases, rr.phases...)
 		m.rebalance = append(m.rebalance, rr.rebalance...)
 	}
+	relays, err := f.probe.end()
+	if err != nil {
+		t.Error(err)
+	}
+	m.relays = relays
 
 	for _, p := range f.liveProcs() {
 		p.cand.terminate()
@@ -188,6 +199,9 @@ type shardFleet struct {
 	// the balance (it runs no shard once its work ended).
 	cutOff string
 	w      *shardWatch
+	// probe, if not nil, is kicked as each graceful stop and rolling
+	// restart sends SIGTERM: the floor of a move at that instant.
+	probe *relayProbe
 }
 
 // breakdown describes how shard sh moved from holder id, failed at from,
@@ -454,6 +468,7 @@ func (f *shardFleet) gracefulStop() ([]time.Duration, []movePhases) {
 	v := f.victim(false)
 	f.lastStopped = v.id
 	sent, _ := v.cand.terminate()
+	f.probe.kick()
 	mine := f.openAt(v, sent)
 	if len(mine) == 0 {
 		f.t.Fatalf("graceful stop: %s ran no shard", v.label)
@@ -698,6 +713,7 @@ func (f *shardFleet) rollingRestart() rollingResult {
 	for _, id := range order {
 		old := f.live[id]
 		sent, _ := old.cand.terminate()
+		f.probe.kick()
 		mine := f.openAt(old, sent)
 		moved := f.awaitElsewhere(retryPeriod+slack, "the shards of "+old.label+" to run elsewhere after SIGTERM", mine)
 		for i, iv := range mine {
@@ -808,6 +824,7 @@ type shardMeasures struct {
 	killLeader       []time.Duration // SIGKILL of the election's leader
 	cutStop, cutRun  []time.Duration // partition → work ended on the cut-off holder; → start elsewhere
 	rolling          []rollingResult
+	relays           []relaySample // the relay probe's, beside the moves
 	terms            int
 	overlaps         int
 	fenceRegressions int
@@ -842,6 +859,14 @@ func (m *shardMeasures) table() string {
 	row("  acquiring write seen → start", run, "—")
 	row("  moves to the taker named at the stop", byTaker, "—")
 	row("  moves to another candidate", byOther, "—")
+	whole, seen, write := relayFloor(m.relays, true)
+	row("floor at the SIGTERM: two writes, no relect", whole, "—")
+	row("  the write sent → seen by the other client's watch", seen, "—")
+	row("  seen → the other client's write answered", write, "—")
+	whole, seen, write = relayFloor(m.relays, false)
+	row(fmt.Sprintf("floor, every %v: two writes, no relect", relayEvery), whole, "—")
+	row("  the write sent → seen by the other client's watch", seen, "—")
+	row("  seen → the other client's write answered", write, "—")
 	row("rebalance to a newcomer: stop → start on it", m.rebalance, "—")
 	bounds := func(leader bool) string {
 		d, a := failoverBound(leader)
