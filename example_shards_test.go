@@ -1,0 +1,78 @@
+package relect_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/relect/relect"
+	"github.com/relect/relect/relecttest"
+)
+
+// Shards: the leader-only work split over the fleet. Two candidates share
+// four shards, two each; each shard's Run gets a context with the shard and
+// its own fencing token. When pod-b stops, it releases its shards after
+// their Run returned, and pod-a, their taker, holds all four at once. (A
+// first deployment waits LeaseDuration for its shards, as for its first
+// leader: a missing Lease may have just been deleted.)
+func ExampleOptions_shards() {
+	api := relecttest.NewLeaseAPI() // in production: Config: restConfig
+	api.PutReleased("default", "reporter")
+	ctx, shutdown := context.WithCancel(context.Background())
+	defer shutdown()
+	candidate := func(identity string) *relect.Elector {
+		e, err := relect.New(relect.Options{
+			Client:           api.Client(identity).Clientset(),
+			Namespace:        "default",
+			Name:             "reporter",
+			Identity:         identity,
+			LeaseDuration:    3 * time.Second,
+			RenewDeadline:    2 * time.Second,
+			RetryPeriod:      500 * time.Millisecond,
+			OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }, // the election's own work, if any
+			Shards: relect.ShardOptions{
+				Names: []string{"nodes", "pods", "services", "volumes"},
+				Run: func(ctx context.Context) {
+					shard, _ := relect.ShardFromContext(ctx)
+					fence, _ := relect.FenceFromContext(ctx) // this shard's: what its store checks
+					_, _ = shard, fence                      // report(ctx, shard, fence) until ctx is done
+					<-ctx.Done()
+				},
+			},
+		})
+		if err != nil {
+			panic(err)
+		}
+		return e
+	}
+	a, b := candidate("pod-a"), candidate("pod-b")
+	aDone, bDone := make(chan struct{}), make(chan struct{})
+	bCtx, stopB := context.WithCancel(ctx)
+	go func() { _ = a.Run(ctx); close(aDone) }()
+	go func() { _ = b.Run(bCtx); close(bDone) }()
+
+	// waitFor polls until cond holds (a test would use testing/synctest).
+	waitFor := func(cond func() bool) bool {
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			if cond() {
+				return true
+			}
+		}
+		return false
+	}
+	if waitFor(func() bool { return len(a.Shards()) == 2 && len(b.Shards()) == 2 }) {
+		fmt.Println("balanced: pod-a holds 2 shards, pod-b holds 2")
+	}
+	stopB() // pod-b shuts down: its shards' Run return, then it releases them
+	<-bDone
+	if waitFor(func() bool { return len(a.Shards()) == 4 }) {
+		fmt.Println("pod-b stopped; pod-a holds", a.Shards())
+	}
+	shutdown()
+	<-aDone
+	fmt.Println("after Run returned:", a.Shards())
+	// Output:
+	// balanced: pod-a holds 2 shards, pod-b holds 2
+	// pod-b stopped; pod-a holds [nodes pods services volumes]
+	// after Run returned: []
+}
