@@ -149,8 +149,9 @@ func printShards(w io.Writer, st leaseStatus) {
 }
 
 // shardsSummary is the shards' first line: how many, whose table, who
-// holds how many, how many are held by nobody valid, and how many the
-// table moves (assigned to another than their holder).
+// holds how many, how many are held by nobody valid (and of those, how
+// many the table assigns), and how many held ones the table moves
+// (assigned to another than their holder).
 func shardsSummary(st leaseStatus) string {
 	t := st.ShardTable
 	var b strings.Builder
@@ -164,25 +165,32 @@ func shardsSummary(st leaseStatus) string {
 		fmt.Fprintf(&b, ", table by %s (term %d)", t.Writer, t.Term)
 	}
 	holds, order := map[string]int{}, []string{}
-	free, moving := 0, 0
+	free, waiting, moving := 0, 0, 0
 	for _, s := range st.Shards {
-		if s.State != stateHeld {
+		switch {
+		case s.State != stateHeld:
 			free++
-		} else {
+			if s.Assigned != "" {
+				waiting++
+			}
+		default:
 			if holds[s.Holder] == 0 {
 				order = append(order, s.Holder)
 			}
 			holds[s.Holder]++
-		}
-		if s.Assigned != "" && s.Assigned != s.Holder {
-			moving++
+			if s.Assigned != "" && s.Assigned != s.Holder {
+				moving++
+			}
 		}
 	}
 	var parts []string
 	for _, h := range order {
 		parts = append(parts, fmt.Sprintf("%s holds %d", h, holds[h]))
 	}
-	if free > 0 {
+	switch {
+	case waiting > 0:
+		parts = append(parts, fmt.Sprintf("%d held by nobody (%d assigned, not taken yet)", free, waiting))
+	case free > 0:
 		parts = append(parts, fmt.Sprintf("%d held by nobody", free))
 	}
 	if moving > 0 {

@@ -196,3 +196,19 @@ func TestWatchShowsShards(t *testing.T) {
 		require.NoError(t, <-done)
 	})
 }
+
+// The summary line counts a shard as moving only while someone holds it:
+// with every shard released, "8 held by nobody, 8 assigned to another than
+// its holder" spoke of a holder there was not.
+func TestShardsSummary(t *testing.T) {
+	table := &shardTableStatus{Found: true, Writer: "a", Term: 3}
+	st := leaseStatus{ShardTable: table, Shards: []shardStatus{
+		{Shard: "0", State: stateHeld, Holder: "a", Assigned: "a"},
+		{Shard: "1", State: stateHeld, Holder: "a", Assigned: "b"},
+		{Shard: "2", State: "released", Assigned: "b"},
+		{Shard: "3", State: "missing"},
+	}}
+	assert.Equal(t, "shards: 4, table by a (term 3): a holds 2, 2 held by nobody (1 assigned, not taken yet), 1 assigned to another than its holder", shardsSummary(st))
+	st.Shards = []shardStatus{{Shard: "0", State: "released", Assigned: "a"}, {Shard: "1", State: "released", Assigned: "b"}}
+	assert.Equal(t, "shards: 2, table by a (term 3): 2 held by nobody (2 assigned, not taken yet)", shardsSummary(st))
+}
