@@ -41,7 +41,17 @@
 // (Shards.Work: a shard whose reports stop moves to another agent). The
 // leader itself reports nothing then but assigns; an agent stopping hands
 // its shards over at once, one that crashes loses them within the lease
-// duration. See docs/design.md, "Shards".
+// duration. See docs/design.md, "Shards". To watch it outside a cluster,
+// start the local control plane (README, "On a local control plane") and run
+// a few agents, each with its own POD_NAME:
+//
+//	NODE_NAME=n1 POD_NAME=a1 go run ./examples/daemonset-reporter \
+//	  -kubeconfig /tmp/relect.kubeconfig -lease-namespace default \
+//	  -lease-duration 3s -renew-deadline 2s -retry-period 500ms \
+//	  -report-every 2s -health-addr :8081 -shards nodes,pods,namespaces
+//
+// (NODE_NAME=n2 POD_NAME=a2 … -health-addr :8082 beside it), and
+// `relect status default/relect-reporter` shows who holds which shard.
 //
 // # Choosing RetryPeriod for N candidates
 //
@@ -110,6 +120,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 func main() {
@@ -179,6 +190,7 @@ func run(logger *slog.Logger) error {
 	flag.DurationVar(&s.retryPeriod, "retry-period", 15*time.Second, "Options.RetryPeriod: sets the fleet's Lease API load, about nodes / (1.6 × RetryPeriod) requests per second")
 	flag.Float64Var(&s.budget, "lease-budget", 40, "Lease API requests per second the whole fleet may spend; the leader warns above it")
 	flag.StringVar(&s.healthAddr, "health-addr", ":8080", "address of the /healthz endpoint")
+	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file, to run outside a pod (e.g. against the local control plane of docs/testing.md); empty: the pod's service account")
 	shards := flag.String("shards", "", "comma-separated metricsets (nodes, pods, namespaces) reported as shards spread over the fleet; empty: the leader reports the nodes metricset")
 	flag.Parse()
 	if *shards != "" {
@@ -198,6 +210,9 @@ func run(logger *slog.Logger) error {
 	}
 
 	cfg, err := rest.InClusterConfig()
+	if *kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	}
 	if err != nil {
 		return err
 	}
