@@ -48,8 +48,8 @@ const maxShards = 1000
 //
 // Shards need the candidate registry (Config or Client, and not
 // DisableRegistry); a Standby candidate takes no part. Each shard's Lease
-// is named after the election's and the shard (internal/wire's
-// ShardLeaseName), and the table is a Lease beside them: the RBAC of the
+// is named after the election's and the shard (operator.ListShards gives
+// each one's name), and the table is a Lease beside them: the RBAC of the
 // election's Lease (leases in its namespace) covers them.
 type ShardOptions struct {
 	// Count numbers the shards "0" to "Count-1". Set Count or Names, not

@@ -66,8 +66,9 @@ type Shard struct {
 	// Name is the shard's name: "0" to "Count-1", or one of
 	// ShardOptions.Names.
 	Name string
-	// Lease is the name of the shard's Lease, in the election's namespace
-	// (internal/wire's ShardLeaseName).
+	// Lease is the name of the shard's Lease, in the election's namespace:
+	// the election's name, "-shard-", the shard and a hash (the hash alone
+	// for a shard name too long), cut to 253 bytes.
 	Lease string
 	// Assigned is the holder the table assigns the shard, and Taker the
 	// candidate it asks to follow the shard's Lease and take it once its

@@ -209,6 +209,7 @@ func TestListShardsOfAFleet(t *testing.T) {
 			assert.NotEmpty(t, s.Taker, "shard %s: settled, a taker follows its Lease", s.Name)
 			assert.NotEqual(t, s.Holder, s.Taker, "shard %s: its taker is another candidate", s.Name)
 			assert.True(t, s.Valid, "shard %s", s.Name)
+			assert.Equal(t, s.Holder, api.Holder("default", s.Lease), "shard %s: Shard.Lease names its Lease (docs/testing.md)", s.Name)
 			r := running[s.Name]
 			assert.Equal(t, r.holder, s.Holder, "shard %s: the holder runs its work", s.Name)
 			assert.Equal(t, r.fence, s.Fence, "shard %s: the fence its Run saw", s.Name)

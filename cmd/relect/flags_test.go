@@ -24,7 +24,8 @@ type zeroCase struct {
 // zeroCases say, for every flag of run and sidecar, what its zero does. A
 // flag missing here fails the test: each new flag must be audited.
 var zeroCases = map[string]zeroCase{
-	// kubectl's: an empty --kubeconfig or --context is its default.
+	// Parsed as given; an empty --kubeconfig or --context is refused when
+	// the client is built (cluster.go; TestBadCommandLines).
 	"kubeconfig": {zero: ""},
 	"context":    {zero: ""},
 
