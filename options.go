@@ -184,7 +184,7 @@ type Options struct {
 	// Shards splits work over the fleet: S shards, each held by one
 	// candidate at a time, which runs Shards.Run for it (see ShardOptions
 	// and docs/design.md, "Shards"). The zero value turns shards off, at no
-	// cost.
+	// cost; any field set without Count or Names fails in New.
 	Shards ShardOptions
 
 	// Priority ranks this candidate in succession: when a leader names its

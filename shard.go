@@ -97,8 +97,12 @@ type ShardOptions struct {
 	Work WorkOptions
 }
 
-// enabled reports whether o asks for shards at all.
-func (o *ShardOptions) enabled() bool { return o.Count != 0 || len(o.Names) > 0 || o.Run != nil }
+// enabled reports whether o asks for shards at all: any field set, so that
+// a Weight, JoinDelay or Work without Count or Names fails in New instead
+// of turning shards off silently.
+func (o *ShardOptions) enabled() bool {
+	return o.Count != 0 || len(o.Names) > 0 || o.Run != nil || o.Weight != 0 || o.JoinDelay != 0 || o.Work.enabled()
+}
 
 // names returns the shard names o configures; nil without shards.
 func (o *ShardOptions) names() []string {

@@ -288,6 +288,12 @@ func TestShardOptionsInvalid(t *testing.T) {
 		"Shards.Work.Cooldown": func(o *relect.Options) { o.Shards.Work.BeatWindow = time.Second; o.Shards.Work.Cooldown = -1 },
 		"Shards":               func(o *relect.Options) { o.DisableRegistry = true },
 		"Shards.Count ":        func(o *relect.Options) { o.Shards.Names = []string{"a"} },
+		// A field set without Count or Names fails, not turns shards off.
+		"Shards.Count  ":  func(o *relect.Options) { o.Shards = relect.ShardOptions{Weight: 3} },
+		"Shards.Count   ": func(o *relect.Options) { o.Shards = relect.ShardOptions{JoinDelay: time.Second} },
+		"Shards.Count    ": func(o *relect.Options) {
+			o.Shards = relect.ShardOptions{Work: relect.WorkOptions{BeatWindow: time.Second}}
+		},
 	} {
 		err := base(mod)
 		require.ErrorIs(t, err, relect.ErrInvalidOptions, field)
