@@ -39,6 +39,10 @@ func (s *settings) resolveShards(fs *pflag.FlagSet) []error {
 				errs = append(errs, usagef("--%s is set, but there are no shards: give --shards or --shard-names", name))
 			}
 		}
+		// The flags' defaults (--shard-weight is 1) are no request for
+		// shards: relect.New refuses a ShardOptions with a field set but
+		// neither Count nor Names.
+		s.opts.Shards = relect.ShardOptions{}
 		return errs
 	}
 	if s.opts.Standby {
