@@ -740,14 +740,23 @@ func leaseRESTConfig(cfg *rest.Config) *rest.Config {
 	return rest.AddUserAgent(c, "relect")
 }
 
+// defaultIdentityLen is the length of the identity defaultIdentity gives.
+func defaultIdentityLen() int { return min(253, len(identityHost())+1+16) }
+
+// identityHost is the host name a default identity starts with.
+func identityHost() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		return "relect"
+	}
+	return host
+}
+
 // defaultIdentity is the host name plus 64 random bits, so that two processes
 // sharing a host name (host-network pods of one node) never share an
 // identity.
 func defaultIdentity() (string, error) {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		host = "relect"
-	}
+	host := identityHost()
 	suffix, err := randomHex()
 	if err != nil {
 		return "", fmt.Errorf("relect: generating a default Identity: %w", err)

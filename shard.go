@@ -35,8 +35,25 @@ import (
 
 // maxShards bounds ShardOptions.Count and the number of Names: the table is
 // one annotation of a Lease, whose annotations the apiserver limits to
-// 256 KiB.
+// 256 KiB (tableBudget).
 const maxShards = 1000
+
+// tableBudget is the size the shard table's annotation may take: the
+// apiserver's limit on a Lease's annotations (apimachinery's
+// TotalAnnotationSizeLimitB, 256 KiB) less 16 KiB for the table Lease's
+// other annotations and the table's Out entries.
+const tableBudget = 256<<10 - 16<<10
+
+// tableSize estimates the shard table's size, in bytes of JSON, for shards
+// whose holder and taker each have an identity of idLen bytes: every shard
+// is named twice, with an identity each time.
+func tableSize(shards []string, idLen int) int {
+	n := len(`{"holders":{},"takers":{}}`)
+	for _, sh := range shards {
+		n += 2 * (len(sh) + idLen + len(`"":"",`))
+	}
+	return n
+}
 
 // ShardOptions split work over the fleet (Options.Shards): S shards, fixed
 // by configuration (the same on every candidate), each held by one
@@ -53,7 +70,10 @@ const maxShards = 1000
 // election's Lease (leases in its namespace) covers them.
 type ShardOptions struct {
 	// Count numbers the shards "0" to "Count-1". Set Count or Names, not
-	// both; at most 1,000.
+	// both; at most 1,000. The shard table names each shard's holder and
+	// taker in one annotation of 240 KiB at most: New refuses shards that,
+	// with identities as long as this candidate's, would not fit (1,000
+	// numbered shards fit identities of up to about 110 bytes).
 	Count int
 	// Names names the shards: each a DNS label (RFC 1123, at most 63
 	// bytes, which the shard's Lease name carries), all different; at most
@@ -170,6 +190,24 @@ func resolveShards(o *Options, durationsOK bool, p *problems) {
 		p.bad("Shards", "is set, but %s is too: the leader assigns shards to the registered candidates", fieldRef("DisableRegistry"))
 	}
 	resolveWork(&s.Work, "Shards.Work", false, p)
+	// The table names every shard's holder and taker: judged with
+	// identities as long as this candidate's, it must fit in the Lease's
+	// annotations, or the apiserver refuses every table the leader writes
+	// and no shard is ever assigned.
+	idLen := len(o.Identity)
+	if idLen == 0 {
+		idLen = defaultIdentityLen()
+	}
+	if names := s.names(); len(names) > 0 && len(names) <= maxShards {
+		if size := tableSize(names, idLen); size > tableBudget {
+			field := "Shards.Count"
+			if len(s.Names) > 0 {
+				field = "Shards.Names"
+			}
+			p.bad(field, "makes a shard table of about %d KiB with identities of %d bytes (%s), more than the %d KiB of the Lease's annotations it may use (the apiserver allows 256 KiB): fewer shards, shorter shard names or a shorter identity",
+				(size+1023)>>10, idLen, fieldRef("Identity"), tableBudget>>10)
+		}
+	}
 }
 
 type shardKey struct{}

@@ -301,6 +301,25 @@ func TestShardOptionsInvalid(t *testing.T) {
 	}
 	_, err := relect.New(relect.Options{Client: api.Client("x").Clientset(), Namespace: ns, Name: lease})
 	require.ErrorContains(t, err, "Options.OnStartedLeading", "still required without Shards")
+
+	// The table names each shard's holder and taker: it must fit in the
+	// Lease's 256 KiB of annotations, judged with this identity's length.
+	long, name63 := strings.Repeat("n", 253), strings.Repeat("s", 60)
+	many := make([]string, 1000)
+	for i := range many {
+		many[i] = fmt.Sprintf("%s%03d", name63, i)
+	}
+	require.NoError(t, base(func(o *relect.Options) { o.Shards.Count = 1000; o.Identity = strings.Repeat("n", 63) }))
+	err = base(func(o *relect.Options) { o.Shards.Count = 1000; o.Identity = long })
+	require.ErrorIs(t, err, relect.ErrInvalidOptions)
+	assert.ErrorContains(t, err, "Options.Shards.Count makes a shard table of about")
+	err = base(func(o *relect.Options) {
+		o.Shards.Count = 0
+		o.Shards.Names = many
+		o.Identity = strings.Repeat("n", 63)
+	})
+	require.ErrorIs(t, err, relect.ErrInvalidOptions)
+	assert.ErrorContains(t, err, "Options.Shards.Names makes a shard table of about")
 }
 
 // TestShardsRollingRestart restarts every candidate in turn, the leader

@@ -6,7 +6,8 @@
 // where leader election cares: every write bumps the object's
 // resourceVersion, an Update with a stale one gets 409 Conflict, one without
 // gets 422 Invalid, a Create of an existing Lease gets 409 AlreadyExists, the
-// Lease spec is validated as the apiserver validates it, and a watch
+// Lease spec and annotations (key syntax, 256 KiB in all) are validated
+// as the apiserver validates them, and a watch
 // delivers every change. Each candidate gets its own Client handle, with its
 // own faults (errors, latency, partition, pause) and call counts, and the
 // test can edit the Lease by hand as an operator would with kubectl.

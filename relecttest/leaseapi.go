@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
@@ -325,6 +326,11 @@ func labelSelector(s string) (labels.Selector, error) {
 
 // validateSpec applies the apiserver's validation of a Lease spec.
 func validateSpec(l *coordinationv1.Lease) error {
+	// The apiserver's own check of metadata.annotations: key syntax, and
+	// at most 256 KiB in all (TotalAnnotationSizeLimitB).
+	if errs := apivalidation.ValidateAnnotations(l.Annotations, field.NewPath("metadata", "annotations")); len(errs) > 0 {
+		return apierrors.NewInvalid(coordinationv1.SchemeGroupVersion.WithKind("Lease").GroupKind(), l.Name, errs)
+	}
 	s := l.Spec
 	switch {
 	case s.LeaseDurationSeconds != nil && *s.LeaseDurationSeconds <= 0:

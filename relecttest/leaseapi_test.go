@@ -3,6 +3,7 @@ package relecttest_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -280,4 +281,26 @@ func TestObserveNamesTheLease(t *testing.T) {
 	require.NoError(t, a.Delete(ctx, "l", metav1.DeleteOptions{}))
 	stop()
 	assert.Equal(t, []string{"create l", "update l", "get other", "watch l", "watch ", "list ", "delete l"}, got)
+}
+
+// A Lease's annotations are held to the apiserver's 256 KiB in all, as a
+// shard table naming many shards would meet on a real cluster.
+func TestAnnotationsLimit(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	a := leases(api, "a")
+	ctx := context.Background()
+	big := newLease("a", 15)
+	big.Annotations = map[string]string{"example.com/table": strings.Repeat("x", 256<<10)}
+	_, err := a.Create(ctx, big, metav1.CreateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "create over 256 KiB: %v", err)
+	assert.ErrorContains(t, err, "metadata.annotations")
+
+	l, err := a.Create(ctx, newLease("a", 15), metav1.CreateOptions{})
+	require.NoError(t, err)
+	l.Annotations = map[string]string{"example.com/table": strings.Repeat("x", 200<<10)}
+	l, err = a.Update(ctx, l, metav1.UpdateOptions{})
+	require.NoError(t, err, "200 KiB fits")
+	l.Annotations["example.com/more"] = strings.Repeat("x", 60<<10)
+	_, err = a.Update(ctx, l, metav1.UpdateOptions{})
+	assert.True(t, apierrors.IsInvalid(err), "update to 260 KiB in all: %v", err)
 }
