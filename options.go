@@ -291,7 +291,8 @@ type Options struct {
 	// leader, 3 renewal periods after it last saw it change, on the
 	// leader's clock; the leader deletes those it has seen unchanged for
 	// twice as long (a candidate whose registration is gone creates it
-	// again at its next renewal). Zero means 15
+	// again at its next renewal; with Shards, at once when the shard table
+	// stops giving it shards). Zero means 15
 	// minutes. Must be at least LeaseDuration.
 	RegistrationRenewal time.Duration
 

@@ -256,6 +256,9 @@ type shardMember struct {
 	// renewedFor is the registration version last reported out in the
 	// table, for which this member renewed its registration already.
 	renewedFor string
+	// given is whether the table last applied wanted this member for a
+	// shard (as holder or taker).
+	given bool
 }
 
 type shardRun struct {
@@ -400,12 +403,24 @@ func (m *shardMember) apply(l *coordinationv1.Lease) {
 		}
 	}
 	m.want(want)
-	if v, out := t.Out[m.cfg.identity]; out && v != m.renewedFor && m.reg != nil {
+	v, out := t.Out[m.cfg.identity]
+	switch {
+	case m.reg == nil:
+	case out && v != m.renewedFor:
 		// Left out as failed: a renewal of the registration, which the
 		// leader sees as a sign of life, brings it back.
 		m.renewedFor = v
 		m.reg.renewNow()
+	case !out && m.given && len(want) == 0:
+		// Given shards before and none now, not left out: the leader may
+		// no longer see its registration (deleted by hand, or its weight
+		// edited). A renewal now, not at the next RegistrationRenewal,
+		// brings it back within a retry period or two; where the leader
+		// only moved its last shard away (more candidates than shards),
+		// it is one spare write.
+		m.reg.renewNow()
 	}
+	m.given = len(want) > 0
 }
 
 // want starts a shard Elector for each shard in set not running, and

@@ -1067,3 +1067,31 @@ func TestBreakRegistration403IsRetried(t *testing.T) {
 		stopAll(cs...)
 	})
 }
+
+// TestBreakRegistrationsDeleted: every registration deleted by hand (kubectl
+// delete leases -l relect.io/candidate-of=...). The leader sees no candidate
+// and its table gives no shard; each holder, given shards before and none
+// now, writes its registration again at once instead of at its next
+// renewal (RegistrationRenewal, 15 minutes), so that the shards run again
+// within a few retry periods. Safety holds throughout.
+func TestBreakRegistrationsDeleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		b := newShardBook(t)
+		cs := settledShardFleet(t, api, b, 3, 6)
+		starts := b.startCount()
+		for _, c := range cs {
+			require.NoError(t, api.Delete(ns, wire.RegistrationName(lease, c.name)))
+		}
+		took := until(t, 4*ld, "every shard runs again, balanced", func() bool {
+			synctest.Wait()
+			return isBalanced(b, 6, 3) && api.Lease(ns, wire.RegistrationName(lease, cs[0].name)) != nil
+		})
+		t.Logf("registrations deleted: every shard runs again, balanced, in %v (%d shard terms started)", took, b.startCount()-starts)
+		for _, c := range cs {
+			assert.NotNil(t, api.Lease(ns, wire.RegistrationName(lease, c.name)), "%s registered again", c.name)
+		}
+		assert.Zero(t, b.overlaps)
+		stopAll(cs...)
+	})
+}
