@@ -1069,8 +1069,9 @@ func TestBreakRegistration403IsRetried(t *testing.T) {
 }
 
 // TestBreakRegistrationsDeleted: every registration deleted by hand (kubectl
-// delete leases -l relect.io/candidate-of=...). The leader sees no candidate
-// and its table gives no shard; each holder, given shards before and none
+// delete leases -l relect.io/candidate-of=...), then every weight edited to
+// one that takes no part. The leader sees no candidate and its table gives
+// no shard; each holder, given shards before and none
 // now, writes its registration again at once instead of at its next
 // renewal (RegistrationRenewal, 15 minutes), so that the shards run again
 // within a few retry periods. Safety holds throughout.
@@ -1090,6 +1091,23 @@ func TestBreakRegistrationsDeleted(t *testing.T) {
 		t.Logf("registrations deleted: every shard runs again, balanced, in %v (%d shard terms started)", took, b.startCount()-starts)
 		for _, c := range cs {
 			assert.NotNil(t, api.Lease(ns, wire.RegistrationName(lease, c.name)), "%s registered again", c.name)
+		}
+
+		// The weight of every registration edited to one that takes no
+		// part: the same, and the registrations carry their own again.
+		starts = b.startCount()
+		for _, c := range cs {
+			require.NoError(t, api.Edit(ns, wire.RegistrationName(lease, c.name), func(l *coordinationv1.Lease) {
+				l.Annotations[wire.AnnotationShardWeight] = "none"
+			}))
+		}
+		took = until(t, 4*ld, "every shard runs again, balanced, after the weights were edited", func() bool {
+			synctest.Wait()
+			return isBalanced(b, 6, 3) && b.startCount() > starts
+		})
+		t.Logf("weights edited: every shard runs again, balanced, in %v (%d shard terms started)", took, b.startCount()-starts)
+		for _, c := range cs {
+			assert.Equal(t, "1", api.Lease(ns, wire.RegistrationName(lease, c.name)).Annotations[wire.AnnotationShardWeight], "%s's weight written again", c.name)
 		}
 		assert.Zero(t, b.overlaps)
 		stopAll(cs...)
