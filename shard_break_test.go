@@ -12,9 +12,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"log/slog"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -1111,5 +1114,54 @@ func TestBreakRegistrationsDeleted(t *testing.T) {
 		}
 		assert.Zero(t, b.overlaps)
 		stopAll(cs...)
+	})
+}
+
+// TestBreakTableRefusedIsLogged: an apiserver that refuses the table as
+// invalid (422: over its 256 KiB of annotations, say) refuses every write
+// of it, and no shard moves meanwhile. The leader says so once, at error
+// level, instead of counting the calls silently.
+func TestBreakTableRefusedIsLogged(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var mu sync.Mutex
+		var refused []slog.Record
+		logger := slog.New(levelFilter{slog.NewTextHandler(io.Discard, nil), func(r slog.Record) {
+			mu.Lock()
+			defer mu.Unlock()
+			if strings.Contains(r.Message, "refuses the shard table") {
+				refused = append(refused, r.Clone())
+			}
+		}})
+		api := newAPI()
+		b := newShardBook(t)
+		cs := shardFleet(t, api, b, 2, 4, func(i int, o *relect.Options) { o.Logger = logger })
+		waitFor(t, 4*ld, "every shard runs, balanced", func() bool { return isBalanced(b, 4, 2) })
+		mu.Lock()
+		require.Empty(t, refused, "nothing refused yet")
+		mu.Unlock()
+
+		// Another annotation of 256 KiB on the table Lease (Edit skips
+		// the apiserver's checks): from now on any table the leader
+		// writes is over the limit, as one naming too many shards is.
+		require.NoError(t, api.Edit(ns, wire.ShardTableName(lease), func(l *coordinationv1.Lease) {
+			l.Annotations["example.com/pad"] = strings.Repeat("x", 256<<10)
+		}))
+		cs[1].stop() // the leader must write a table: its shards move to c00
+		time.Sleep(3 * ld)
+		synctest.Wait()
+		mu.Lock()
+		require.Len(t, refused, 1, "said once")
+		assert.Equal(t, slog.LevelError, refused[0].Level)
+		mu.Unlock()
+		var reason string
+		refused[0].Attrs(func(a slog.Attr) bool {
+			if a.Key == "err" {
+				reason = a.Value.String()
+			}
+			return true
+		})
+		assert.Contains(t, reason, "metadata.annotations", "the apiserver's reason")
+		assert.Positive(t, cs[0].e.Stats().Calls[relect.CallKey{Verb: "post-shard-table", Result: "other"}], "counted")
+		cs[0].stop()
 	})
 }

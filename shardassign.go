@@ -2,6 +2,7 @@ package relect
 
 import (
 	"context"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -80,6 +81,7 @@ type assigner struct {
 	// release it asked for may be observed before the write returns.
 	writing *wire.Table
 	stale   bool // own may be stale: read it before the next write
+	refused bool // a write of the table was refused as invalid (logged)
 	// known are the table versions this term read or wrote (the last
 	// few): a version the member saw that is not among them was written
 	// by someone else (by hand), and own is stale.
@@ -801,6 +803,15 @@ func (a *assigner) write(ctx context.Context, t wire.Table, now time.Time) {
 	})
 	if err != nil {
 		a.stale = true
+		if apierrors.IsInvalid(err) && !a.refused {
+			// Not a passing failure: every write of this table will be
+			// refused (over the 256 KiB of annotations, say), and no
+			// shard moves while it is. Said once a term; the calls are
+			// counted in Stats.Calls.
+			a.refused = true
+			a.st.logs.log(slog.LevelError, "relect: the apiserver refuses the shard table; no shard is assigned or moved while it does",
+				"lease", a.cfg.describe, "table", l.Name, "tableBytes", len(l.Annotations[wire.AnnotationShardTable]), "err", err)
+		}
 		return
 	}
 	a.mu.Lock()
