@@ -741,8 +741,9 @@ func leaseRESTConfig(cfg *rest.Config) *rest.Config {
 	return rest.AddUserAgent(c, "relect")
 }
 
-// defaultIdentityLen is the length of the identity defaultIdentity gives.
-func defaultIdentityLen() int { return min(253, len(identityHost())+1+16) }
+// defaultIdentityLen is the length of the identity defaultIdentity gives
+// (as JSON: jsonLen).
+func defaultIdentityLen() int { return min(253, jsonLen(identityHost())+1+16) }
 
 // identityHost is the host name a default identity starts with.
 func identityHost() string {

@@ -2,6 +2,7 @@ package relect
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -45,14 +46,25 @@ const maxShards = 1000
 const tableBudget = 256<<10 - 16<<10
 
 // tableSize estimates the shard table's size, in bytes of JSON, for shards
-// whose holder and taker each have an identity of idLen bytes: every shard
-// is named twice, with an identity each time.
+// whose holder and taker each have an identity of idLen bytes as JSON
+// (jsonLen): every shard is named twice, with an identity each time.
 func tableSize(shards []string, idLen int) int {
 	n := len(`{"holders":{},"takers":{}}`)
 	for _, sh := range shards {
-		n += 2 * (len(sh) + idLen + len(`"":"",`))
+		n += 2 * (jsonLen(sh) + idLen + len(`"":"",`))
 	}
 	return n
+}
+
+// jsonLen is the length of s as a JSON string, without its quotes:
+// encoding/json writes <, >, &, control characters and U+2028/U+2029 as
+// six bytes each.
+func jsonLen(s string) int {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return len(s)
+	}
+	return len(b) - 2
 }
 
 // ShardOptions split work over the fleet (Options.Shards): S shards, fixed
@@ -72,8 +84,9 @@ type ShardOptions struct {
 	// Count numbers the shards "0" to "Count-1". Set Count or Names, not
 	// both; at most 1,000. The shard table names each shard's holder and
 	// taker in one annotation of 240 KiB at most: New refuses shards that,
-	// with identities as long as this candidate's, would not fit (1,000
-	// numbered shards fit identities of up to about 110 bytes).
+	// with identities as long as this candidate's (as JSON writes them:
+	// "<", ">", "&" take six bytes), would not fit (1,000 numbered shards
+	// fit identities of up to about 110 bytes).
 	Count int
 	// Names names the shards: each a DNS label (RFC 1123, at most 63
 	// bytes, which the shard's Lease name carries), all different; at most
@@ -194,9 +207,9 @@ func resolveShards(o *Options, durationsOK bool, p *problems) {
 	// identities as long as this candidate's, it must fit in the Lease's
 	// annotations, or the apiserver refuses every table the leader writes
 	// and no shard is ever assigned.
-	idLen := len(o.Identity)
-	if idLen == 0 {
-		idLen = defaultIdentityLen()
+	idLen, whose := jsonLen(o.Identity), fieldRef("Identity")
+	if o.Identity == "" {
+		idLen, whose = defaultIdentityLen(), fieldRef("Identity")+" left empty: the host name and 16 hex digits"
 	}
 	if names := s.names(); len(names) > 0 && len(names) <= maxShards {
 		if size := tableSize(names, idLen); size > tableBudget {
@@ -204,8 +217,8 @@ func resolveShards(o *Options, durationsOK bool, p *problems) {
 			if len(s.Names) > 0 {
 				field = "Shards.Names"
 			}
-			p.bad(field, "makes a shard table of about %d KiB with identities of %d bytes (%s), more than the %d KiB of the Lease's annotations it may use (the apiserver allows 256 KiB): fewer shards, shorter shard names or a shorter identity",
-				(size+1023)>>10, idLen, fieldRef("Identity"), tableBudget>>10)
+			p.bad(field, "makes a shard table of about %d KiB with identities of %d bytes as JSON (%s), more than the %d KiB of the Lease's annotations it may use (the apiserver allows 256 KiB): fewer shards, shorter shard names or a shorter identity",
+				(size+1023)>>10, idLen, whose, tableBudget>>10)
 		}
 	}
 }

@@ -313,6 +313,10 @@ func TestShardOptionsInvalid(t *testing.T) {
 	err = base(func(o *relect.Options) { o.Shards.Count = 1000; o.Identity = long })
 	require.ErrorIs(t, err, relect.ErrInvalidOptions)
 	assert.ErrorContains(t, err, "Options.Shards.Count makes a shard table of about")
+	// Judged as JSON writes it: "<" is six bytes there.
+	err = base(func(o *relect.Options) { o.Shards.Count = 1000; o.Identity = strings.Repeat("<", 60) })
+	require.ErrorIs(t, err, relect.ErrInvalidOptions)
+	assert.ErrorContains(t, err, "identities of 360 bytes as JSON")
 	err = base(func(o *relect.Options) {
 		o.Shards.Count = 0
 		o.Shards.Names = many
