@@ -36,7 +36,7 @@ func (s *settings) resolveShards(fs *pflag.FlagSet) []error {
 	if !s.shardsOn() {
 		for _, name := range []string{"shard-weight", "shard-join-delay"} {
 			if fs.Changed(name) {
-				errs = append(errs, usagef("--%s is set, but there are no shards: give --shards or --shard-names", name))
+				errs = append(errs, usagef("--%s is set, but there are no shards: give --shards=N (N ≥ 1) or --shard-names", name))
 			}
 		}
 		// The flags' defaults (--shard-weight is 1) are no request for
