@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -1119,8 +1120,9 @@ func TestBreakRegistrationsDeleted(t *testing.T) {
 
 // TestBreakTableRefusedIsLogged: an apiserver that refuses the table as
 // invalid (422: over its 256 KiB of annotations, say) refuses every write
-// of it, and no shard moves meanwhile. The leader says so once, at error
-// level, instead of counting the calls silently.
+// of it, and no shard moves meanwhile. The leader says so at error level,
+// once until a write succeeds again, and backs off its writes (RetryPeriod
+// doubling to BackoffMax), each of which carries the whole table again.
 func TestBreakTableRefusedIsLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var mu sync.Mutex
@@ -1132,36 +1134,68 @@ func TestBreakTableRefusedIsLogged(t *testing.T) {
 				refused = append(refused, r.Clone())
 			}
 		}})
+		said := func() int {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(refused)
+		}
 		api := newAPI()
 		b := newShardBook(t)
-		cs := shardFleet(t, api, b, 2, 4, func(i int, o *relect.Options) { o.Logger = logger })
-		waitFor(t, 4*ld, "every shard runs, balanced", func() bool { return isBalanced(b, 4, 2) })
-		mu.Lock()
-		require.Empty(t, refused, "nothing refused yet")
-		mu.Unlock()
+		cs := shardFleet(t, api, b, 3, 6, func(i int, o *relect.Options) { o.Logger = logger })
+		waitFor(t, 4*ld, "every shard runs, balanced", func() bool { return isBalanced(b, 6, 3) })
+		require.Zero(t, said(), "nothing refused yet")
+		refusals := func() uint64 {
+			return cs[0].e.Stats().Calls[relect.CallKey{Verb: "post-shard-table", Result: "other"}]
+		}
+		pad := func(on bool) {
+			t.Helper()
+			require.NoError(t, api.Edit(ns, wire.ShardTableName(lease), func(l *coordinationv1.Lease) {
+				if on {
+					l.Annotations["example.com/pad"] = strings.Repeat("x", 256<<10)
+				} else {
+					delete(l.Annotations, "example.com/pad")
+				}
+			}))
+		}
 
 		// Another annotation of 256 KiB on the table Lease (Edit skips
 		// the apiserver's checks): from now on any table the leader
 		// writes is over the limit, as one naming too many shards is.
-		require.NoError(t, api.Edit(ns, wire.ShardTableName(lease), func(l *coordinationv1.Lease) {
-			l.Annotations["example.com/pad"] = strings.Repeat("x", 256<<10)
-		}))
-		cs[1].stop() // the leader must write a table: its shards move to c00
-		time.Sleep(3 * ld)
+		pad(true)
+		cs[2].stop() // the leader must write a table: c02's shards move
+		time.Sleep(time.Hour)
 		synctest.Wait()
+		require.Equal(t, 1, said(), "said once")
 		mu.Lock()
-		require.Len(t, refused, 1, "said once")
-		assert.Equal(t, slog.LevelError, refused[0].Level)
+		first := refused[0]
 		mu.Unlock()
+		assert.Equal(t, slog.LevelError, first.Level)
 		var reason string
-		refused[0].Attrs(func(a slog.Attr) bool {
+		first.Attrs(func(a slog.Attr) bool {
 			if a.Key == "err" {
 				reason = a.Value.String()
 			}
 			return true
 		})
 		assert.Contains(t, reason, "metadata.annotations", "the apiserver's reason")
-		assert.Positive(t, cs[0].e.Stats().Calls[relect.CallKey{Verb: "post-shard-table", Result: "other"}], "counted")
+		n := refusals()
+		t.Logf("refused writes in the hour: %d (one per RetryPeriod would be %d)", n, time.Hour/rp)
+		assert.Positive(t, n, "counted")
+		assert.LessOrEqual(t, n, uint64(2*time.Hour/ld), "backed off to about one per BackoffMax (LeaseDuration)")
+
+		// The pad removed: the next write succeeds, within BackoffMax.
+		pad(false)
+		waitFor(t, 2*ld, "the table written again, without c02", func() bool {
+			tb := tableOf(api)
+			return tb != nil && len(tb.Holders) == 6 && !slices.Contains(slices.Collect(maps.Values(tb.Holders)), "c02")
+		})
+		// Refused again: said again.
+		pad(true)
+		cs[1].stop()
+		time.Sleep(3 * ld)
+		synctest.Wait()
+		assert.Equal(t, 2, said(), "said again after a write succeeded")
+		assert.Zero(t, b.overlaps)
 		cs[0].stop()
 	})
 }

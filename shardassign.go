@@ -34,6 +34,13 @@ import (
 // it within LeaseDuration + 2 × RetryPeriod, is left out (Table.Out) until
 // its registration changes.
 
+// tableLimit is the size the leader lets the shard table's annotation
+// take when it writes it (wire.Table.Fit): the apiserver's 256 KiB for a
+// Lease's annotations, less 8 KiB for the table Lease's others. New keeps
+// the holders and takers within tableBudget; candidates left out (Out) can
+// add more, in a fleet of long identities many of which fail at once.
+const tableLimit = 256<<10 - 8<<10
+
 // shardSeen is one shard Lease as the leader last observed it.
 type shardSeen struct {
 	holder   string
@@ -81,7 +88,14 @@ type assigner struct {
 	// release it asked for may be observed before the write returns.
 	writing *wire.Table
 	stale   bool // own may be stale: read it before the next write
-	refused bool // a write of the table was refused as invalid (logged)
+	// refused: the last write of the table was refused as invalid (and
+	// logged, once until a write succeeds again); the next is not tried
+	// before notBefore, from RetryPeriod doubling to BackoffMax (retry),
+	// since each carries the whole table again.
+	refused   bool
+	trimmed   bool // the last plan was over tableLimit (warned once until it is not)
+	retry     *expBackoff
+	notBefore time.Time
 	// known are the table versions this term read or wrote (the last
 	// few): a version the member saw that is not among them was written
 	// by someone else (by hand), and own is stale.
@@ -96,7 +110,7 @@ func assignShards(ctx context.Context, cfg *config, st *state) {
 	// for one.
 	a := &assigner{cfg: cfg, gw: newGateway(cfg, st), st: st, term: int32(term), seen: map[string]*shardSeen{}, byLease: map[string]string{},
 		firstSeen: map[string]time.Time{}, assignedAt: map[string]time.Time{}, gaveUp: map[string]map[string]time.Time{}, lost: map[string]bool{}, stale: true,
-		changed: make(chan struct{}, 1)}
+		changed: make(chan struct{}, 1), retry: newRetryBackoff(cfg)}
 	for _, sh := range cfg.shards {
 		a.byLease[wire.ShardLeaseName(cfg.Name, sh)] = sh
 	}
@@ -333,6 +347,9 @@ func (a *assigner) freeAt(sh string, now time.Time) time.Time {
 
 // assign computes the table at now and writes it if it changed.
 func (a *assigner) assign(ctx context.Context, now time.Time) {
+	if now.Before(a.notBefore) {
+		return // the last write was refused as invalid: backing off
+	}
 	a.mu.Lock()
 	listed := a.listedOnce && a.watching
 	a.mu.Unlock()
@@ -349,6 +366,17 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 	a.mu.Lock()
 	next := a.plan(regs, now)
 	a.mu.Unlock()
+	// Within what the apiserver accepts (New checked the holders and
+	// takers; candidates left out add to it): else fewer takers.
+	if takers, outs := next.Fit(tableLimit); takers+outs > 0 {
+		if !a.trimmed {
+			a.st.logs.log(slog.LevelWarn, "relect: the shard table is at the apiserver's limit on a Lease's annotations: it names fewer takers (their shards move by the leader's writes, a watch hop later) or leaves out fewer failed candidates",
+				"lease", a.cfg.describe, "takersDropped", takers, "outDropped", outs, "limitBytes", tableLimit)
+		}
+		a.trimmed = true
+	} else {
+		a.trimmed = false
+	}
 	if maps.Equal(next.Holders, a.table.Holders) && maps.Equal(next.Takers, a.table.Takers) && maps.Equal(next.Out, a.table.Out) {
 		return
 	}
@@ -803,16 +831,23 @@ func (a *assigner) write(ctx context.Context, t wire.Table, now time.Time) {
 	})
 	if err != nil {
 		a.stale = true
-		if apierrors.IsInvalid(err) && !a.refused {
+		if apierrors.IsInvalid(err) {
 			// Not a passing failure: every write of this table will be
 			// refused (over the 256 KiB of annotations, say), and no
-			// shard moves while it is. Said once a term; the calls are
-			// counted in Stats.Calls.
+			// shard moves while it is. Said once until a write succeeds
+			// again; the calls are counted in Stats.Calls.
+			if !a.refused {
+				a.st.logs.log(slog.LevelError, "relect: the apiserver refuses the shard table; no shard is assigned or moved while it does",
+					"lease", a.cfg.describe, "table", l.Name, "tableBytes", len(l.Annotations[wire.AnnotationShardTable]), "err", err)
+			}
 			a.refused = true
-			a.st.logs.log(slog.LevelError, "relect: the apiserver refuses the shard table; no shard is assigned or moved while it does",
-				"lease", a.cfg.describe, "table", l.Name, "tableBytes", len(l.Annotations[wire.AnnotationShardTable]), "err", err)
+			a.notBefore = now.Add(a.retry.next())
 		}
 		return
+	}
+	if a.refused {
+		a.refused, a.notBefore = false, time.Time{}
+		a.retry.reset()
 	}
 	a.mu.Lock()
 	moved := 0

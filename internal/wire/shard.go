@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -83,6 +85,51 @@ type Table struct {
 // its holder or as its taker.
 func (t *Table) Wants(shard, identity string) bool {
 	return t != nil && (t.Holders[shard] == identity || t.Takers[shard] == identity)
+}
+
+// Size is the length of t as written in its annotation, in bytes.
+func (t *Table) Size() int {
+	raw, err := json.Marshal(t)
+	if err != nil {
+		return 0
+	}
+	return len(raw)
+}
+
+// Fit makes t at most limit bytes (Size) if it is over: it names no taker
+// for shards from the last in sort order back, then, if that is not
+// enough, leaves out fewer candidates (from the last identity back). A
+// table without takers still moves every shard, by the leader's writes;
+// holders are never dropped. It returns how many takers and how many
+// entries of Out it dropped.
+func (t *Table) Fit(limit int) (takers, out int) {
+	n := 0
+	for _, m := range []map[string]string{t.Holders, t.Takers, t.Out} {
+		for k, v := range m {
+			n += len(k) + len(v) + len(`"":"",`)
+		}
+	}
+	if 6*n+64 <= limit { // even if JSON wrote every byte as six
+		return 0, 0
+	}
+	size := t.Size()
+	if size <= limit {
+		return 0, 0
+	}
+	drop := func(m map[string]string) (n int) {
+		keys := slices.Sorted(maps.Keys(m))
+		for i := len(keys) - 1; i >= 0 && size > limit; i-- {
+			raw, _ := json.Marshal(map[string]string{keys[i]: m[keys[i]]})
+			delete(m, keys[i])
+			size -= len(raw) - 1 // "k":"v" and its comma, not the braces
+			n++
+		}
+		return n
+	}
+	takers = drop(t.Takers)
+	size = t.Size() // exact again: an emptied map's key is left out too
+	out = drop(t.Out)
+	return takers, out
 }
 
 // TableOf reads a shard table Lease; nil if l carries none or it is
