@@ -39,11 +39,20 @@ import (
 // 256 KiB (tableBudget).
 const maxShards = 1000
 
-// tableBudget is the size the shard table's annotation may take: the
-// apiserver's limit on a Lease's annotations (apimachinery's
-// TotalAnnotationSizeLimitB, 256 KiB) less 16 KiB for the table Lease's
-// other annotations and the table's Out entries.
-const tableBudget = 256<<10 - 16<<10
+// annotationLimit is the apiserver's limit on a Lease's annotations, in
+// bytes (apimachinery's TotalAnnotationSizeLimitB).
+const annotationLimit = 256 << 10
+
+// tableBudget is what New lets the shard table's holders and takers take
+// (tableSize): annotationLimit less 16 KiB for the table Lease's other
+// annotations and the table's Out entries.
+const tableBudget = annotationLimit - 16<<10
+
+// tableLimit is the size the leader lets the whole table take when it
+// writes it (wire.Table.Fit): annotationLimit less 8 KiB for the table
+// Lease's other annotations. Out can add to what New checked, in a fleet
+// of long identities many of which fail at once.
+const tableLimit = annotationLimit - 8<<10
 
 // tableSize estimates the shard table's size, in bytes of JSON, for shards
 // whose holder and taker each have an identity of idLen bytes as JSON
@@ -217,8 +226,8 @@ func resolveShards(o *Options, durationsOK bool, p *problems) {
 			if len(s.Names) > 0 {
 				field = "Shards.Names"
 			}
-			p.bad(field, "makes a shard table of about %d KiB with identities of %d bytes as JSON (%s), more than the %d KiB of the Lease's annotations it may use (the apiserver allows 256 KiB): fewer shards, shorter shard names or a shorter identity",
-				(size+1023)>>10, idLen, whose, tableBudget>>10)
+			p.bad(field, "makes a shard table of about %d KiB with identities of %d bytes as JSON (%s), more than the %d KiB of the Lease's annotations it may use (the apiserver allows %d KiB): fewer shards, shorter shard names or a shorter identity",
+				(size+1023)>>10, idLen, whose, tableBudget>>10, annotationLimit>>10)
 		}
 	}
 }

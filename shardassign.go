@@ -34,13 +34,6 @@ import (
 // it within LeaseDuration + 2 × RetryPeriod, is left out (Table.Out) until
 // its registration changes.
 
-// tableLimit is the size the leader lets the shard table's annotation
-// take when it writes it (wire.Table.Fit): the apiserver's 256 KiB for a
-// Lease's annotations, less 8 KiB for the table Lease's others. New keeps
-// the holders and takers within tableBudget; candidates left out (Out) can
-// add more, in a fleet of long identities many of which fail at once.
-const tableLimit = 256<<10 - 8<<10
-
 // shardSeen is one shard Lease as the leader last observed it.
 type shardSeen struct {
 	holder   string
