@@ -1199,3 +1199,102 @@ func TestBreakTableRefusedIsLogged(t *testing.T) {
 		cs[0].stop()
 	})
 }
+
+// registerCalls is how many registration writes the candidates sent.
+func registerCalls(cs ...*candidate) (n uint64) {
+	for _, c := range cs {
+		for k, v := range c.e.Stats().Calls {
+			if k.Verb == "register" {
+				n += v
+			}
+		}
+	}
+	return n
+}
+
+// TestBreakRegistrationWritesStayFew: a member renews its registration at
+// once when the table stops giving it shards (TestBreakRegistrationsDeleted).
+// With more candidates than shards a move can leave a member with none for
+// a good reason; that must cost a spare write now and then, never a
+// renewal after every table write. 8 candidates over 3 shards, 3 hours
+// settled, then a rolling restart: the registration writes are counted
+// and compared with one per RegistrationRenewal (15 minutes) per candidate.
+func TestBreakRegistrationWritesStayFew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n, s = 8, 3
+		api := newAPI()
+		b := newShardBook(t)
+		cs := shardFleet(t, api, b, n, s, nil)
+		waitFor(t, 4*ld, "every shard runs", func() bool { return b.running() == s })
+		all := slices.Clone(cs)
+		w0 := registerCalls(all...)
+		time.Sleep(3 * time.Hour)
+		synctest.Wait()
+		steady := registerCalls(all...) - w0
+		perRenewal := uint64(n * 3 * time.Hour / (15 * time.Minute))
+		t.Logf("settled, 3 h: %d registration writes (one per RegistrationRenewal per candidate: %d)", steady, perRenewal)
+		assert.LessOrEqual(t, steady, perRenewal*5/4, "at most the renewals, and their ±10 %% jitter")
+
+		w0 = registerCalls(all...)
+		for i := range cs {
+			cs[i].stop()
+			cs[i] = newCandidate(t, api, fmt.Sprintf("c%02d", i), func(o *relect.Options) {
+				o.Shards = relect.ShardOptions{Count: s, Run: b.run(fmt.Sprintf("c%02d", i))}
+			})
+			cs[i].start()
+			all = append(all, cs[i])
+			time.Sleep(2 * ld)
+			synctest.Wait()
+		}
+		restart := registerCalls(all...) - w0
+		t.Logf("a rolling restart of %d candidates over %d shards: %d registration writes (each new process registers once: %d)", n, s, restart, n)
+		assert.LessOrEqual(t, restart, uint64(2*n), "at most one spare write per restart")
+		assert.Zero(t, b.overlaps)
+		stopAll(cs...)
+	})
+}
+
+// TestBreakShardRunReturningAtOnceIsPaced: a shard's Run that returns at
+// once (or panics) ends its term at once, on every candidate it is given
+// to. The fleet must not turn that into a storm of calls: its rate over
+// 10 minutes is compared with that of a plain election whose
+// OnStartedLeading returns at once, 3 candidates each.
+func TestBreakShardRunReturningAtOnceIsPaced(t *testing.T) {
+	rate := map[string]float64{}
+	for _, kind := range []string{"election", "shards returning", "shards panicking"} {
+		synctest.Test(t, func(t *testing.T) {
+			api := newAPI()
+			var cs []*candidate
+			for _, name := range []string{"c00", "c01", "c02"} {
+				c := newCandidate(t, api, name, func(o *relect.Options) {
+					o.OnStartedLeading = func(context.Context) {}
+					switch kind {
+					case "shards returning":
+						o.OnStartedLeading = nil
+						o.Shards = relect.ShardOptions{Count: 10, Run: func(context.Context) {}}
+					case "shards panicking":
+						o.OnStartedLeading = nil
+						o.Shards = relect.ShardOptions{Count: 10, Run: func(context.Context) { panic("relect test: a shard's work panics") }}
+					}
+				})
+				c.start()
+				cs = append(cs, c)
+			}
+			time.Sleep(time.Minute)
+			c0 := allCalls(api)
+			time.Sleep(10 * time.Minute)
+			synctest.Wait()
+			rate[kind] = float64(allCalls(api)-c0) / 600
+			for _, c := range cs {
+				c.cancel(nil)
+				<-c.done
+			}
+		})
+	}
+	for _, kind := range []string{"election", "shards returning", "shards panicking"} {
+		t.Logf("%s: %.2f Lease API calls per second over 10 min, 3 candidates", kind, rate[kind])
+	}
+	for _, kind := range []string{"shards returning", "shards panicking"} {
+		assert.LessOrEqual(t, rate[kind], 2*rate["election"], "%s: no more than twice a plain election's", kind)
+	}
+}
