@@ -310,6 +310,10 @@ func TestShardOptionsInvalid(t *testing.T) {
 		many[i] = fmt.Sprintf("%s%03d", name63, i)
 	}
 	require.NoError(t, base(func(o *relect.Options) { o.Shards.Count = 1000; o.Identity = strings.Repeat("n", 63) }))
+	// As ShardOptions.Count says: 1,000 numbered shards fit identities of
+	// up to about 110 bytes.
+	require.NoError(t, base(func(o *relect.Options) { o.Shards.Count = 1000; o.Identity = strings.Repeat("n", 110) }))
+	require.Error(t, base(func(o *relect.Options) { o.Shards.Count = 1000; o.Identity = strings.Repeat("n", 115) }))
 	err = base(func(o *relect.Options) { o.Shards.Count = 1000; o.Identity = long })
 	require.ErrorIs(t, err, relect.ErrInvalidOptions)
 	assert.ErrorContains(t, err, "Options.Shards.Count makes a shard table of about")
