@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/relect/relect/internal/warden"
 	"github.com/relect/relect/internal/wire"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -78,7 +79,7 @@ func sameLine(a, b wire.Line) bool {
 		}
 		return ids
 	}
-	return x.From == y.From && x.Priority == y.Priority && x.Streak == y.Streak &&
+	return x.From == y.From && x.Priority == y.Priority && x.Streak == y.Streak && x.Warden == y.Warden &&
 		slices.Equal(x.Next, y.Next) && slices.Equal(x.Keepers, y.Keepers) &&
 		slices.Equal(x.Passed, y.Passed) && slices.Equal(coolingIDs(x), coolingIDs(y))
 }
@@ -339,25 +340,56 @@ func (f *follower) followLine(ctx context.Context) error {
 			return ctx.Err()
 		}
 		listed = false
-		more, stale, err := f.readLineWatch(ctx, w, &rv, line)
+		out, err := f.readLineWatch(ctx, w, &rv, line)
 		w.Stop()
-		if stale {
+		switch {
+		case out.stale:
 			// The leader may be gone, with its whole line: the follower
 			// does not follow the line again before it has seen the
 			// election's Lease change (a renewal).
 			f.lineHold = 2
+		case out.silent != nil:
+			f.wardenBack(out.silent, out.since)
 		}
-		if !more || err != nil {
+		if !out.more || err != nil {
 			return err
 		}
 	}
 }
 
+// wardenBack makes l, which this candidate's read as the line's warden
+// found released, or unchanged since since, its observation of the
+// election's Lease, observed since then: it was that record then already,
+// so the follower's expiry may count from there, as a watcher's would. The
+// follower then watches the election's Lease from l, and does not follow
+// the line again before it has seen the Lease change (a renewal, or a
+// takeover).
+func (f *follower) wardenBack(l *coordinationv1.Lease, since time.Time) {
+	f.lineHold = 2
+	f.observe(l, false)
+	f.needRead = false
+	if since.Before(f.observedAt) {
+		f.observedAt = since
+	}
+}
+
+// lineExit is why readLineWatch returned: more, the server closed the
+// watch (resume it); stale, the line was not written for its lifetime;
+// silent, a warden read the election's Lease released, or unchanged since
+// since (its holder has not renewed for two retry periods). Else the
+// follower watches the election's Lease again with a read.
+type lineExit struct {
+	more, stale bool
+	silent      *coordinationv1.Lease
+	since       time.Time
+}
+
 // readLineWatch reads the line Lease's watch w until the follower must
-// watch the election's Lease again (more false; stale if the line went
-// stale), the server closes the watch (more true: resume from *rv), or
-// ctx is done (its error). line is the line last observed.
-func (f *follower) readLineWatch(ctx context.Context, w watch.Interface, rv *string, line wire.Line) (more, stale bool, err error) {
+// watch the election's Lease again, the server closes the watch (resume
+// from *rv), or ctx is done (its error); see lineExit. line is the line
+// last observed. While the line names this candidate its warden, it also
+// reads the election's Lease every warden.Period.
+func (f *follower) readLineWatch(ctx context.Context, w watch.Interface, rv *string, line wire.Line) (lineExit, error) {
 	// Spread by up to a tenth of the refresh, so that the followers of a
 	// line gone stale do not all come back at one instant.
 	staleAfter := func(line wire.Line) time.Duration {
@@ -366,12 +398,18 @@ func (f *follower) readLineWatch(ctx context.Context, w watch.Interface, rv *str
 	}
 	timer := time.NewTimer(staleAfter(line))
 	defer timer.Stop()
+	ward := warden.New(f.cfg.identity, warden.Period(f.cfg.RetryPeriod), line)
+	defer ward.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return false, false, ctx.Err()
+			return lineExit{}, ctx.Err()
 		case <-timer.C:
-			return false, true, nil
+			return lineExit{stale: true}, nil
+		case <-ward.Due():
+			if silent, since, back := ward.Probe(ctx, f.gw.getLease); back {
+				return lineExit{silent: silent, since: since}, ctx.Err()
+			}
 		case ev, open := <-w.ResultChan():
 			e := f.gw.event(ev, open)
 			if e.lease != nil {
@@ -379,16 +417,17 @@ func (f *follower) readLineWatch(ctx context.Context, w watch.Interface, rv *str
 			}
 			switch e.kind {
 			case watchClosed:
-				return true, false, nil
+				return lineExit{more: true}, nil
 			case leaseDeleted, watchBroken:
-				return false, false, nil
+				return lineExit{}, nil
 			case leaseChanged:
 				line = wire.LineOf(e.lease)
 				f.up.observedLine(line)
 				if line.Withdrawn() || line.Holder == "" || line.Succession.Names(f.cfg.identity) {
-					return false, false, nil
+					return lineExit{}, nil
 				}
 				timer.Reset(staleAfter(line))
+				ward.Follow(line)
 			}
 		}
 	}

@@ -3,6 +3,9 @@ package relect_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -173,32 +176,82 @@ func TestLeaderAndLineCrashTogether(t *testing.T) {
 	})
 }
 
-// The leader, its successors and its keeper all crash: nobody watches the
-// election's Lease. The line Lease is not written any more, and the
-// candidates that follow it come back to the election's Lease once it is
-// stale (twice the refresh, 10 minutes by default, and up to a tenth of
-// the refresh more), then take the lease over as after any crash.
-func TestWholeLineGoneOutsidersComeBack(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		api := newAPI()
-		cs := fleet(t, api, 30, func(_ int, o *relect.Options) { o.KeepLeaseOnCancel = true })
-		settle()
-		sc := lineOf(t, api)
-		dead := append([]*candidate{cs[0], named(cs, sc.Keepers[0])}, successorsOf(cs, sc)...)
-		posted := api.Lease(ns, wire.LineName(lease)).Spec.RenewTime.Time
+// The whole line gone (docs/design.md, "Liveness, and what a user sees"):
+// the leader, its three successors and its keeper leave at one instant —
+// a rollout with a large maxUnavailable, a drain, a zone outage — while
+// everyone else stays. Nobody left watches the election's Lease, but the
+// line's warden reads it every two retry periods: a new leader within 10 s
+// of a graceful stop of them all (the release is seen at the warden's next
+// read, and the warden's turn comes after the keeper's: 2·RP + 4 steps),
+// and within LeaseDuration + 10 s of a crash of them all (the warden's
+// observation of the last record counts from its first read of it: 2·RP +
+// LD + 4 steps), at every fleet size. Before the warden, the outsiders
+// waited for the line Lease to go stale: 8 to 10 minutes.
+func TestWholeLineGone(t *testing.T) {
+	for _, n := range wholeLineSizes() {
+		for _, crash := range []bool{false, true} {
+			name := fmt.Sprintf("%d/graceful", n)
+			bound := 10 * time.Second
+			if crash {
+				name, bound = fmt.Sprintf("%d/crash", n), ld+10*time.Second
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { wholeLineGone(t, n, crash, bound) })
+			})
+		}
+	}
+}
+
+// wholeLineGone starts a fleet of n, stops (or crashes) its leader, its
+// successors and its keeper at once, and asserts that another candidate
+// leads within bound, that it is the warden, and that everyone knows it.
+func wholeLineGone(t *testing.T, n int, crash bool, bound time.Duration) {
+	api := newAPI()
+	cs := fleet(t, api, n, func(_ int, o *relect.Options) { o.KeepLeaseOnCancel = crash })
+	settle()
+	sc := lineOf(t, api)
+	require.True(t, sc.Posted, "a fleet of %d posts its line", n)
+	require.Len(t, sc.Keepers, 1)
+	require.NotEmpty(t, sc.Warden, "the line names a warden")
+	require.False(t, sc.Names(sc.Warden), "the warden is outside the line")
+	assert.Equal(t, sc.Warden, wire.LineOf(api.Lease(ns, wire.LineName(lease))).Succession.Warden, "the line Lease names it")
+	assert.Equal(t, 5, api.Watchers(ns, lease), "the warden reads the election's Lease; it does not watch it")
+	dead := append([]*candidate{cs[0], named(cs, sc.Keepers[0])}, successorsOf(cs, sc)...)
+	alive := others(cs, dead)
+	start := time.Now()
+	if crash {
+		start = api.Lease(ns, lease).Spec.RenewTime.Time // the last renewal: the crash is after it
 		for _, c := range dead {
 			c.client.Partition()
 		}
-		alive := others(cs, dead)
-		refresh := 5 * time.Minute // RegistrationRenewal / 3
-		waitFor(t, 2*refresh+refresh/10+ld+5*rp, "a new leader", func() bool { return len(leaders(alive...)) == 1 })
-		t.Logf("a new leader %v after the line Lease's last write", time.Since(posted))
-		waitFor(t, rp, "every live candidate knows it", allKnow(alive, leaders(alive...)[0]))
-		for _, c := range dead {
-			c.client.Heal()
+	} else {
+		stopAllAtOnce(dead...)
+	}
+	waitFor(t, bound+ld, "a new leader", func() bool { return len(leaders(alive...)) == 1 })
+	took := time.Since(start)
+	t.Logf("fleet of %d, crash %v: a new leader (%s; the warden: %s) %v after the line left", n, crash, leaders(alive...)[0], sc.Warden, took)
+	assert.LessOrEqual(t, took, bound)
+	assert.Equal(t, []string{sc.Warden}, leaders(alive...), "the warden, the only one left that knew")
+	waitFor(t, 2*rp, "every live candidate knows it", allKnow(alive, leaders(alive...)[0]))
+	settle()
+	if crash {
+		// The crashed stay registered until their registrations lapse: the
+		// new line may name some of them, which watch nothing.
+		assert.LessOrEqual(t, api.Watchers(ns, lease), 5, "the new line watches; the others follow the line Lease again")
+	} else {
+		watchers := len(alive) // a line that would leave fewer than four out is not posted
+		if len(alive)-5 >= 4 {
+			watchers = 5
 		}
-		stopAll(cs...)
-	})
+		assert.Equal(t, watchers, api.Watchers(ns, lease), "the new line watches; the others follow the line Lease again")
+	}
+	for _, c := range dead {
+		c.client.Heal()
+	}
+	if crash {
+		stopAll(dead...)
+	}
+	stopAll(alive...)
 }
 
 // A plain client-go candidate takes the lease: it posts no line, so the
@@ -314,4 +367,20 @@ func TestShedLineReadsAreSpread(t *testing.T) {
 		assert.Equal(t, 5, api.Watchers(ns, lease), "the leader, three successors and a keeper watch the election's Lease")
 		stopAll(cs...)
 	})
+}
+
+// wholeLineSizes are TestWholeLineGone's fleet sizes: 9 (the smallest
+// fleet that posts a line), 12, 30 and 100; RELECT_LINE_SIZES (a comma
+// list, e.g. 1000,5000) chooses others.
+func wholeLineSizes() []int {
+	sizes := []int{9, 12, 30, 100}
+	if v := os.Getenv("RELECT_LINE_SIZES"); v != "" {
+		sizes = nil
+		for f := range strings.SplitSeq(v, ",") {
+			if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n >= 9 {
+				sizes = append(sizes, n)
+			}
+		}
+	}
+	return sizes
 }

@@ -168,8 +168,8 @@ func chooseSuccessors(cs []Candidate, leader string) []successor {
 // expired — identity waits before it tries to take it: nothing if l
 // carries no line of succession (a client-go leader, or the registry off:
 // everyone tries at once, as before succession); its place in line times
-// step if it is in it, the keepers after the successors; else, after
-// everyone in line, a delay spread over
+// step if it is in it, the keepers after the successors, and the warden
+// after the keepers; else, after everyone in line, a delay spread over
 // two steps by a hash of its identity and the term, so that the others do
 // not all try at once either. A candidate that stands back (back: its own
 // work check fails, or the line has it cooling after a stuck handover)
@@ -185,6 +185,9 @@ func turn(l *coordinationv1.Lease, identity string, step time.Duration, back boo
 	}
 	if k := s.KeeperRank(identity); k >= 0 && !back {
 		return time.Duration(len(s.Next)+k) * step
+	}
+	if s.Warden == identity && !back {
+		return time.Duration(len(s.Next)+len(s.Keepers)) * step
 	}
 	spread := time.Duration(keeperHash(identity, s.Term) % uint64(2*step+1))
 	if back {
@@ -525,6 +528,9 @@ func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string)
 		s.Keepers = g.keepers(cfg, term, now, next, except)
 		s.Posted = cfg.leases != nil && !g.lineOff && len(next) > 0 && g.outsiders(cfg, s, now)
 		s.LineVersion = g.lineVersion()
+		if s.Posted {
+			s.Warden = g.warden(cfg, term, now, s, except)
+		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(g.passedOver)) {
 		if len(s.Passed) == maxPassed || !registry { // without the registry, nobody is named, passed over or not
@@ -584,6 +590,37 @@ func (g *lineage) keepers(cfg *config, term int32, now time.Time, next []success
 		return cmp.Compare(keeperHash(a, term), keeperHash(b, term))
 	})
 	return ids[:min(len(ids), maxKeepers)]
+}
+
+// warden is the warden that s, a line to be posted, names (wire.Succession.Warden):
+// from the leader's view, a live candidate that may lead and that s does
+// not name (neither this candidate, the passed over, the cooling nor the
+// excepted), the line observed's warden while it qualifies, else the one
+// whose identity hashed with the term is lowest — chosen apart from
+// priority, as the keeper is; before a view, the line observed's, if it
+// qualifies. "" if there is none.
+func (g *lineage) warden(cfg *config, term int32, now time.Time, s *succession, except []string) string {
+	qualifies := func(id string) bool {
+		_, cool := g.cooling[id]
+		return id != "" && id != cfg.identity && !g.isPassedOver(id) && !cool && !slices.Contains(except, id) && !s.Names(id)
+	}
+	var kept string
+	if g.line != nil && qualifies(g.line.Warden) {
+		kept = g.line.Warden
+	}
+	if g.view == nil {
+		return kept
+	}
+	if ok, _ := g.mayLead(kept, now); ok {
+		return kept
+	}
+	best := ""
+	for _, c := range g.live(now) {
+		if !c.Standby && qualifies(c.Identity) && (best == "" || keeperHash(c.Identity, term) < keeperHash(best, term)) {
+			best = c.Identity
+		}
+	}
+	return best
 }
 
 // minOutsiders is how many candidates a line must leave out for it to be

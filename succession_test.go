@@ -126,6 +126,8 @@ func TestGracefulHandoverIsAFewCallsInAFleet(t *testing.T) {
 		require.Equal(t, 1, line[1].Successor)
 		assert.Equal(t, int32(6), line[1].Priority, "the first in line has the highest priority")
 
+		warden := lineOf(t, api).Warden
+		require.NotEmpty(t, warden)
 		calls := logCalls(api)
 		start := time.Now()
 		leader.stop() // releases
@@ -142,6 +144,8 @@ func TestGracefulHandoverIsAFewCallsInAFleet(t *testing.T) {
 			case name == leader.name || name == next.name:
 			case slices.Equal(verbs, []string{relecttest.VerbGet, relecttest.VerbWatch}):
 				joined++ // named in the new leader's line: it watches the election's Lease now
+			case name == warden && !slices.ContainsFunc(verbs, func(v string) bool { return v != relecttest.VerbGet }):
+				// the warden's read of the election's Lease, every two retry periods
 			default:
 				t.Errorf("%s sent %v during the handover", name, verbs)
 			}
@@ -167,6 +171,7 @@ func TestCrashFailoverPassesOverADeadSuccessor(t *testing.T) {
 		leader := cs[0]
 		line := leader.e.Candidates()
 		first, second := named(cs, line[1].Identity), named(cs, line[2].Identity)
+		warden := lineOf(t, api).Warden
 		first.client.Partition() // dead, as far as anyone can tell
 		lastRenewal := api.Lease(ns, lease).Spec.RenewTime.Time
 		leader.client.Partition()
@@ -177,7 +182,13 @@ func TestCrashFailoverPassesOverADeadSuccessor(t *testing.T) {
 		assert.Equal(t, lastRenewal.Add(ld+rp/2), on, "the second successor, one step after the expiry")
 		calls.stop()
 		for name, verbs := range calls.by() {
-			if name != leader.name && name != first.name && name != second.name {
+			switch name {
+			case leader.name, first.name, second.name:
+			case warden:
+				// It reads the election's Lease every two retry periods,
+				// finds it silent, and watches it until a renewal.
+				assert.Subset(t, []string{relecttest.VerbGet, relecttest.VerbWatch}, verbs, "the warden")
+			default:
 				t.Errorf("%s sent %v during the failover", name, verbs)
 			}
 		}

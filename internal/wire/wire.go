@@ -82,6 +82,13 @@ type Succession struct {
 	// same, so that someone notices when the leader and every successor
 	// are gone at once, and take their turn after Next; at most MaxKeepers.
 	Keepers []string `json:"keep,omitempty"`
+	// Warden is a candidate outside Next and Keepers, in a line that is
+	// Posted, that follows the line Lease as every outsider does and reads
+	// the election's Lease every two retry periods besides, so that someone
+	// outside the line notices when the leader, its successors and its
+	// keepers are all gone at once; it then watches the election's Lease
+	// and takes its turn after the keepers. Empty: none.
+	Warden string `json:"ward,omitempty"`
 	// Posted says that the leader posts this line to the line Lease
 	// (LineName), where the candidates it does not name follow it instead
 	// of the election's Lease.

@@ -1,0 +1,114 @@
+// Package warden is the warden's side of the line Lease (docs/design.md,
+// "Only the line watches"): a candidate outside the line of succession
+// that follows the line Lease, as every outsider does, and reads the
+// election's Lease every Period besides, so that someone outside the line
+// notices when the leader, its successors and its keepers are all gone at
+// once — stopped (the lease released) or crashed (the lease no longer
+// renewed). It then watches the election's Lease again and takes its turn
+// after the keepers.
+//
+// A warden decides only when its candidate watches the election's Lease
+// again, never whether it acquires: that is decided, as for every
+// follower, from what it observes of the election's Lease itself.
+package warden
+
+import (
+	"context"
+	"time"
+
+	"github.com/relect/relect/internal/wire"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+)
+
+// Reader is the warden's port: a read of the election's Lease, paced and
+// counted by the caller. It returns the Lease, or an error (NotFound for
+// a missing Lease).
+type Reader func(ctx context.Context) (*coordinationv1.Lease, error)
+
+// Period is how often a warden reads the election's Lease: two retry
+// periods. A leader renews every retry period (plus its call's time), so
+// two reads a period apart that find the same resourceVersion mean that it
+// missed a renewal; a shorter period would call a slow renewal silence.
+func Period(retryPeriod time.Duration) time.Duration { return 2 * retryPeriod }
+
+// Warden is one follow of the line Lease by a candidate that the line may
+// name its warden. It is used by one goroutine; the zero value is not
+// usable: use New.
+type Warden struct {
+	identity string
+	period   time.Duration
+	on       bool        // the line followed names identity its warden
+	timer    *time.Timer // the next read, while on
+	rv       string      // resourceVersion at the last read ("": none)
+	since    time.Time   // when the last read first found rv
+}
+
+// New returns the warden of identity for the line first followed, which
+// reads every period while line names identity its warden.
+func New(identity string, period time.Duration, line wire.Line) *Warden {
+	w := &Warden{identity: identity, period: period}
+	w.Follow(line)
+	return w
+}
+
+// Follow takes a new line from the line Lease into account: it starts the
+// reads when line names this candidate its warden, and stops them when it
+// no longer does.
+func (w *Warden) Follow(line wire.Line) {
+	on := line.Succession != nil && !line.Withdrawn() && line.Succession.Warden == w.identity && w.identity != ""
+	switch {
+	case on && !w.on:
+		w.timer = time.NewTimer(w.period)
+	case !on && w.on:
+		w.Stop()
+		w.rv = ""
+	}
+	w.on = on
+}
+
+// Due is a channel that receives when the next read is due; nil (never)
+// while the line does not name this candidate its warden.
+func (w *Warden) Due() <-chan time.Time {
+	if w.timer == nil {
+		return nil
+	}
+	return w.timer.C
+}
+
+// Probe reads the election's Lease through read and reports whether the
+// candidate must watch it again (back): the Lease is missing (l nil), or
+// released (l, since now), or unchanged since the last read, a period ago
+// or more (l, and since: when a read first found it so — the follower's
+// observation of it may start there, as it was already that record then).
+// A failed read is tried again a period later.
+func (w *Warden) Probe(ctx context.Context, read Reader) (l *coordinationv1.Lease, since time.Time, back bool) {
+	defer func() {
+		if w.timer != nil {
+			w.timer.Reset(w.period)
+		}
+	}()
+	got, err := read(ctx)
+	now := time.Now()
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, now, true
+	case err != nil:
+		return nil, time.Time{}, false
+	case wire.Released(got):
+		return got, now, true
+	case w.rv != "" && got.ResourceVersion == w.rv:
+		return got, w.since, true
+	}
+	w.rv, w.since = got.ResourceVersion, now
+	return nil, time.Time{}, false
+}
+
+// Stop stops the reads.
+func (w *Warden) Stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+		w.timer = nil
+	}
+}

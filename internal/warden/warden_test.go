@@ -1,0 +1,176 @@
+package warden_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/relect/relect/internal/warden"
+	"github.com/relect/relect/internal/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+const rp = 2 * time.Second
+
+// lineNaming is a posted line whose warden is id.
+func lineNaming(id string) wire.Line {
+	return wire.Line{Holder: "leader", Term: 3, Succession: &wire.Succession{Term: 3, From: "leader", Posted: true, Warden: id}}
+}
+
+// fakeLease is the election's Lease as the port reads it: a leader that
+// renews every retry period until stopped (renewing false), or released.
+type fakeLease struct {
+	rv       int
+	renewing bool
+	released bool
+	missing  bool
+	fail     error
+	reads    int
+}
+
+func (f *fakeLease) read(context.Context) (*coordinationv1.Lease, error) {
+	f.reads++
+	switch {
+	case f.fail != nil:
+		return nil, f.fail
+	case f.missing:
+		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "e")
+	}
+	l := &coordinationv1.Lease{}
+	l.ResourceVersion = strconv.Itoa(f.rv)
+	holder, seconds := "leader", int32(15)
+	if f.released {
+		holder, seconds = "", 1
+	}
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &holder, &seconds
+	return l, nil
+}
+
+// run plays the warden for d against f, whose leader renews every retry
+// period, half a period off the warden's reads, while renewing; it returns what the warden reported when it came
+// back, and when (ok false: it did not).
+func run(t *testing.T, w *warden.Warden, f *fakeLease, d time.Duration) (l *coordinationv1.Lease, since, at time.Time, ok bool) {
+	t.Helper()
+	end := time.After(d)
+	time.Sleep(rp / 2) // renewals fall between the warden's reads, every period
+	renew := time.NewTicker(rp)
+	defer renew.Stop()
+	for {
+		select {
+		case <-renew.C:
+			if f.renewing {
+				f.rv++
+			}
+		case <-w.Due():
+			if l, since, back := w.Probe(t.Context(), f.read); back {
+				return l, since, time.Now(), true
+			}
+		case <-end:
+			return nil, time.Time{}, time.Time{}, false
+		}
+	}
+}
+
+func TestNotTheWardenReadsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := warden.New("me", warden.Period(rp), lineNaming("someone else"))
+		defer w.Stop()
+		f := &fakeLease{renewing: true}
+		_, _, _, back := run(t, w, f, time.Hour)
+		assert.False(t, back)
+		assert.Zero(t, f.reads, "a candidate that is not the warden does not read the election's Lease")
+	})
+}
+
+func TestALeaderThatRenewsIsNeverSilent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := warden.New("me", warden.Period(rp), lineNaming("me"))
+		defer w.Stop()
+		f := &fakeLease{renewing: true}
+		_, _, _, back := run(t, w, f, time.Hour+rp/2)
+		assert.False(t, back, "a renewal every retry period is seen between two reads two retry periods apart")
+		assert.Equal(t, int(time.Hour/warden.Period(rp)), f.reads, "one read every two retry periods")
+	})
+}
+
+func TestASilentLeaseBringsTheWardenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := warden.New("me", warden.Period(rp), lineNaming("me"))
+		defer w.Stop()
+		f := &fakeLease{renewing: true, rv: 7}
+		start := time.Now()
+		time.AfterFunc(time.Minute+rp, func() { f.renewing = false }) // the leader's last renewal at 61 s
+		l, since, at, back := run(t, w, f, time.Hour)
+		require.True(t, back)
+		assert.Equal(t, strconv.Itoa(f.rv), l.ResourceVersion, "the last record")
+		assert.Equal(t, start.Add(time.Minute+2*rp), since, "observed since the first read that found the last record")
+		assert.Equal(t, since.Add(warden.Period(rp)), at, "back at the next read, which found it unchanged")
+	})
+}
+
+func TestAReleaseBringsTheWardenBackAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := warden.New("me", warden.Period(rp), lineNaming("me"))
+		defer w.Stop()
+		f := &fakeLease{renewing: true}
+		start := time.Now()
+		time.AfterFunc(time.Minute+rp, func() { f.renewing, f.released = false, true; f.rv++ })
+		l, since, at, back := run(t, w, f, time.Hour)
+		require.True(t, back)
+		assert.True(t, wire.Released(l))
+		assert.Equal(t, at, since)
+		assert.Equal(t, start.Add(time.Minute+2*rp), at, "at the first read after the release")
+	})
+}
+
+func TestAMissingLeaseBringsTheWardenBack(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := warden.New("me", warden.Period(rp), lineNaming("me"))
+		defer w.Stop()
+		f := &fakeLease{missing: true}
+		start := time.Now()
+		l, _, at, back := run(t, w, f, time.Hour)
+		require.True(t, back)
+		assert.Nil(t, l, "nothing observed: the follower reads it again")
+		assert.Equal(t, start.Add(warden.Period(rp)), at, "at the first read")
+	})
+}
+
+func TestAFailedReadIsTriedAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := warden.New("me", warden.Period(rp), lineNaming("me"))
+		defer w.Stop()
+		f := &fakeLease{fail: errors.New("connection refused")}
+		_, _, _, back := run(t, w, f, time.Minute+rp/2)
+		assert.False(t, back, "a failed read says nothing of the lease")
+		assert.Equal(t, int(time.Minute/warden.Period(rp)), f.reads, "tried again every period")
+	})
+}
+
+func TestALineThatNamesAnotherWardenStopsTheReads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := warden.New("me", warden.Period(rp), lineNaming("me"))
+		defer w.Stop()
+		f := &fakeLease{renewing: true}
+		time.Sleep(time.Minute)
+		_, _, _, _ = run(t, w, f, time.Minute)
+		before := f.reads
+		require.NotZero(t, before)
+		w.Follow(lineNaming("another"))
+		_, _, _, back := run(t, w, f, time.Hour)
+		assert.False(t, back)
+		assert.Equal(t, before, f.reads, "no read once the line names another warden")
+		w.Follow(wire.Line{Holder: "leader", Term: 4}) // withdrawn
+		assert.Nil(t, w.Due())
+	})
+}
