@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime/debug"
 	"strings"
 	"testing"
@@ -359,6 +360,31 @@ func TestGoodCommandLineStopsWhenCancelled(t *testing.T) {
 		assert.Equal(t, exitOK, r.code, "%q: %s", args, r.stderr)
 	}
 	assert.Contains(t, r.stderr, "not loopback (--expose-control)", "an exposed control address is warned of")
+}
+
+// An address flag with port 0 listens on a port the kernel chooses, and
+// the "campaigning" line says which: it said http_addr=127.0.0.1:0 (sidecar)
+// or nothing at all (run), so the port could not be found.
+func TestPortZeroIsLoggedAsBound(t *testing.T) {
+	kc := writeKubeconfig(t)
+	for _, tc := range []struct {
+		args []string
+		keys []string
+	}{
+		{[]string{"run", "--http-addr=127.0.0.1:0", "default/job", "--", "true"}, []string{"http_addr"}},
+		{[]string{"sidecar", "--http-addr=127.0.0.1:0", "--beat-window=10s", "--control-addr=127.0.0.1:0", "default/job"},
+			[]string{"http_addr", "control_addr"}},
+	} {
+		r := runCLI(t, append([]string{tc.args[0], "--kubeconfig=" + kc}, tc.args[1:]...)...)
+		require.Equal(t, exitOK, r.code, r.stderr)
+		for _, key := range tc.keys {
+			m := regexp.MustCompile(`msg=campaigning .*\b` + key + `=127\.0\.0\.1:([0-9]+)`).FindStringSubmatch(r.stderr)
+			if assert.NotNil(t, m, "%s: %s logged: %s", tc.args[0], key, r.stderr) {
+				assert.NotEqual(t, "0", m[1], "%s: %s is the port bound", tc.args[0], key)
+				t.Logf("%s: %s=127.0.0.1:%s", tc.args[0], key, m[1])
+			}
+		}
+	}
 }
 
 // /healthz must not report the command's own stop as an overrun: CMD's grace

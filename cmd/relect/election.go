@@ -54,6 +54,9 @@ func checkOptions(s settings, lease leaseRef) error {
 type httpServer struct {
 	srv    *http.Server
 	served chan struct{}
+	// addr is the address bound, HOST:PORT: the port chosen by the kernel
+	// for a flag's port 0, the one to log.
+	addr string
 }
 
 // errHTTP wraps a failure of an HTTP server: to listen, or after it
@@ -164,6 +167,7 @@ func serve(flag, addr string, h http.Handler, loopbackOnly bool, fail func(error
 	s := &httpServer{
 		srv:    &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second},
 		served: make(chan struct{}),
+		addr:   l.Addr().String(),
 	}
 	go func() {
 		defer close(s.served)

@@ -419,12 +419,14 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	if shards {
 		r.shards = newShardView(e, plan.lease, 0)
 	}
+	httpAddr := "" // the address bound, logged: the port chosen for :0
 	if plan.httpAddr != "" {
 		srv, err := startHTTP(plan.httpAddr, e, r.view, r.shards, plan.s.health, "", func(err error) { stop(err) })
 		if err != nil {
 			return report(stderr, "run", err)
 		}
 		defer srv.stop()
+		httpAddr = srv.addr
 	}
 
 	events := e.Events()
@@ -437,7 +439,7 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	if plan.timeout > 0 {
 		timer.Go(func() { r.timeOut(ctx, plan.timeout) })
 	}
-	log.Info("campaigning", "lease", plan.lease.String(), "identity", r.identity, "cmd", plan.argv,
+	log.Info("campaigning", "lease", plan.lease.String(), "identity", r.identity, "cmd", plan.argv, "http_addr", httpAddr,
 		"grace", plan.grace, "restart", plan.policy, "timeout", plan.timeout, "parent_death_signal", parentDeathSignal,
 		"shards", shardsAttr(plan.s))
 	err = e.Run(ctx)

@@ -362,26 +362,24 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 		}
 	}
 	beats := plan.s.opts.Work.BeatWindow > 0
-	controlAddr := ""
-	if beats {
-		controlAddr = plan.controlAddr
-	}
-	srv, err := startHTTP(plan.httpAddr, e, view, shards, plan.s.health, controlAddr, func(err error) { stop(err) })
-	if err != nil {
-		return report(stderr, "sidecar", err)
-	}
-	defer srv.stop()
+	controlAddr := "" // the address bound: the port chosen for :0
 	if beats {
 		ctl, err := startControl(plan.controlAddr, view, plan.exposeControl, func(err error) { stop(err) })
 		if err != nil {
 			return report(stderr, "sidecar", err)
 		}
 		defer ctl.stop()
+		controlAddr = ctl.addr
 		if plan.exposeControl {
 			log.Warn("POST /beat is served on an address that is not loopback (--expose-control): whoever reaches it can keep a leader whose work is stuck leading",
-				"control_addr", plan.controlAddr)
+				"control_addr", controlAddr)
 		}
 	}
+	srv, err := startHTTP(plan.httpAddr, e, view, shards, plan.s.health, controlAddr, func(err error) { stop(err) })
+	if err != nil {
+		return report(stderr, "sidecar", err)
+	}
+	defer srv.stop()
 
 	events := e.Events()
 	pumped := make(chan struct{})
@@ -396,7 +394,7 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 		}
 		pump(events, log, view, file, max(tick, 10*time.Millisecond))
 	}()
-	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", plan.httpAddr, "control_addr", controlAddr, "file", plan.file,
+	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", srv.addr, "control_addr", controlAddr, "file", plan.file,
 		"shards", shardsAttr(plan.s))
 	err = e.Run(ctx)
 	<-pumped
