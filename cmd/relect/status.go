@@ -77,6 +77,9 @@ or expires),
 its term, fence, validity (an estimate, renewTime against this machine's
 clock) and expiry — and the candidates left out (given no shard until
 their registration changes); in -o json as "shards" and "shard_table".
+A candidate left out is marked so in the candidates line ("left_out" in
+-o json): one the leader's line of succession still names is shown as
+"named next #N, but left out of the shards", likely gone.
 With --watch they are read again (a Get and a List) when the candidates
 are, and when a row is printed and they were read 10 s ago or longer;
 the table is printed again when they change.
@@ -195,6 +198,14 @@ type candidateStatus struct {
 	// Successor is its place in the line of succession the leader
 	// published (1: next), 0 if none.
 	Successor int `json:"successor,omitempty"`
+	// LeftOut: the shard table leaves it out (shardTableStatus.Out; set
+	// by withShards). It let a shard it held expire, or did not take one
+	// given it, and has not renewed its registration since, as a live
+	// candidate that reads itself out does at once: likely gone. The
+	// leader names it in the line of succession all the same until its
+	// registration lapses (3 × its registration renewal), and a takeover
+	// would wait a succession step for it.
+	LeftOut bool `json:"left_out,omitempty"`
 	// RenewedAt is when its registration was last renewed, by its clock.
 	RenewedAt *time.Time `json:"renewed_at,omitempty"`
 }
@@ -750,8 +761,15 @@ func candidatesNote(st leaseStatus) string {
 		switch {
 		case c.Leader:
 			tags = append(tags, "leader")
+		case c.Successor > 0 && c.LeftOut:
+			// Not "next" without more: the line names it, but it is
+			// likely gone (candidateStatus.LeftOut).
+			tags = append(tags, fmt.Sprintf("named next #%d, but left out of the shards (likely gone: a takeover would wait one succession step for it)", c.Successor))
 		case c.Successor > 0:
 			tags = append(tags, fmt.Sprintf("next #%d", c.Successor))
+		}
+		if c.LeftOut && (c.Leader || c.Successor == 0) {
+			tags = append(tags, "left out of the shards")
 		}
 		if c.Standby {
 			tags = append(tags, "standby")

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -65,7 +66,9 @@ type shardTableStatus struct {
 }
 
 // withShards adds to st the shards t shows (nothing for an election
-// without shards), or why they are not known (err: reading them failed).
+// without shards), or why they are not known (err: reading them failed),
+// and marks the candidates of st (withCandidates, called before) that
+// the table leaves out.
 func withShards(st leaseStatus, t operator.ShardTable, err error) leaseStatus {
 	if err != nil {
 		st.ShardsError = err.Error()
@@ -75,6 +78,9 @@ func withShards(st leaseStatus, t operator.ShardTable, err error) leaseStatus {
 		return st
 	}
 	tab := &shardTableStatus{Time: t.At, Found: t.Found, Writer: t.Writer, Term: t.Term, Out: t.Out}
+	for i, c := range st.Candidates {
+		st.Candidates[i].LeftOut = slices.Contains(t.Out, c.Identity)
+	}
 	if !t.WrittenAt.IsZero() {
 		at := t.WrittenAt.UTC()
 		tab.WrittenAt = &at

@@ -212,3 +212,65 @@ func TestShardsSummary(t *testing.T) {
 	st.Shards = []shardStatus{{Shard: "0", State: "released", Assigned: "a"}, {Shard: "1", State: "released", Assigned: "b"}}
 	assert.Equal(t, "shards: 2, table by a (term 3): 2 held by nobody (2 assigned, not taken yet)", shardsSummary(st))
 }
+
+// A candidate killed without a word (here cut off: it can neither renew
+// nor deregister) stays registered, and in the leader's line of succession,
+// until its registration lapses (3 × --registration-renewal, 45 min by
+// default); the shard table leaves it out within LeaseDuration +
+// 2 × RetryPeriod. relect status showed it as "next #1" 30 s after the
+// kill, in the same output that listed it left out. It is still the line's
+// first — a takeover would wait one succession step for it — but it failed
+// at its shards and did not come back: the status says so where it names
+// it next, and -o json has it as "left_out".
+func TestStatusMarksASuccessorLeftOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased("default", "job")
+		startElector(t, api, "a", withShardsOn(3))
+		synctest.Wait()
+		b := startElector(t, api, "b", withShardsOn(3))
+		startElector(t, api, "c", withShardsOn(3))
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+
+		cs := api.Client("status").Clientset()
+		look := func() (leaseStatus, string) {
+			cands, err := operator.ListCandidates(context.Background(), cs, "default", "job")
+			require.NoError(t, err)
+			table, err := operator.ListShards(context.Background(), cs, "default", "job")
+			require.NoError(t, err)
+			st := withShards(withCandidates(statusOf(jobLease, api.Lease("default", "job"), time.Now(), time.Time{}), cands, nil), table, nil)
+			var out bytes.Buffer
+			newStatusPrinter(&out, "table", false).print(st)
+			return st, out.String()
+		}
+		st, out := look()
+		require.Equal(t, "a", st.Holder, out)
+		assert.Contains(t, out, "; b (next #1, registered ", out)
+		assert.NotContains(t, out, "left out", out)
+
+		b.client.Partition()
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		st, out = look()
+		t.Logf("relect status 30 s after b was cut off:\n%s", out)
+		require.Equal(t, []string{"b"}, st.ShardTable.Out, "b is left out")
+		var sb candidateStatus
+		for _, c := range st.Candidates {
+			if c.Identity == "b" {
+				sb = c
+			}
+		}
+		assert.Equal(t, 1, sb.Successor, "the line the leader published still names b first")
+		assert.True(t, sb.LeftOut)
+		assert.Contains(t, out, "; b (named next #1, but left out of the shards (likely gone: a takeover would wait one succession step for it), registered ")
+		assert.NotContains(t, out, "b (next #1", "b is not shown next in line without more")
+		assert.Contains(t, out, "c (next #2, registered ")
+
+		var js bytes.Buffer
+		newStatusPrinter(&js, "json", false).print(st)
+		assert.Contains(t, js.String(), `"identity": "b",`)
+		assert.Contains(t, js.String(), `"left_out": true`)
+		b.client.Heal()
+	})
+}
