@@ -17,9 +17,9 @@ trap 'kill "$cp" 2>/dev/null; wait "$cp" 2>/dev/null; rm -rf "$dir"' EXIT
 "$dir/controlplane" -out "$dir/kubeconfig" > "$dir/ready" 2> "$dir/controlplane.log" &
 cp=$!
 for _ in $(seq 1 120); do
-	grep -q ready "$dir/ready" 2>/dev/null && break
+	grep -q relect-controlplane-ready "$dir/ready" 2>/dev/null && break
 	kill -0 "$cp" 2>/dev/null || { tail -20 "$dir/controlplane.log" >&2; echo "the control plane failed to start" >&2; exit 1; }
 	sleep 0.5
 done
-grep -q ready "$dir/ready" || { echo "the control plane did not start in 60s" >&2; exit 1; }
+grep -q relect-controlplane-ready "$dir/ready" || { echo "the control plane did not start in 60s" >&2; exit 1; }
 go run ./examples/demo -kubeconfig "$dir/kubeconfig" "$@"
