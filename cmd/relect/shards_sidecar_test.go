@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -269,4 +270,26 @@ func TestSidecarShardFlags(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, p.shardValidFor, strings.Join(tc.args, " "))
 	}
+}
+
+// With shards the sidecar's --check runs for each shard held, told which
+// by RELECT_SHARD, as relect run's does (TestRunShardsCheckIsPerShard).
+func TestSidecarShardsCheckIsPerShard(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	checks := filepath.Join(t.TempDir(), "checks")
+	a := startSidecar(t, api, "a", "--shards=2", `--check=echo "$RELECT_SHARD" >>`+checks, "--check-interval=1s")
+	eventually(t, "a checks both shards", func() bool {
+		seen := map[string]bool{}
+		for _, l := range fileLines(checks) {
+			seen[l] = true
+		}
+		return seen["0"] && seen["1"]
+	})
+	for _, l := range fileLines(checks) {
+		assert.Contains(t, []string{"0", "1"}, l, "every check names its shard")
+	}
+	a.cancel()
+	<-a.exited
+	assert.Equal(t, 0, a.code)
 }
