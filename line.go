@@ -398,7 +398,9 @@ func (f *follower) readLineWatch(ctx context.Context, w watch.Interface, rv *str
 	}
 	timer := time.NewTimer(staleAfter(line))
 	defer timer.Stop()
-	ward := warden.New(f.cfg.identity, warden.Period(f.cfg.RetryPeriod), line)
+	ward := warden.New(f.cfg.identity, warden.Period(f.cfg.RetryPeriod), line, func(l *coordinationv1.Lease) string {
+		return string(recordKey(recordOf(l)))
+	})
 	defer ward.Stop()
 	for {
 		select {

@@ -27,10 +27,17 @@ import (
 // a missing Lease).
 type Reader func(ctx context.Context) (*coordinationv1.Lease, error)
 
+// Key identifies a Lease's leader-election record (its holder, times,
+// durations and transitions; not its labels, annotations or
+// resourceVersion): two reads that find the same key found the same
+// record, whatever else was written between them. It is the caller's rule
+// for a new record, the one its followers' observations use.
+type Key func(*coordinationv1.Lease) string
+
 // Period is how often a warden reads the election's Lease: two retry
 // periods. A leader renews every retry period (plus its call's time), so
-// two reads a period apart that find the same resourceVersion mean that it
-// missed a renewal; a shorter period would call a slow renewal silence.
+// two reads a period apart that find the same record mean that it missed
+// a renewal; a shorter period would call a slow renewal silence.
 func Period(retryPeriod time.Duration) time.Duration { return 2 * retryPeriod }
 
 // Warden is one follow of the line Lease by a candidate that the line may
@@ -39,16 +46,18 @@ func Period(retryPeriod time.Duration) time.Duration { return 2 * retryPeriod }
 type Warden struct {
 	identity string
 	period   time.Duration
+	keyOf    Key
 	on       bool        // the line followed names identity its warden
 	timer    *time.Timer // the next read, while on
-	rv       string      // resourceVersion at the last read ("": none)
-	since    time.Time   // when the last read first found rv
+	key      string      // the record's key at the last read ("": none)
+	since    time.Time   // when a read first found key
 }
 
 // New returns the warden of identity for the line first followed, which
-// reads every period while line names identity its warden.
-func New(identity string, period time.Duration, line wire.Line) *Warden {
-	w := &Warden{identity: identity, period: period}
+// reads every period while line names identity its warden, and tells
+// records apart by key.
+func New(identity string, period time.Duration, line wire.Line, key Key) *Warden {
+	w := &Warden{identity: identity, period: period, keyOf: key}
 	w.Follow(line)
 	return w
 }
@@ -63,7 +72,7 @@ func (w *Warden) Follow(line wire.Line) {
 		w.timer = time.NewTimer(w.period)
 	case !on && w.on:
 		w.Stop()
-		w.rv = ""
+		w.key = ""
 	}
 	w.on = on
 }
@@ -79,10 +88,12 @@ func (w *Warden) Due() <-chan time.Time {
 
 // Probe reads the election's Lease through read and reports whether the
 // candidate must watch it again (back): the Lease is missing (l nil), or
-// released (l, since now), or unchanged since the last read, a period ago
-// or more (l, and since: when a read first found it so — the follower's
-// observation of it may start there, as it was already that record then).
-// A failed read is tried again a period later.
+// released (l, since now), or holds the same record (by key) as at the
+// last read, a period ago or more (l, and since: when a read first found
+// that record — the follower's observation of it may start there, as it
+// was already that record then). A write that changes no record (a label,
+// an annotation) does not hide a leader that stopped renewing. A failed
+// read is tried again a period later.
 func (w *Warden) Probe(ctx context.Context, read Reader) (l *coordinationv1.Lease, since time.Time, back bool) {
 	defer func() {
 		if w.timer != nil {
@@ -98,10 +109,12 @@ func (w *Warden) Probe(ctx context.Context, read Reader) (l *coordinationv1.Leas
 		return nil, time.Time{}, false
 	case wire.Released(got):
 		return got, now, true
-	case w.rv != "" && got.ResourceVersion == w.rv:
+	}
+	key := w.keyOf(got)
+	if w.key != "" && key == w.key {
 		return got, w.since, true
 	}
-	w.rv, w.since = got.ResourceVersion, now
+	w.key, w.since = key, now
 	return nil, time.Time{}, false
 }
 

@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -28,9 +29,12 @@ func lineNaming(id string) wire.Line {
 }
 
 // fakeLease is the election's Lease as the port reads it: a leader that
-// renews every retry period until stopped (renewing false), or released.
+// renews every retry period until stopped (renewing false), or released;
+// labels, edited by hand (a write that is no renewal), bump rv alone.
 type fakeLease struct {
 	rv       int
+	editing  bool // a label is edited before every read
+	labels   int
 	renewing bool
 	released bool
 	missing  bool
@@ -47,13 +51,26 @@ func (f *fakeLease) read(context.Context) (*coordinationv1.Lease, error) {
 		return nil, apierrors.NewNotFound(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "e")
 	}
 	l := &coordinationv1.Lease{}
+	if f.editing {
+		f.labels++
+	}
 	l.ResourceVersion = strconv.Itoa(f.rv)
+	if f.labels > 0 {
+		l.ResourceVersion += "." + strconv.Itoa(f.labels)
+	}
 	holder, seconds := "leader", int32(15)
 	if f.released {
 		holder, seconds = "", 1
 	}
-	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = &holder, &seconds
+	renewed := metav1.NewMicroTime(time.Unix(int64(f.rv), 0))
+	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &holder, &seconds, &renewed
 	return l, nil
+}
+
+// key is the record's key for the warden: its holder and renew time, as
+// relect's recordKey includes them (not the resourceVersion).
+func key(l *coordinationv1.Lease) string {
+	return *l.Spec.HolderIdentity + " " + l.Spec.RenewTime.String()
 }
 
 // run plays the warden for d against f, whose leader renews every retry
@@ -83,7 +100,7 @@ func run(t *testing.T, w *warden.Warden, f *fakeLease, d time.Duration) (l *coor
 
 func TestNotTheWardenReadsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("someone else"))
+		w := warden.New("me", warden.Period(rp), lineNaming("someone else"), key)
 		defer w.Stop()
 		f := &fakeLease{renewing: true}
 		_, _, _, back := run(t, w, f, time.Hour)
@@ -94,7 +111,7 @@ func TestNotTheWardenReadsNothing(t *testing.T) {
 
 func TestALeaderThatRenewsIsNeverSilent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"))
+		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{renewing: true}
 		_, _, _, back := run(t, w, f, time.Hour+rp/2)
@@ -105,7 +122,7 @@ func TestALeaderThatRenewsIsNeverSilent(t *testing.T) {
 
 func TestASilentLeaseBringsTheWardenBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"))
+		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{renewing: true, rv: 7}
 		start := time.Now()
@@ -118,9 +135,25 @@ func TestASilentLeaseBringsTheWardenBack(t *testing.T) {
 	})
 }
 
+// Labels written by hand between the reads change the resourceVersion, not
+// the record: they do not hide a leader that stopped renewing.
+func TestALabelEditDoesNotHideSilence(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
+		defer w.Stop()
+		f := &fakeLease{renewing: true, rv: 7, editing: true}
+		start := time.Now()
+		time.AfterFunc(time.Minute+rp, func() { f.renewing = false }) // the leader's last renewal at 61 s
+		_, since, at, back := run(t, w, f, time.Hour)
+		require.True(t, back, "a label edited at every read")
+		assert.Equal(t, start.Add(time.Minute+2*rp), since, "observed since the first read that found the last record")
+		assert.Equal(t, since.Add(warden.Period(rp)), at)
+	})
+}
+
 func TestAReleaseBringsTheWardenBackAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"))
+		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{renewing: true}
 		start := time.Now()
@@ -135,7 +168,7 @@ func TestAReleaseBringsTheWardenBackAtOnce(t *testing.T) {
 
 func TestAMissingLeaseBringsTheWardenBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"))
+		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{missing: true}
 		start := time.Now()
@@ -148,7 +181,7 @@ func TestAMissingLeaseBringsTheWardenBack(t *testing.T) {
 
 func TestAFailedReadIsTriedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"))
+		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{fail: errors.New("connection refused")}
 		_, _, _, back := run(t, w, f, time.Minute+rp/2)
@@ -159,7 +192,7 @@ func TestAFailedReadIsTriedAgain(t *testing.T) {
 
 func TestALineThatNamesAnotherWardenStopsTheReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"))
+		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{renewing: true}
 		time.Sleep(time.Minute)
