@@ -399,6 +399,13 @@ func (g *lineage) acquired(identity, expired string, now time.Time) {
 	for _, c := range g.line.Next[:r] {
 		pass(c.Identity)
 	}
+	if g.handOverTo != identity && g.line.Rank(identity) < 0 && g.line.KeeperRank(identity) < 0 {
+		// Taken after the keepers' turn (by the warden, or an outsider):
+		// they missed it too, as likely dead as the successors.
+		for _, id := range g.line.Keepers {
+			pass(id)
+		}
+	}
 	for _, id := range g.line.Passed {
 		pass(id)
 	}

@@ -195,11 +195,14 @@ type termWork struct {
 // the term's watchdog asks (workDue).
 
 // checkWanted reports whether the work check should run now: this
-// candidate leads, or is named in the line of succession.
+// candidate leads, or the line of succession names it (a successor, a
+// keeper, or the warden: each may take the lease at its turn, and stands
+// back if its check fails).
 func (s *state) checkWanted() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.term.leading(time.Now()) || (!s.cfg.Standby && s.succession.line.Rank(s.cfg.identity) >= 0)
+	line, id := s.succession.line, s.cfg.identity
+	return s.term.leading(time.Now()) || (!s.cfg.Standby && line != nil && (line.Names(id) || line.Warden == id))
 }
 
 // workChecked records one call of the work check (nil: healthy) and, on a
