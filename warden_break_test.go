@@ -66,12 +66,14 @@ func crash(cs ...*candidate) {
 	}
 }
 
-// healAndStop heals and stops every candidate of cs.
+// healAndStop heals and stops every candidate of cs, and waits for writes
+// delayed by SetApplyDelay to land.
 func healAndStop(cs ...*candidate) {
 	for _, c := range cs {
 		c.client.Heal()
 	}
 	stopAll(cs...)
+	time.Sleep(time.Minute)
 }
 
 // newLeaderAfter waits up to limit for exactly one leader among alive and
@@ -91,18 +93,20 @@ func newLeaderAfter(t *testing.T, alive []*candidate, start time.Time, limit tim
 // electionCalls counts the calls each client makes naming the election's
 // Lease, by verb, while it is open.
 type electionCalls struct {
-	mu   sync.Mutex
-	n    map[string]map[string]int // client → verb → calls
-	all  int                       // every call, any Lease, any client
-	stop func()
+	mu     sync.Mutex
+	n      map[string]map[string]int // client → verb → calls
+	all    int                       // every call, any Lease, any client
+	client map[string]int            // client → calls on any Lease
+	stop   func()
 }
 
 func countElectionCalls(api *relecttest.LeaseAPI) *electionCalls {
-	c := &electionCalls{n: map[string]map[string]int{}}
+	c := &electionCalls{n: map[string]map[string]int{}, client: map[string]int{}}
 	c.stop = api.Observe(func(call relecttest.Call) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		c.all++
+		c.client[call.Client]++
 		if call.Name != lease {
 			return
 		}
@@ -118,6 +122,12 @@ func (c *electionCalls) of(client, verb string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.n[client][verb]
+}
+
+func (c *electionCalls) by(client string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.client[client]
 }
 
 func (c *electionCalls) total() int {
@@ -440,4 +450,96 @@ func TestBreakWardenDuringAHandover(t *testing.T) {
 		assert.LessOrEqual(t, took, ld+10*time.Second)
 		healAndStop(cs...)
 	})
+}
+
+// COST. The warden's reads find the same resourceVersion twice when the
+// leader's renewals come more than two retry periods apart: slow calls
+// (latency on every call, or on the leader's alone), writes applied late,
+// renewals that fail now and then (500). Each time it comes back it
+// watches the election's Lease (a sixth watch) until the next renewal,
+// then reads and watches the line Lease again. Ten settled minutes in a
+// fleet of 12; the docs: 0.25 calls/s for the warden, five watches.
+func TestBreakWardenCostWhenSlow(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		slow func(cs []*candidate)
+	}{
+		{"healthy", func([]*candidate) {}},
+		{"every call 1.5s", func(cs []*candidate) {
+			for _, c := range cs {
+				c.client.SetLatency(1500 * time.Millisecond)
+			}
+		}},
+		{"the leader's calls 1.5s", func(cs []*candidate) { cs[0].client.SetLatency(1500 * time.Millisecond) }},
+		{"the leader's calls 2.5s", func(cs []*candidate) { cs[0].client.SetLatency(2500 * time.Millisecond) }},
+		{"the leader's writes applied 1.5s late", func(cs []*candidate) { cs[0].client.SetApplyDelay(1500 * time.Millisecond) }},
+		{"a 500 every 10s", func(cs []*candidate) {
+			go func() {
+				for range 60 {
+					time.Sleep(10 * time.Second)
+					cs[0].client.FailNext(1, relecttest.Error(500))
+				}
+			}()
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := newAPI()
+				cs, _, warden := wardenFleet(t, api, 12, nil)
+				calls := countElectionCalls(api)
+				watches := sampleWatches(api)
+				tc.slow(cs)
+				time.Sleep(10 * time.Minute)
+				most, over5 := watches.stop()
+				calls.stop()
+				backs := calls.of(warden.name, relecttest.VerbWatch)
+				t.Logf("%s: the warden %.1f calls/min (%d reads of the election's Lease, %d returns to watch it); the fleet %.1f calls/min; watches on the election's Lease: at most %d, more than 5 for %v of 10 min; leader %v",
+					tc.name, float64(calls.by(warden.name))/10, calls.of(warden.name, relecttest.VerbGet), backs,
+					float64(calls.total())/10, most, over5, leaders(cs...))
+				assert.Equal(t, []string{cs[0].name}, leaders(cs...), "the leader leads on")
+				assert.LessOrEqual(t, most, 6, "five watches, a sixth while the warden is back")
+				healAndStop(cs...)
+			})
+		})
+	}
+}
+
+// LIVENESS/DOC. The warden tells a missed renewal by the resourceVersion,
+// the watchers by the record: a write that changes the Lease but not the
+// record (a label, an annotation another tool keeps) starts the warden's
+// observation over, and a writer that does so more often than every two
+// retry periods keeps it from coming back at all. The line crashes; from
+// a second later a label is edited every 3 s, for 30 s or 2 minutes.
+func TestBreakWardenFooledByOtherWrites(t *testing.T) {
+	finding(t, "finding 4: writes that do not change the record (a label every 3 s) keep the warden from coming back")
+	for _, span := range []time.Duration{30 * time.Second, 2 * time.Minute} {
+		t.Run(fmt.Sprintf("for %v", span), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				api := newAPI()
+				cs, line, warden := wardenFleet(t, api, 12, nil)
+				start := api.Lease(ns, lease).Spec.RenewTime.Time
+				crash(line...)
+				alive := others(cs, line)
+				done := make(chan struct{})
+				go func() {
+					defer close(done)
+					time.Sleep(time.Second)
+					for i := 0; time.Since(start) < span; i++ {
+						_ = api.Edit(ns, lease, func(l *coordinationv1.Lease) {
+							if l.Labels == nil {
+								l.Labels = map[string]string{}
+							}
+							l.Labels["example.com/touched"] = fmt.Sprint(i)
+						})
+						time.Sleep(3 * time.Second)
+					}
+				}()
+				took, who := newLeaderAfter(t, alive, start, 15*time.Minute)
+				<-done
+				t.Logf("a label edited every 3 s for %v after the crash: a new leader (%s; warden %s) %v after the line's last renewal", span, who, warden.name, took)
+				assert.LessOrEqual(t, took, ld+10*time.Second, "the whole line crashed: LD + 10 s promised")
+				healAndStop(cs...)
+			})
+		})
+	}
 }
