@@ -1,6 +1,8 @@
 package relect_test
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -472,6 +474,7 @@ func TestBreakWardenCostWhenSlow(t *testing.T) {
 		}},
 		{"the leader's calls 1.5s", func(cs []*candidate) { cs[0].client.SetLatency(1500 * time.Millisecond) }},
 		{"the leader's calls 2.5s", func(cs []*candidate) { cs[0].client.SetLatency(2500 * time.Millisecond) }},
+		{"the leader's calls 3.5s", func(cs []*candidate) { cs[0].client.SetLatency(3500 * time.Millisecond) }},
 		{"the leader's writes applied 1.5s late", func(cs []*candidate) { cs[0].client.SetApplyDelay(1500 * time.Millisecond) }},
 		{"a 500 every 10s", func(cs []*candidate) {
 			go func() {
@@ -542,4 +545,117 @@ func TestBreakWardenFooledByOtherWrites(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The warden is chosen among the candidates that may lead: never a
+// standby, even when every other outsider is one.
+func TestBreakWardenIsNeverAStandby(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs, line, warden := wardenFleet(t, api, 12, func(i int, o *relect.Options) { o.Standby = i >= 6 })
+		t.Logf("line %v, warden %s", func() (ids []string) {
+			for _, c := range line {
+				ids = append(ids, c.name)
+			}
+			return ids
+		}(), warden.name)
+		assert.Less(t, warden.name, "c06", "the one outsider that may lead")
+		healAndStop(cs...)
+	})
+}
+
+// LIVENESS. The warden's work check fails (Options.Work.Check): a
+// successor whose check fails stands back in line, but the check runs only
+// on the leader and its successors, so the warden never learns its own is
+// failing: it takes the lease when the whole line stops, and the term is
+// judged stuck only CheckFailures × CheckInterval later. Prints when the
+// warden led, and when the lease moved on.
+func TestBreakWardenWithAFailingCheck(t *testing.T) {
+	finding(t, "finding 5: a warden whose work check fails takes the lease (its check never ran) and holds it 26 s")
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		var wardenName atomicString
+		cs, line, warden := wardenFleetKeep(t, api, 12, false, func(i int, o *relect.Options) {
+			name := fmt.Sprintf("c%02d", i)
+			o.Work.Check = func(context.Context) error {
+				if wardenName.load() == name {
+					return errors.New("cannot do the work")
+				}
+				return nil
+			}
+		})
+		wardenName.store(warden.name)
+		time.Sleep(time.Minute)
+		start := time.Now()
+		stopAllAtOnce(line...)
+		alive := others(cs, line)
+		took, who := newLeaderAfter(t, alive, start, 15*time.Minute)
+		waitFor(t, 5*time.Minute, "the lease moves on from the warden", func() bool {
+			l := leaders(alive...)
+			return len(l) == 1 && l[0] != warden.name
+		})
+		t.Logf("the warden %s, its check failing: %s leads %v after the line stopped; %s leads %v after", warden.name, who, took, leaders(alive...)[0], time.Since(start))
+		assert.NotEqual(t, warden.name, who, "a candidate whose check fails stands back")
+		stopAll(alive...)
+	})
+}
+
+// LIVENESS. The line Lease's warden edited by hand while the leader lives:
+// how long until the leader writes it again (the refresh, 5 minutes)?
+func TestBreakWardenEditRepaired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs, _, warden := wardenFleet(t, api, 12, nil)
+		require.NoError(t, api.Edit(ns, wire.LineName(lease), func(l *coordinationv1.Lease) {
+			s := wire.SuccessionOf(l)
+			s.Warden = "nobody"
+			l.Annotations[wire.AnnotationSuccession] = s.Encode()
+		}))
+		start := time.Now()
+		var ward string
+		for time.Since(start) < 15*time.Minute {
+			time.Sleep(time.Second)
+			if ward = wire.LineOf(api.Lease(ns, wire.LineName(lease))).Succession.Warden; ward != "nobody" {
+				break
+			}
+		}
+		t.Logf("the line Lease's ward edited from %s to nobody: %q again %v later", warden.name, ward, time.Since(start))
+		healAndStop(cs...)
+	})
+}
+
+// LIVENESS. The line Lease deleted by hand, then the whole line crashes
+// half a minute later: the outsiders watch the election's Lease meanwhile.
+func TestBreakWardenLineLeaseDeleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs, line, _ := wardenFleet(t, api, 30, nil)
+		require.NoError(t, api.Delete(ns, wire.LineName(lease)))
+		time.Sleep(30 * time.Second)
+		watching := api.Watchers(ns, lease)
+		start := api.Lease(ns, lease).Spec.RenewTime.Time
+		crash(line...)
+		took, who := newLeaderAfter(t, others(cs, line), start, 15*time.Minute)
+		t.Logf("line Lease deleted, 30 s later %d watch the election's Lease; the line crashes: a new leader (%s) %v after its last renewal", watching, who, took)
+		assert.LessOrEqual(t, took, ld+10*time.Second)
+		healAndStop(cs...)
+	})
+}
+
+// atomicString is a string safe for concurrent use.
+type atomicString struct {
+	mu sync.Mutex
+	s  string
+}
+
+func (a *atomicString) load() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.s
+}
+
+func (a *atomicString) store(s string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.s = s
 }
