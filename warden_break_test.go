@@ -659,3 +659,62 @@ func (a *atomicString) store(s string) {
 	defer a.mu.Unlock()
 	a.s = s
 }
+
+// LIVENESS. The whole line crashes and the election's Lease is deleted by
+// hand at that instant: the warden's read finds it missing, it watches it
+// missing for a lease duration (createWait) and creates it.
+func TestBreakWardenElectionLeaseDeleted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs, line, warden := wardenFleet(t, api, 12, nil)
+		crash(line...)
+		start := time.Now()
+		require.NoError(t, api.Delete(ns, lease))
+		took, who := newLeaderAfter(t, others(cs, line), start, 15*time.Minute)
+		t.Logf("the line crashed and the election's Lease deleted: a new leader (%s; warden %s) %v after", who, warden.name, took)
+		assert.LessOrEqual(t, took, ld+10*time.Second)
+		healAndStop(cs...)
+	})
+}
+
+// SAFETY. The successors and the keeper crashed; the leader is cut off
+// again and again, for a few seconds up to more than a lease duration,
+// and comes back each time: the warden comes back at each gap and takes
+// over after the long ones; whoever leads, never two at once.
+func TestBreakWardenFlappingLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs, line, warden := wardenFleet(t, api, 12, nil)
+		crash(line[1:]...)
+		stop := monitor(t, 50*time.Millisecond, cs...)
+		calls := countElectionCalls(api)
+		changes := 0
+		last := leaders(cs...)
+		for i, gap := range []time.Duration{3, 7, 11, 14, 15, 16, 19, 23, 5, 9, 13, 17, 21, 25, 30} {
+			// cut off whoever leads now, at a phase that moves each round
+			time.Sleep(time.Duration(i) * 300 * time.Millisecond)
+			var who []*candidate
+			for _, c := range others(cs, line[1:]) {
+				if c.e.IsLeader() {
+					who = append(who, c)
+				}
+			}
+			crash(who...)
+			time.Sleep(gap * time.Second)
+			for _, c := range who {
+				c.client.Heal()
+			}
+			time.Sleep(time.Minute)
+			if now := leaders(cs...); fmt.Sprint(now) != fmt.Sprint(last) {
+				changes++
+				last = now
+			}
+		}
+		stop()
+		calls.stop()
+		t.Logf("15 cuts of 3 s to 30 s: %d changes of leader; the warden %s read %d times, came back %d times, wrote %d times", changes,
+			warden.name, calls.of(warden.name, relecttest.VerbGet), calls.of(warden.name, relecttest.VerbWatch), calls.of(warden.name, relecttest.VerbUpdate))
+		assert.Len(t, leaders(cs...), 1)
+		healAndStop(cs...)
+	})
+}
