@@ -718,3 +718,34 @@ func TestBreakWardenFlappingLeader(t *testing.T) {
 		healAndStop(cs...)
 	})
 }
+
+// LIVENESS/COST. An outsider makes no call in steady state, so an
+// apiserver that sheds or refuses its calls leaves it healthy; the warden
+// reads every two retry periods, and its failed reads, with nothing heard
+// in between (the line Lease is written every 5 minutes), fail its health
+// check with ErrCutOff after CutOffAfter (30 s): a liveness probe on it
+// restarts the warden's pod, and only its.
+func TestBreakWardenHealthWhenReadsFail(t *testing.T) {
+	finding(t, "finding 6: the warden's failed reads fail its health check (ErrCutOff) 30 s in; other outsiders stay healthy")
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs, line, warden := wardenFleet(t, api, 12, nil)
+		outsider := others(cs, append([]*candidate{warden}, line...))[0]
+		check := func(c *candidate) error { return c.e.HealthCheck(relect.HealthOptions{})(nil) }
+		for _, c := range []*candidate{warden, outsider} {
+			c.client.FailLease(lease, relecttest.Error(429))
+		}
+		start := time.Now()
+		var failedAt time.Duration
+		for time.Since(start) < 2*time.Minute {
+			time.Sleep(time.Second)
+			if err := check(warden); err != nil && failedAt == 0 {
+				failedAt = time.Since(start)
+				t.Logf("the warden %s: %v", warden.name, err)
+			}
+		}
+		t.Logf("every read of the election's Lease shed (429): the warden's health check fails %v in (degraded %v); an outsider's: %v", failedAt, warden.e.Stats().Degraded, check(outsider))
+		assert.Zero(t, failedAt, "an apiserver that sheds the warden's reads fails its health check")
+		healAndStop(cs...)
+	})
+}
