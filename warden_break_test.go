@@ -749,3 +749,32 @@ func TestBreakWardenHealthWhenReadsFail(t *testing.T) {
 		healAndStop(cs...)
 	})
 }
+
+// LIVENESS. The warden takes over after the whole line crashed: the
+// successors that missed their turn are passed over in its line, but the
+// keeper that missed its own is not, and "a keeper stays one while it
+// qualifies" (its registration lives on for up to 45 minutes): the new
+// line names the dead keeper again, which watches nothing.
+func TestBreakWardenKeepsTheDeadKeeper(t *testing.T) {
+	finding(t, "finding 7: after the warden takes over from a crashed line, its line names the crashed keeper again")
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs, line, warden := wardenFleet(t, api, 30, nil)
+		keeper := line[1]
+		crash(line...)
+		alive := others(cs, line)
+		_, who := newLeaderAfter(t, alive, time.Now(), 15*time.Minute)
+		require.Equal(t, warden.name, who)
+		settle()
+		sc := lineOf(t, api)
+		var dead []string
+		for _, c := range line {
+			if sc.Names(c.name) {
+				dead = append(dead, c.name)
+			}
+		}
+		t.Logf("the warden %s leads; its line: next %v, keepers %v, warden %s, passed %v; the crashed it names: %v", who, sc.Next, sc.Keepers, sc.Warden, sc.Passed, dead)
+		assert.NotContains(t, sc.Keepers, keeper.name, "the keeper that missed its turn is passed over")
+		healAndStop(cs...)
+	})
+}
