@@ -207,6 +207,8 @@ func (e *Elector) Run(ctx context.Context) error {
 		var wait func()
 		reg, wait = startRegistration(ctx, e.cfg, e.gw, e.st)
 		defer wait()
+		e.st.setRegistration(reg)
+		defer e.st.setRegistration(nil)
 	}
 	if e.cfg.shards != nil && !e.cfg.Standby && e.cfg.leases != nil {
 		// Shards end before the registration: every shard Elector has

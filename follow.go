@@ -31,6 +31,7 @@ type followerReports interface {
 	recreatedTransitions() int32
 	checkFailing() bool
 	observedLine(line wire.Line)
+	wardenBeat()
 }
 
 // follower is one follow phase: what this candidate knows of the Lease and

@@ -373,6 +373,25 @@ func (f *follower) wardenBack(l *coordinationv1.Lease, since time.Time) {
 	}
 }
 
+// setRegistration gives the state this Run's registration (nil: none,
+// or Run ends), for the warden's beats.
+func (s *state) setRegistration(r *registrar) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reg = r
+}
+
+// wardenBeat renews this candidate's registration now, as the line's
+// warden (warden.Beat): the leader sees its warden alive by it.
+func (s *state) wardenBeat() {
+	s.mu.Lock()
+	r := s.reg
+	s.mu.Unlock()
+	if r != nil {
+		r.renewNow()
+	}
+}
+
 // lineExit is why readLineWatch returned: more, the server closed the
 // watch (resume it); stale, the line was not written for its lifetime;
 // silent, a warden read the election's Lease released, or unchanged since
@@ -398,9 +417,8 @@ func (f *follower) readLineWatch(ctx context.Context, w watch.Interface, rv *str
 	}
 	timer := time.NewTimer(staleAfter(line))
 	defer timer.Stop()
-	ward := warden.New(f.cfg.identity, warden.Period(f.cfg.RetryPeriod), line, func(l *coordinationv1.Lease) string {
-		return string(recordKey(recordOf(l)))
-	})
+	ward := warden.New(f.cfg.identity, warden.Period(f.cfg.RetryPeriod), warden.Beat(f.cfg.LeaseDuration), line,
+		func(l *coordinationv1.Lease) string { return string(recordKey(recordOf(l))) })
 	defer ward.Stop()
 	for {
 		select {
@@ -409,7 +427,11 @@ func (f *follower) readLineWatch(ctx context.Context, w watch.Interface, rv *str
 		case <-timer.C:
 			return lineExit{stale: true}, nil
 		case <-ward.Due():
-			if silent, since, back := ward.Probe(ctx, f.gw.getLease); back {
+			silent, since, back, beat := ward.Probe(ctx, f.gw.getLease)
+			if beat {
+				f.up.wardenBeat()
+			}
+			if back {
 				return lineExit{silent: silent, since: since}, ctx.Err()
 			}
 		case ev, open := <-w.ResultChan():

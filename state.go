@@ -53,6 +53,9 @@ type state struct {
 	followed     bool
 	term         *term
 
+	// reg is this Run's registration, nil without one: the line's warden
+	// renews it at each beat (wardenBeat).
+	reg *registrar
 	// shardTableRV is the shard table's resourceVersion as this
 	// candidate's shard member last saw it (sawShardTable).
 	shardTableRV string

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/relect/relect/internal/warden"
 	"github.com/relect/relect/internal/wire"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -65,6 +66,8 @@ type candidate struct {
 	rv      string
 	// shardWeight is its ShardOptions.Weight; 0 if it takes no part.
 	shardWeight int32
+	// wards: it can be the line's warden (wire.AnnotationWards).
+	wards bool
 }
 
 // candidateFrom decodes a registration; ok is false if it is not one (no
@@ -76,7 +79,7 @@ func candidateFrom(l *coordinationv1.Lease) (c candidate, ok bool) {
 	}
 	return candidate{
 		Candidate: Candidate{Identity: r.Identity, Priority: r.Priority, Standby: r.Standby, RenewedAt: r.RenewedAt},
-		name:      r.Name, seconds: r.Seconds, rv: r.RV, shardWeight: r.ShardWeight,
+		name:      r.Name, seconds: r.Seconds, rv: r.RV, shardWeight: r.ShardWeight, wards: r.Wards,
 	}, true
 }
 
@@ -102,6 +105,10 @@ func registration(cfg *config, from *coordinationv1.Lease, now time.Time) *coord
 		l.Annotations[wire.AnnotationStandby] = "true"
 	}
 	l.Annotations[wire.AnnotationInstance] = cfg.instance
+	delete(l.Annotations, wire.AnnotationWards)
+	if !cfg.Standby {
+		l.Annotations[wire.AnnotationWards] = "true"
+	}
 	delete(l.Annotations, wire.AnnotationShardWeight)
 	if cfg.shards != nil && !cfg.Standby {
 		l.Annotations[wire.AnnotationShardWeight] = strconv.Itoa(int(cfg.Shards.Weight))
@@ -248,6 +255,10 @@ type lineage struct {
 	// its current term (see lineVersion).
 	lineOff      bool
 	linePostedRV string
+	// wardenNamed is the warden this leader last named, since
+	// wardenNamedSince (lineage.warden).
+	wardenNamed      string
+	wardenNamedSince time.Time
 	// passedOver are the successors that were in line before this
 	// candidate when it acquired, and so did not take their turn: likely
 	// dead. They are left out of the lines it publishes until their
@@ -600,12 +611,17 @@ func (g *lineage) keepers(cfg *config, term int32, now time.Time, next []success
 }
 
 // warden is the warden that s, a line to be posted, names (wire.Succession.Warden):
-// from the leader's view, a live candidate that may lead and that s does
-// not name (neither this candidate, the passed over, the cooling nor the
-// excepted), the line observed's warden while it qualifies, else the one
-// whose identity hashed with the term is lowest — chosen apart from
-// priority, as the keeper is; before a view, the line observed's, if it
-// qualifies. "" if there is none.
+// from the leader's view, a live candidate that can ward (it registered
+// so: wire.AnnotationWards) and may lead, and that s does not name
+// (neither this candidate, the passed over, the cooling nor the excepted):
+// the line observed's warden while it qualifies and beats — its
+// registration was seen changed within wardenLapse, or it was named within
+// wardenLapse, its time to read and beat once — else the one whose
+// identity hashed with the term is lowest, chosen apart from priority as
+// the keeper is. Before a view, the line observed's, if it qualifies. ""
+// if there is none. It records whom it named, and when (wardenNamed): a
+// warden that stops beating — crashed, or cut off from the Lease API — is
+// replaced within wardenLapse.
 func (g *lineage) warden(cfg *config, term int32, now time.Time, s *succession, except []string) string {
 	qualifies := func(id string) bool {
 		_, cool := g.cooling[id]
@@ -618,17 +634,38 @@ func (g *lineage) warden(cfg *config, term int32, now time.Time, s *succession, 
 	if g.view == nil {
 		return kept
 	}
-	if ok, _ := g.mayLead(kept, now); ok {
+	lapse := wardenLapse(cfg)
+	if c := g.viewed(kept); c != nil && c.wards && !c.Standby && c.live(now) &&
+		(now.Sub(c.seenAt) < lapse || now.Sub(g.wardenNamedAt(kept, now)) < lapse) {
 		return kept
 	}
 	best := ""
-	for _, c := range g.live(now) {
-		if !c.Standby && qualifies(c.Identity) && (best == "" || keeperHash(c.Identity, term) < keeperHash(best, term)) {
+	for _, c := range g.view {
+		if c.wards && !c.Standby && c.live(now) && qualifies(c.Identity) && c.Identity != kept &&
+			(best == "" || keeperHash(c.Identity, term) < keeperHash(best, term)) {
 			best = c.Identity
 		}
 	}
+	if best != "" {
+		g.wardenNamed, g.wardenNamedSince = best, now
+	}
 	return best
 }
+
+// wardenNamedAt is when this leader named id its warden: as recorded
+// (wardenNamed), else now, the first time it is asked — a warden it took
+// over from the line observed gets its time to beat from there.
+func (g *lineage) wardenNamedAt(id string, now time.Time) time.Time {
+	if g.wardenNamed != id {
+		g.wardenNamed, g.wardenNamedSince = id, now
+	}
+	return g.wardenNamedSince
+}
+
+// wardenLapse is how long a warden may go without a renewal of its
+// registration the leader sees before the leader names another: three
+// beats (warden.Beat).
+func wardenLapse(cfg *config) time.Duration { return 3 * warden.Beat(cfg.LeaseDuration) }
 
 // minOutsiders is how many candidates a line must leave out for it to be
 // posted: as many as a line names (successors and keepers). In a smaller

@@ -40,6 +40,12 @@ type Key func(*coordinationv1.Lease) string
 // a renewal; a shorter period would call a slow renewal silence.
 func Period(retryPeriod time.Duration) time.Duration { return 2 * retryPeriod }
 
+// Beat is how often a warden renews its registration while the line names
+// it, so that the leader sees it alive: twice the lease duration (30 s by
+// default). A leader names another warden when it has not seen one renew
+// for three beats.
+func Beat(leaseDuration time.Duration) time.Duration { return 2 * leaseDuration }
+
 // Warden is one follow of the line Lease by a candidate that the line may
 // name its warden. It is used by one goroutine; the zero value is not
 // usable: use New.
@@ -51,13 +57,15 @@ type Warden struct {
 	timer    *time.Timer // the next read, while on
 	key      string      // the record's key at the last read ("": none)
 	since    time.Time   // when a read first found key
+	beat     time.Duration
+	beatAt   time.Time // the last beat (zero: none since named)
 }
 
 // New returns the warden of identity for the line first followed, which
-// reads every period while line names identity its warden, and tells
-// records apart by key.
-func New(identity string, period time.Duration, line wire.Line, key Key) *Warden {
-	w := &Warden{identity: identity, period: period, keyOf: key}
+// reads every period while line names identity its warden, tells records
+// apart by key, and beats every beat (Probe).
+func New(identity string, period, beat time.Duration, line wire.Line, key Key) *Warden {
+	w := &Warden{identity: identity, period: period, beat: beat, keyOf: key}
 	w.Follow(line)
 	return w
 }
@@ -72,7 +80,7 @@ func (w *Warden) Follow(line wire.Line) {
 		w.timer = time.NewTimer(w.period)
 	case !on && w.on:
 		w.Stop()
-		w.key = ""
+		w.key, w.beatAt = "", time.Time{}
 	}
 	w.on = on
 }
@@ -87,14 +95,16 @@ func (w *Warden) Due() <-chan time.Time {
 }
 
 // Probe reads the election's Lease through read and reports whether the
-// candidate must watch it again (back): the Lease is missing (l nil), or
+// candidate must renew its registration now (beat: the read succeeded, and
+// the last beat since it was named is a beat period ago, or there was
+// none), and whether it must watch the election's Lease again (back): the Lease is missing (l nil), or
 // released (l, since now), or holds the same record (by key) as at the
 // last read, a period ago or more (l, and since: when a read first found
 // that record — the follower's observation of it may start there, as it
 // was already that record then). A write that changes no record (a label,
 // an annotation) does not hide a leader that stopped renewing. A failed
 // read is tried again a period later.
-func (w *Warden) Probe(ctx context.Context, read Reader) (l *coordinationv1.Lease, since time.Time, back bool) {
+func (w *Warden) Probe(ctx context.Context, read Reader) (l *coordinationv1.Lease, since time.Time, back, beat bool) {
 	defer func() {
 		if w.timer != nil {
 			w.timer.Reset(w.period)
@@ -102,20 +112,25 @@ func (w *Warden) Probe(ctx context.Context, read Reader) (l *coordinationv1.Leas
 	}()
 	got, err := read(ctx)
 	now := time.Now()
+	if err == nil || apierrors.IsNotFound(err) {
+		if beat = w.beatAt.IsZero() || now.Sub(w.beatAt) >= w.beat; beat {
+			w.beatAt = now
+		}
+	}
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, now, true
+		return nil, now, true, beat
 	case err != nil:
-		return nil, time.Time{}, false
+		return nil, time.Time{}, false, false
 	case wire.Released(got):
-		return got, now, true
+		return got, now, true, beat
 	}
 	key := w.keyOf(got)
 	if w.key != "" && key == w.key {
-		return got, w.since, true
+		return got, w.since, true, beat
 	}
 	w.key, w.since = key, now
-	return nil, time.Time{}, false
+	return nil, time.Time{}, false, beat
 }
 
 // Stop stops the reads.

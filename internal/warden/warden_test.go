@@ -21,7 +21,10 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-const rp = 2 * time.Second
+const (
+	rp = 2 * time.Second
+	ld = 15 * time.Second
+)
 
 // lineNaming is a posted line whose warden is id.
 func lineNaming(id string) wire.Line {
@@ -40,6 +43,7 @@ type fakeLease struct {
 	missing  bool
 	fail     error
 	reads    int
+	beats    []time.Time
 }
 
 func (f *fakeLease) read(context.Context) (*coordinationv1.Lease, error) {
@@ -74,8 +78,9 @@ func key(l *coordinationv1.Lease) string {
 }
 
 // run plays the warden for d against f, whose leader renews every retry
-// period, half a period off the warden's reads, while renewing; it returns what the warden reported when it came
-// back, and when (ok false: it did not).
+// period, half a period off the warden's reads, while renewing; it returns
+// what the warden reported when it came back, and when (ok false: it did
+// not). f.beats counts the beats.
 func run(t *testing.T, w *warden.Warden, f *fakeLease, d time.Duration) (l *coordinationv1.Lease, since, at time.Time, ok bool) {
 	t.Helper()
 	end := time.After(d)
@@ -89,7 +94,11 @@ func run(t *testing.T, w *warden.Warden, f *fakeLease, d time.Duration) (l *coor
 				f.rv++
 			}
 		case <-w.Due():
-			if l, since, back := w.Probe(t.Context(), f.read); back {
+			l, since, back, beat := w.Probe(t.Context(), f.read)
+			if beat {
+				f.beats = append(f.beats, time.Now())
+			}
+			if back {
 				return l, since, time.Now(), true
 			}
 		case <-end:
@@ -100,7 +109,7 @@ func run(t *testing.T, w *warden.Warden, f *fakeLease, d time.Duration) (l *coor
 
 func TestNotTheWardenReadsNothing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("someone else"), key)
+		w := warden.New("me", warden.Period(rp), warden.Beat(ld), lineNaming("someone else"), key)
 		defer w.Stop()
 		f := &fakeLease{renewing: true}
 		_, _, _, back := run(t, w, f, time.Hour)
@@ -111,18 +120,28 @@ func TestNotTheWardenReadsNothing(t *testing.T) {
 
 func TestALeaderThatRenewsIsNeverSilent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
+		w := warden.New("me", warden.Period(rp), warden.Beat(ld), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{renewing: true}
+		start := time.Now()
 		_, _, _, back := run(t, w, f, time.Hour+rp/2)
 		assert.False(t, back, "a renewal every retry period is seen between two reads two retry periods apart")
 		assert.Equal(t, int(time.Hour/warden.Period(rp)), f.reads, "one read every two retry periods")
+		require.NotEmpty(t, f.beats)
+		assert.Equal(t, start.Add(warden.Period(rp)), f.beats[0], "a beat at its first read")
+		// Then one at the first read a beat or more after the last:
+		// every 32 s, with reads every 4 s and a beat of 30 s.
+		every := (warden.Beat(ld) + warden.Period(rp) - 1) / warden.Period(rp) * warden.Period(rp)
+		for i := 1; i < len(f.beats); i++ {
+			assert.Equal(t, every, f.beats[i].Sub(f.beats[i-1]))
+		}
+		assert.Len(t, f.beats, 1+int((time.Hour-warden.Period(rp))/every))
 	})
 }
 
 func TestASilentLeaseBringsTheWardenBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
+		w := warden.New("me", warden.Period(rp), warden.Beat(ld), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{renewing: true, rv: 7}
 		start := time.Now()
@@ -139,7 +158,7 @@ func TestASilentLeaseBringsTheWardenBack(t *testing.T) {
 // the record: they do not hide a leader that stopped renewing.
 func TestALabelEditDoesNotHideSilence(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
+		w := warden.New("me", warden.Period(rp), warden.Beat(ld), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{renewing: true, rv: 7, editing: true}
 		start := time.Now()
@@ -153,7 +172,7 @@ func TestALabelEditDoesNotHideSilence(t *testing.T) {
 
 func TestAReleaseBringsTheWardenBackAtOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
+		w := warden.New("me", warden.Period(rp), warden.Beat(ld), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{renewing: true}
 		start := time.Now()
@@ -168,7 +187,7 @@ func TestAReleaseBringsTheWardenBackAtOnce(t *testing.T) {
 
 func TestAMissingLeaseBringsTheWardenBack(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
+		w := warden.New("me", warden.Period(rp), warden.Beat(ld), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{missing: true}
 		start := time.Now()
@@ -181,18 +200,19 @@ func TestAMissingLeaseBringsTheWardenBack(t *testing.T) {
 
 func TestAFailedReadIsTriedAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
+		w := warden.New("me", warden.Period(rp), warden.Beat(ld), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{fail: errors.New("connection refused")}
 		_, _, _, back := run(t, w, f, time.Minute+rp/2)
 		assert.False(t, back, "a failed read says nothing of the lease")
 		assert.Equal(t, int(time.Minute/warden.Period(rp)), f.reads, "tried again every period")
+		assert.Empty(t, f.beats, "a warden that cannot read does not beat: the leader names another")
 	})
 }
 
 func TestALineThatNamesAnotherWardenStopsTheReads(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		w := warden.New("me", warden.Period(rp), lineNaming("me"), key)
+		w := warden.New("me", warden.Period(rp), warden.Beat(ld), lineNaming("me"), key)
 		defer w.Stop()
 		f := &fakeLease{renewing: true}
 		time.Sleep(time.Minute)

@@ -57,6 +57,11 @@ const (
 	// registration, so that two processes sharing one identity can tell
 	// each other's writes from their own (duplicate identities).
 	AnnotationInstance = "relect.io/instance"
+	// AnnotationWards is "true" for a candidate that can be the line's
+	// warden (Succession.Warden): it reads the election's Lease when named,
+	// and renews its registration every WardenBeat meanwhile, so that the
+	// leader sees it alive. A leader names no other candidate warden.
+	AnnotationWards = "relect.io/wards"
 )
 
 // MaxSuccessors is how many successors a leader names; MaxKeepers how many
@@ -350,6 +355,8 @@ type Registration struct {
 	// ShardWeight is its shard weight (AnnotationShardWeight); 0 if it
 	// takes no part in shards.
 	ShardWeight int32
+	// Wards is whether it can be the line's warden (AnnotationWards).
+	Wards bool
 }
 
 // RegistrationOf decodes a registration; ok is false if it is not one (no
@@ -361,7 +368,7 @@ func RegistrationOf(l *coordinationv1.Lease) (r Registration, ok bool) {
 	}
 	p, _ := strconv.ParseInt(l.Annotations[AnnotationPriority], 10, 32)
 	r = Registration{Identity: holder, Priority: int32(p), Standby: l.Annotations[AnnotationStandby] == "true",
-		Name: l.Name, RV: l.ResourceVersion, ShardWeight: ShardWeightOf(l)}
+		Name: l.Name, RV: l.ResourceVersion, ShardWeight: ShardWeightOf(l), Wards: l.Annotations[AnnotationWards] == "true"}
 	if l.Spec.RenewTime != nil {
 		r.RenewedAt = l.Spec.RenewTime.Time
 	}
