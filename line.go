@@ -343,13 +343,13 @@ func (f *follower) followLine(ctx context.Context) error {
 		out, err := f.readLineWatch(ctx, w, &rv, line)
 		w.Stop()
 		switch {
+		case out.silent != nil:
+			f.wardenBack(out.silent, out.since)
 		case out.stale:
 			// The leader may be gone, with its whole line: the follower
 			// does not follow the line again before it has seen the
 			// election's Lease change (a renewal).
 			f.lineHold = 2
-		case out.silent != nil:
-			f.wardenBack(out.silent, out.since)
 		}
 		if !out.more || err != nil {
 			return err
@@ -395,7 +395,8 @@ func (s *state) wardenBeat() {
 // lineExit is why readLineWatch returned: more, the server closed the
 // watch (resume it); stale, the line was not written for its lifetime;
 // silent, a warden read the election's Lease released, or unchanged since
-// since (its holder has not renewed for two retry periods). Else the
+// since (its holder has not renewed for two retry periods), or, with
+// stale, the warden's last read, of a record seen since since. Else the
 // follower watches the election's Lease again with a read.
 type lineExit struct {
 	more, stale bool
@@ -425,7 +426,10 @@ func (f *follower) readLineWatch(ctx context.Context, w watch.Interface, rv *str
 		case <-ctx.Done():
 			return lineExit{}, ctx.Err()
 		case <-timer.C:
-			return lineExit{stale: true}, nil
+			// A warden keeps what its reads observed: its observation of
+			// the record may be older than the stale line's comeback.
+			last, since := ward.Last()
+			return lineExit{stale: true, silent: last, since: since}, nil
 		case <-ward.Due():
 			silent, since, back, beat := ward.Probe(ctx, f.gw.getLease)
 			if beat {

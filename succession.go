@@ -547,7 +547,12 @@ func (g *lineage) next(cfg *config, term int32, now time.Time, except ...string)
 		s.Posted = cfg.leases != nil && !g.lineOff && len(next) > 0 && g.outsiders(cfg, s, now)
 		s.LineVersion = g.lineVersion()
 		if s.Posted {
+			// No line is posted without a warden: with nobody outside
+			// the line reading the election's Lease, a line gone at once
+			// would leave the fleet waiting for the line Lease to go
+			// stale. Every candidate then watches, as in a small fleet.
 			s.Warden = g.warden(cfg, term, now, s, except)
+			s.Posted = s.Warden != ""
 		}
 	}
 	for _, id := range slices.Sorted(maps.Keys(g.passedOver)) {
@@ -635,9 +640,11 @@ func (g *lineage) warden(cfg *config, term int32, now time.Time, s *succession, 
 		return kept
 	}
 	lapse := wardenLapse(cfg)
-	if c := g.viewed(kept); c != nil && c.wards && !c.Standby && c.live(now) &&
-		(now.Sub(c.seenAt) < lapse || now.Sub(g.wardenNamedAt(kept, now)) < lapse) {
-		return kept
+	if c := g.viewed(kept); c != nil && c.wards && !c.Standby && c.live(now) {
+		named := g.wardenNamedAt(kept, now) // before the test: its grace starts once
+		if now.Sub(c.seenAt) < lapse || now.Sub(named) < lapse {
+			return kept
+		}
 	}
 	best := ""
 	for _, c := range g.view {

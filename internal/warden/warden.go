@@ -55,8 +55,9 @@ type Warden struct {
 	keyOf    Key
 	on       bool        // the line followed names identity its warden
 	timer    *time.Timer // the next read, while on
-	key      string      // the record's key at the last read ("": none)
-	since    time.Time   // when a read first found key
+	key      string                // the record's key at the last read ("": none)
+	since    time.Time             // when a read first found key
+	last     *coordinationv1.Lease // the Lease the last read found
 	beat     time.Duration
 	beatAt   time.Time // the last beat (zero: none since named)
 }
@@ -80,7 +81,7 @@ func (w *Warden) Follow(line wire.Line) {
 		w.timer = time.NewTimer(w.period)
 	case !on && w.on:
 		w.Stop()
-		w.key, w.beatAt = "", time.Time{}
+		w.key, w.beatAt, w.last = "", time.Time{}, nil
 	}
 	w.on = on
 }
@@ -129,8 +130,20 @@ func (w *Warden) Probe(ctx context.Context, read Reader) (l *coordinationv1.Leas
 	if w.key != "" && key == w.key {
 		return got, w.since, true, beat
 	}
-	w.key, w.since = key, now
+	w.key, w.since, w.last = key, now, got
 	return nil, time.Time{}, false, beat
+}
+
+// Last returns the Lease the last successful read found, and since when
+// that record has been seen; nil if there was none since the line named
+// this candidate warden. A warden that must watch the election's Lease
+// again for another reason (its line went stale) starts from there, not
+// from a read of its own: its observation of the record is that old.
+func (w *Warden) Last() (*coordinationv1.Lease, time.Time) {
+	if !w.on || w.last == nil {
+		return nil, time.Time{}
+	}
+	return w.last, w.since
 }
 
 // Stop stops the reads.
