@@ -53,8 +53,8 @@ type Warden struct {
 	identity string
 	period   time.Duration
 	keyOf    Key
-	on       bool        // the line followed names identity its warden
-	timer    *time.Timer // the next read, while on
+	on       bool                  // the line followed names identity its warden
+	timer    *time.Timer           // the next read, while on
 	key      string                // the record's key at the last read ("": none)
 	since    time.Time             // when a read first found key
 	last     *coordinationv1.Lease // the Lease the last read found
