@@ -66,8 +66,9 @@ func Quotas(s int, cands []Candidate, held map[string]int) map[string]int {
 // Assign returns the assignment of shards (shard → identity) to cands,
 // given the current holders (shard → identity; missing or "" for none): a
 // shard stays with a current holder among cands while that holder holds no
-// more than its quota (the first shards in the order of shards, but those
-// some candidate gave up first), and the rest go, in that order, to the
+// more than its quota (the first shards in the order of shards, those
+// some candidate gave up last: a healthy shard never moves to make room
+// for one whose work keeps failing), and the rest go, in that order, to the
 // candidate furthest below its quota (ties by identity) — one that avoid
 // does not name for that shard (avoid: shard → the identities that gave it
 // up) and that is not resting (it gave a shard up: it keeps what it holds
@@ -109,11 +110,12 @@ func Assign(shards []string, current map[string]string, cands []Candidate, avoid
 	}
 	got := map[string]int{}
 	var pool []string
-	// A holder over its quota keeps first the shards some candidate gave
-	// up (a swap would move two), then the others in order.
+	// A holder over its quota keeps first the healthy shards, in order,
+	// and sheds first those some candidate gave up (their work keeps
+	// failing): a healthy shard never moves to make room for one.
 	order := slices.Clone(shards)
 	slices.SortStableFunc(order, func(a, b string) int {
-		return cmp.Compare(min(len(avoid[b]), 1), min(len(avoid[a]), 1))
+		return cmp.Compare(min(len(avoid[a]), 1), min(len(avoid[b]), 1))
 	})
 	for _, sh := range order {
 		if h := current[sh]; known[h] && got[h] < q[h] {

@@ -79,6 +79,11 @@ type Table struct {
 	// registration changes: identity → the registration's resourceVersion
 	// when they were left out (they failed to renew, or to take, a shard).
 	Out map[string]string `json:"out,omitempty"`
+	// Failing names the shards whose work keeps failing — their holder
+	// gave them up, its work stuck, or its Run returned or panicked —
+	// with their failures in a row: shard → count. A shard not in it is
+	// healthy.
+	Failing map[string]int `json:"failing,omitempty"`
 }
 
 // Wants reports whether the table asks identity to campaign for shard: as
