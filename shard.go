@@ -136,6 +136,12 @@ type ShardOptions struct {
 	// defaults: a holder whose shard work is stuck releases that shard,
 	// which the leader gives to another candidate. Its Check is called
 	// for each shard held, with a context that ShardFromContext reads.
+	// A shard whose work keeps failing — stuck, or its Run returning or
+	// panicking — is paced by one rule: the k-th failure in a row passes
+	// its holder over for that shard for Cooldown × 2^(k−1), at most
+	// MaxCooldown (without Work: LeaseDuration × 2^(k−1), at most an
+	// hour), the cooldown its release record publishes; each failure is a
+	// Warn log, and Stats.ShardsFailing counts them on the leader.
 	Work WorkOptions
 }
 

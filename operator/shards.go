@@ -77,6 +77,12 @@ type Shard struct {
 	// table.
 	Assigned string
 	Taker    string
+	// Failures is, for a shard whose work keeps failing (its holder gave
+	// it up: its work stuck, or its Run returned or panicked), how many
+	// times in a row, as the table says; 0 for a healthy shard. The
+	// leader passes each holder that gave it up over for it for a
+	// cooldown that doubles with each failure (docs/design.md).
+	Failures int
 	// Exists reports whether the shard's Lease exists: the leader creates
 	// a missing one (released) once it has seen it missing for
 	// LeaseDuration, so a first deployment shows assigned shards without a
@@ -161,7 +167,7 @@ func shardTableOf(name string, tl *coordinationv1.Lease, items []coordinationv1.
 	shard := func(sh string) *Shard {
 		s := byName[sh]
 		if s == nil {
-			s = &Shard{Name: sh, Lease: wire.ShardLeaseName(name, sh), Assigned: table.Holders[sh], Taker: table.Takers[sh]}
+			s = &Shard{Name: sh, Lease: wire.ShardLeaseName(name, sh), Assigned: table.Holders[sh], Taker: table.Takers[sh], Failures: table.Failing[sh]}
 			byName[sh] = s
 		}
 		return s
@@ -170,6 +176,9 @@ func shardTableOf(name string, tl *coordinationv1.Lease, items []coordinationv1.
 		shard(sh)
 	}
 	for sh := range table.Takers {
+		shard(sh)
+	}
+	for sh := range table.Failing {
 		shard(sh)
 	}
 	// A shard Lease names its shard (AnnotationShard); one that does not,

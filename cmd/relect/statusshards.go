@@ -35,6 +35,10 @@ type shardStatus struct {
 	// releases it or its lease expires; absent for none.
 	Assigned string `json:"assigned,omitempty"`
 	Taker    string `json:"taker,omitempty"`
+	// Failures is how many times in a row the shard's work failed (its
+	// holder gave it up: stuck, or its Run returned or panicked), as the
+	// table says; absent for a healthy shard.
+	Failures int `json:"failures,omitempty"`
 	// Term is the shard Lease's leaseTransitions; Fence its holder's
 	// term's fencing token as published (absent if none).
 	Term  int32  `json:"term"`
@@ -83,7 +87,7 @@ func withShards(st leaseStatus, t operator.ShardTable, err error) leaseStatus {
 	st.Shards = []shardStatus{}
 	for _, s := range t.Shards {
 		ss := shardStatus{Shard: s.Name, Lease: s.Lease, Holder: s.Holder, Assigned: s.Assigned, Taker: s.Taker,
-			Term: s.Term, Fence: string(s.Fence), Valid: s.Valid}
+			Failures: s.Failures, Term: s.Term, Fence: string(s.Fence), Valid: s.Valid}
 		switch {
 		case !s.Exists:
 			ss.State = stateMissing
@@ -122,7 +126,7 @@ func printShards(w io.Writer, st leaseStatus) {
 	}
 	fmt.Fprintln(w, shardsSummary(st))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHARD\tSTATE\tHOLDER\tASSIGNED\tTAKER\tTERM\tFENCE\tVALID\tEXPIRES")
+	fmt.Fprintln(tw, "SHARD\tSTATE\tHOLDER\tASSIGNED\tTAKER\tTERM\tFENCE\tVALID\tEXPIRES\tWORK")
 	for _, s := range st.Shards {
 		valid := "-"
 		switch {
@@ -140,7 +144,7 @@ func printShards(w io.Writer, st leaseStatus) {
 			term = fmt.Sprint(s.Term)
 		}
 		fmt.Fprintln(tw, strings.Join([]string{s.Shard, s.State, orDash(s.Holder), orDash(s.Assigned), orDash(s.Taker), term,
-			orDash(s.Fence), valid, expires}, "\t"))
+			orDash(s.Fence), valid, expires, shardWork(s)}, "\t"))
 	}
 	tw.Flush()
 	if len(st.ShardTable.Out) > 0 {
@@ -193,6 +197,9 @@ func shardsSummary(st leaseStatus) string {
 	case free > 0:
 		parts = append(parts, fmt.Sprintf("%d held by nobody", free))
 	}
+	if failing := countFailing(st.Shards); failing > 0 {
+		parts = append(parts, fmt.Sprintf("%d whose work keeps failing", failing))
+	}
 	if moving > 0 {
 		parts = append(parts, fmt.Sprintf("%d assigned to another than its holder", moving))
 	}
@@ -209,10 +216,13 @@ func shardsKey(st leaseStatus) string {
 	if st.ShardTable == nil && st.ShardsError == "" {
 		return ""
 	}
-	type row struct{ Shard, State, Holder, Assigned, Taker, Fence string }
+	type row struct {
+		Shard, State, Holder, Assigned, Taker, Fence string
+		Failures                                     int
+	}
 	rows := []row{}
 	for _, s := range st.Shards {
-		rows = append(rows, row{s.Shard, s.State, s.Holder, s.Assigned, s.Taker, s.Fence})
+		rows = append(rows, row{s.Shard, s.State, s.Holder, s.Assigned, s.Taker, s.Fence, s.Failures})
 	}
 	var t shardTableStatus
 	if st.ShardTable != nil {
@@ -241,3 +251,22 @@ const shardsFootnote = "* estimate: a shard Lease's renewTime + leaseDurationSec
 // besides when it lists the candidates again: when it prints a row and
 // they were read longer ago than this.
 const shardsRefresh = 10 * time.Second
+
+// shardWork is a shard's WORK column: "failing(k)" for a shard whose
+// work failed k times in a row, "-" for a healthy one.
+func shardWork(s shardStatus) string {
+	if s.Failures > 0 {
+		return fmt.Sprintf("failing(%d)", s.Failures)
+	}
+	return "-"
+}
+
+// countFailing counts the shards whose work keeps failing.
+func countFailing(shards []shardStatus) (n int) {
+	for _, s := range shards {
+		if s.Failures > 0 {
+			n++
+		}
+	}
+	return n
+}
