@@ -54,7 +54,7 @@ type Collector struct {
 	termRemaining, consecutiveFailures, degraded,
 	workStuck, workStuckHandovers, workCheckFailures, workLastBeat,
 	shardsHeld, shardMoves, shardGaps, shardGapSeconds *prometheus.Desc
-	shardsFailing, shardFailures                       *prometheus.Desc
+	shardsFailing, shardFailures *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
