@@ -179,3 +179,79 @@ func crashBeside(t *testing.T, api *relecttest.LeaseAPI, b *shardBook, cs []*can
 	}
 	return worst
 }
+
+// TestShardWorkStuckEverywhereIsPaced: with ShardOptions.Work, a shard
+// whose work is stuck on every candidate (its downstream is down) is
+// handed over by the doubling rule of Options.Work: the k-th stuck
+// handover comes no sooner than C × (2^(k−1) − 1) after the first, so in
+// T at most ⌊log₂(T/C + 1)⌋ + 1 — the leader passing each holder over for
+// the cooldown its release record publishes, not a flat Cooldown.
+func TestShardWorkStuckEverywhereIsPaced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		b := newShardBook(t)
+		logs := newWarnLog()
+		const c = time.Minute
+		var mu sync.Mutex
+		var starts []time.Time
+		cs := shardFleet(t, api, b, 3, 4, func(i int, o *relect.Options) {
+			run := b.run(fmt.Sprintf("c%02d", i))
+			o.Logger = slog.New(logs)
+			o.Shards.Work = relect.WorkOptions{BeatWindow: 2 * rp, Cooldown: c}
+			o.Shards.Run = func(ctx context.Context) {
+				sh, _ := relect.ShardFromContext(ctx)
+				if sh == "1" {
+					mu.Lock()
+					starts = append(starts, time.Now())
+					mu.Unlock()
+				}
+				go func() {
+					for sh != "1" && sleepCtx(ctx, rp) {
+						relect.Beat(ctx)
+					}
+				}()
+				run(ctx)
+			}
+		})
+		waitFor(t, 4*ld, "every shard runs", func() bool { return b.running() == 4 })
+		time.Sleep(2 * ld) // settled: every candidate admitted (JoinDelay)
+		synctest.Wait()
+		healthy := func() map[string]string {
+			b.mu.Lock()
+			defer b.mu.Unlock()
+			out := map[string]string{}
+			for sh, h := range b.holder {
+				if sh != "1" {
+					out[sh] = h
+				}
+			}
+			return out
+		}
+		before := healthy()
+		mu.Lock()
+		first := len(starts)
+		mu.Unlock()
+		const T = 10 * time.Minute
+		time.Sleep(T)
+		synctest.Wait()
+		mu.Lock()
+		moves := len(starts) - first
+		mu.Unlock()
+		bound := int(math.Log2(float64(T/c)+1)) + 1
+		t.Logf("a shard stuck everywhere, Cooldown %v: %d moves in %v (the doubling rule allows %d), healthy %v → %v, %d Warn records naming it",
+			c, moves, T, bound, before, healthy(), len(logs.naming("keeps failing", "shard=1")))
+		assert.LessOrEqual(t, moves, bound)
+		assert.Equal(t, before, healthy(), "a healthy shard moved")
+		stopAll(cs...)
+	})
+}
+
+// sleepCtx sleeps d unless ctx ends first; it reports whether it slept.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}

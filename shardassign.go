@@ -419,8 +419,12 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 			cands = append(cands, shardplan.Candidate{Identity: r.identity, Weight: r.weight})
 		}
 	}
-	holders := shardplan.Assign(a.cfg.shards, current, cands, avoid, a.pace.Pending())
 	failing := a.pace.Failing()
+	apart := map[string]bool{}
+	for sh := range failing {
+		apart[sh] = true
+	}
+	holders := shardplan.AssignPaced(a.pace.KeepOrder(a.cfg.shards), current, cands, avoid, a.pace.Pending(), apart)
 	for _, sh := range a.cfg.shards {
 		if slices.Contains(avoid[sh], holders[sh]) {
 			delete(holders, sh) // every candidate is passed over for it: it waits

@@ -10,12 +10,15 @@
 // (Doubling) — the cooldown the shard's own release record publishes for
 // a stuck holder (Options.Work's rule). A shard that is passed over by
 // every candidate waits, unassigned, until the first of them is due. A
-// term of the shard that lasts the cooldown of the streak it started in
-// ends the streak. Nothing else changes: the holder keeps its other
+// term of the shard that lasts twice the cooldown of the streak it started
+// in ends the streak. Nothing else changes: the holder keeps its other
 // shards, and stays a taker of them.
 package shardpace
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Doubling returns the cooldown of the k-th failure in a row (k ≥ 1):
 // base × 2^(k−1), at most max; zero for k < 1.
@@ -35,6 +38,7 @@ func Doubling(base, max time.Duration, k int) time.Duration {
 type Pace struct {
 	base, max time.Duration
 	shards    map[string]*shard
+	failedAt  map[string]time.Time // shard → its last failure, kept for the term
 }
 
 type shard struct {
@@ -60,7 +64,7 @@ type Failure struct {
 // New returns a Pace whose first cooldown is base, doubling up to max
 // (max ≥ base > 0).
 func New(base, max time.Duration) *Pace {
-	return &Pace{base: base, max: max, shards: map[string]*shard{}}
+	return &Pace{base: base, max: max, shards: map[string]*shard{}, failedAt: map[string]time.Time{}}
 }
 
 func (p *Pace) of(sh string) *shard {
@@ -79,6 +83,7 @@ func (p *Pace) of(sh string) *shard {
 func (p *Pace) Failed(sh, holder string, record int, now time.Time) (streak int, until time.Time) {
 	s := p.of(sh)
 	s.streak = max(s.streak+1, record)
+	p.failedAt[sh] = now
 	until = now.Add(Doubling(p.base, p.max, s.streak))
 	s.passed[holder] = until
 	s.holder, s.heldAt = "", time.Time{}
@@ -121,8 +126,10 @@ func (p *Pace) Settle(now time.Time, grace time.Duration, live func(identity str
 }
 
 // Held records that holder holds shard sh at now (a term in progress, as
-// the leader observes its Lease): a term that lasts the cooldown of the
-// streak it started in ends the streak.
+// the leader observes its Lease): a term that lasts twice the cooldown of
+// the streak it started in ends the streak — not once: a holder whose
+// work is stuck holds for that cooldown (Options.Work's rule) before it
+// hands over.
 func (p *Pace) Held(sh, holder string, now time.Time) {
 	s := p.shards[sh]
 	if s == nil || s.streak == 0 {
@@ -132,7 +139,7 @@ func (p *Pace) Held(sh, holder string, now time.Time) {
 		s.holder, s.heldAt, s.streakK = holder, now, s.streak
 		return
 	}
-	if !now.Before(s.heldAt.Add(Doubling(p.base, p.max, s.streakK))) {
+	if !now.Before(s.heldAt.Add(2 * Doubling(p.base, p.max, s.streakK))) {
 		s.streak = 0
 		p.forget(sh, now)
 	}
@@ -170,6 +177,19 @@ func (p *Pace) Pending() map[string]bool {
 			out[s.pending] = true
 		}
 	}
+	return out
+}
+
+// KeepOrder returns shards in the order a holder over its quota keeps
+// them (shardplan.Assign keeps the first): those that never failed in
+// this term first, in their order, then the others, the most recent
+// failure last — so that when a shard that failed comes back among the
+// healthy ones, its holder sheds it, not a shard that never failed.
+func (p *Pace) KeepOrder(shards []string) []string {
+	out := slices.Clone(shards)
+	slices.SortStableFunc(out, func(a, b string) int {
+		return p.failedAt[a].Compare(p.failedAt[b])
+	})
 	return out
 }
 

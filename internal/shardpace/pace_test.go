@@ -95,16 +95,24 @@ func TestRecordStreak(t *testing.T) {
 	assert.Empty(t, ids)
 }
 
-// TestHealthyTermEndsTheStreak: a term that lasts the cooldown of the
-// streak it started in ends it; a shorter one does not.
+// TestHealthyTermEndsTheStreak: a term that lasts twice the cooldown of
+// the streak it started in ends it; one that lasts the cooldown (a stuck
+// holder's hold) does not.
 func TestHealthyTermEndsTheStreak(t *testing.T) {
 	p := New(time.Minute, time.Hour)
 	p.Failed("x", "a", 0, t0)
 	p.Failed("x", "b", 0, t0.Add(time.Second)) // streak 2: 2 min
 	p.Held("x", "c", t0.Add(2*time.Second))
-	p.Held("x", "c", t0.Add(time.Minute))
-	assert.Equal(t, 2, p.Streak("x"))
 	p.Held("x", "c", t0.Add(2*time.Minute+2*time.Second))
+	assert.Equal(t, 2, p.Streak("x"), "held its hold only")
+	p.Held("x", "c", t0.Add(4*time.Minute+2*time.Second))
 	assert.Zero(t, p.Streak("x"))
 	assert.Empty(t, p.Failing())
+}
+
+func TestKeepOrder(t *testing.T) {
+	p := New(time.Minute, time.Hour)
+	p.Failed("1", "a", 0, t0.Add(time.Second))
+	p.Failed("3", "a", 0, t0)
+	assert.Equal(t, []string{"0", "2", "3", "1"}, p.KeepOrder([]string{"0", "1", "2", "3"}))
 }

@@ -111,10 +111,14 @@ func TestAvoid(t *testing.T) {
 	// While c000 avoids shard 0, a new plan moves nothing.
 	a = Assign(names(2), map[string]string{"0": "c001", "1": "c001"}, cands, map[string][]string{"0": {"c000"}}, nil)
 	require.Equal(t, map[string]string{"0": "c001", "1": "c001"}, a, "over quota, c001 keeps its healthy shard, and the one c000 gave up has nowhere else to go")
-	// Three candidates: c001, over its quota with the shard c000 gave up,
-	// sheds that one (to c002), never its healthy shards.
+	// Three candidates: the shard c000 gave up stays with c001, outside
+	// the quotas, and no healthy shard moves for it.
 	a = Assign(names(4), map[string]string{"0": "c001", "1": "c001", "2": "c001", "3": "c000"}, fleet(3), map[string][]string{"0": {"c000"}}, nil)
-	require.Equal(t, map[string]string{"0": "c002", "1": "c001", "2": "c001", "3": "c000"}, a, "a healthy shard moved to make room for a failing one")
+	require.Equal(t, map[string]string{"0": "c001", "1": "c001", "2": "c001", "3": "c000"}, a, "a shard moved for a failing one")
+	// Its holder passed over too: it goes to the one furthest below its
+	// quota that is not (c002), and the healthy ones stay.
+	a = Assign(names(4), map[string]string{"1": "c001", "2": "c001", "3": "c000"}, fleet(3), map[string][]string{"0": {"c000", "c001"}}, nil)
+	require.Equal(t, map[string]string{"0": "c002", "1": "c001", "2": "c001", "3": "c000"}, a)
 }
 
 // TestResting: a candidate leaving gives its shards up one by one; the
