@@ -92,6 +92,9 @@ type assigner struct {
 	trimmed   bool // the last plan was over tableLimit (warned once until it is not)
 	retry     *expBackoff
 	notBefore time.Time
+	// warnedSet is the shard set each candidate whose set differs from
+	// this leader's was last warned of (reportDiffer).
+	warnedSet map[string]int
 	// known are the table versions this term read or wrote (the last
 	// few): a version the member saw that is not among them was written
 	// by someone else (by hand), and own is stale.
@@ -125,6 +128,7 @@ func assignShards(ctx context.Context, cfg *config, st *state) {
 	observer.Go(func() { a.creator(ctx) })
 	defer observer.Wait()
 	defer a.st.setShardsFailing(0)
+	defer a.st.setShardSetsDiffer(0)
 	tick := time.NewTicker(cfg.RetryPeriod / 4)
 	defer tick.Stop()
 	for {
@@ -389,8 +393,9 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 	} else {
 		a.trimmed = false
 	}
+	a.reportDiffer(next.Differ)
 	if maps.Equal(next.Holders, a.table.Holders) && maps.Equal(next.Takers, a.table.Takers) && maps.Equal(next.Out, a.table.Out) &&
-		maps.Equal(next.Failing, a.table.Failing) {
+		maps.Equal(next.Failing, a.table.Failing) && maps.Equal(next.Differ, a.table.Differ) {
 		return
 	}
 	a.write(ctx, next, now)
@@ -399,6 +404,10 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 // plan is the table the view asks for at now (see the file's comment).
 // Requires mu.
 func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
+	runs, differ := a.shardSets(regs)
+	saved := a.table
+	a.table = runnable(saved, runs) // a shard the table gives one that does not run it is not assigned
+	defer func() { a.table = saved }()
 	byID, out := a.roster(regs, now)
 	a.failed = append(a.failed, a.pace.Settle(now, a.cfg.RetryPeriod, func(id string) bool {
 		_, ok := byID[id]
@@ -424,7 +433,7 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 	for sh := range failing {
 		apart[sh] = true
 	}
-	holders := shardplan.AssignPaced(a.pace.KeepOrder(a.cfg.shards), current, cands, avoid, a.pace.Pending(), apart)
+	holders := shardplan.AssignPaced(a.pace.KeepOrder(a.cfg.shards), current, cands, avoid, a.pace.Pending(), apart, runs)
 	for _, sh := range a.cfg.shards {
 		if slices.Contains(avoid[sh], holders[sh]) {
 			delete(holders, sh) // every candidate is passed over for it: it waits
@@ -494,7 +503,7 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 		// The table's taker is kept while it is among those taking the
 		// fewest of this holder's shards, of those with room for them (a
 		// fixed point for a settled table); else another is named.
-		fewest := a.fewestOf(h, roomFor(h), byHolder)
+		fewest := slices.DeleteFunc(a.fewestOf(h, roomFor(h), byHolder), func(c shardplan.Candidate) bool { return !runs(c.Identity, sh) })
 		t := a.table.Takers[sh]
 		if !slices.ContainsFunc(fewest, func(c shardplan.Candidate) bool { return c.Identity == t }) {
 			t = shardplan.Taker(load, h, fewest)
@@ -511,7 +520,11 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 	if len(failing) == 0 {
 		failing = nil
 	}
-	return wire.Table{Holders: holders, Takers: takers, Out: out, Failing: failing}
+	next := wire.Table{Holders: holders, Takers: takers, Out: out, Failing: failing}
+	if len(differ) > 0 {
+		next.Set, next.Differ = len(a.cfg.shards), differ
+	}
+	return next
 }
 
 // takerFor returns the table's taker of shard sh if it may take it: not
@@ -912,6 +925,7 @@ type shardRegistration struct {
 	identity string
 	weight   int32
 	rv       string // its registration's resourceVersion
+	set      string // its wire.AnnotationShardSet; "" if none
 }
 
 // shardView returns the live registered candidates that take part in
@@ -926,7 +940,7 @@ func (s *state) shardView(now time.Time) (regs []shardRegistration, loaded bool)
 	}
 	for _, c := range g.view {
 		if c.live(now) && !c.Standby && c.shardWeight > 0 {
-			regs = append(regs, shardRegistration{identity: c.Identity, weight: c.shardWeight, rv: c.rv})
+			regs = append(regs, shardRegistration{identity: c.Identity, weight: c.shardWeight, rv: c.rv, set: c.shardSet})
 		}
 	}
 	return regs, true

@@ -116,6 +116,11 @@ type Stats struct {
 	// as leader, each such giving up.
 	ShardsFailing int
 	ShardFailures uint64
+	// ShardSetsDiffer is, while this candidate leads, how many registered
+	// candidates run another shard set than its own (ShardOptions.Count
+	// or Names differ: a rolling update that changes them); each is
+	// warned of once, and given only shards it runs. Zero on a follower.
+	ShardSetsDiffer int
 }
 
 // CallKey names a class of Lease API calls in Stats.Calls: what the call

@@ -82,13 +82,20 @@ func Quotas(s int, cands []Candidate, held map[string]int) map[string]int {
 // it holds and gets no more: its quota is what it holds, and the others
 // share the rest. With no candidate, no shard is assigned.
 func Assign(shards []string, current map[string]string, cands []Candidate, avoid map[string][]string, resting map[string]bool) map[string]string {
-	return AssignPaced(shards, current, cands, avoid, resting, nil)
+	return AssignPaced(shards, current, cands, avoid, resting, nil, nil)
 }
 
 // AssignPaced is Assign with failing: shards placed apart, as those avoid
 // names anyone for, though avoid may name nobody for them now (their work
-// keeps failing, and every cooldown of theirs has ended).
-func AssignPaced(shards []string, current map[string]string, cands []Candidate, avoid map[string][]string, resting, failing map[string]bool) map[string]string {
+// keeps failing, and every cooldown of theirs has ended); and runs (nil:
+// everyone runs every shard): a shard goes, and stays, only with a
+// candidate that runs it (its shard set may differ from the leader's), and
+// a shard that no candidate runs is not assigned.
+func AssignPaced(shards []string, current map[string]string, cands []Candidate, avoid map[string][]string, resting, failing map[string]bool,
+	runs func(identity, shard string) bool) map[string]string {
+	if runs == nil {
+		runs = func(string, string) bool { return true }
+	}
 	out := make(map[string]string, len(shards))
 	if len(cands) == 0 {
 		return out
@@ -105,7 +112,7 @@ func AssignPaced(shards []string, current map[string]string, cands []Candidate, 
 			continue
 		}
 		healthy = append(healthy, sh)
-		if h := current[sh]; known[h] {
+		if h := current[sh]; known[h] && runs(h, sh) {
 			held[h]++
 		}
 	}
@@ -113,7 +120,7 @@ func AssignPaced(shards []string, current map[string]string, cands []Candidate, 
 	got := map[string]int{}
 	var pool []string
 	for _, sh := range healthy {
-		if h := current[sh]; known[h] && got[h] < q[h] {
+		if h := current[sh]; known[h] && runs(h, sh) && got[h] < q[h] {
 			out[sh] = h
 			got[h]++
 			continue
@@ -136,7 +143,7 @@ func AssignPaced(shards []string, current map[string]string, cands []Candidate, 
 	}
 	give := func(sh string, rules ...func(id string) bool) {
 		for _, ok := range rules {
-			if best := pick(ok); best != "" {
+			if best := pick(func(id string) bool { return runs(id, sh) && ok(id) }); best != "" {
 				out[sh] = best
 				got[best]++
 				return
@@ -147,7 +154,7 @@ func AssignPaced(shards []string, current map[string]string, cands []Candidate, 
 		give(sh, func(id string) bool { return !resting[id] }, func(string) bool { return true })
 	}
 	for _, sh := range apart {
-		if h := current[sh]; known[h] && !slices.Contains(avoid[sh], h) {
+		if h := current[sh]; known[h] && runs(h, sh) && !slices.Contains(avoid[sh], h) {
 			out[sh] = h
 			continue
 		}

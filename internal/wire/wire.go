@@ -343,6 +343,9 @@ type Registration struct {
 	// ShardWeight is its shard weight (AnnotationShardWeight); 0 if it
 	// takes no part in shards.
 	ShardWeight int32
+	// ShardSet is its AnnotationShardSet (EncodeShardSet); "" if it has
+	// none.
+	ShardSet string
 }
 
 // RegistrationOf decodes a registration; ok is false if it is not one (no
@@ -354,7 +357,8 @@ func RegistrationOf(l *coordinationv1.Lease) (r Registration, ok bool) {
 	}
 	p, _ := strconv.ParseInt(l.Annotations[AnnotationPriority], 10, 32)
 	r = Registration{Identity: holder, Priority: int32(p), Standby: l.Annotations[AnnotationStandby] == "true",
-		Name: l.Name, RV: l.ResourceVersion, ShardWeight: ShardWeightOf(l)}
+		Name: l.Name, RV: l.ResourceVersion, ShardWeight: ShardWeightOf(l),
+		ShardSet: l.Annotations[AnnotationShardSet]}
 	if l.Spec.RenewTime != nil {
 		r.RenewedAt = l.Spec.RenewTime.Time
 	}
