@@ -13,7 +13,6 @@ import (
 	"github.com/relect/relect"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // gapWatch polls a shardBook every 100 ms and records, for each shard of
@@ -145,11 +144,12 @@ func TestShardSetRollingUpdate(t *testing.T) {
 		name     string
 		from, to func(o *relect.Options)
 		set      []string
+		both     []string // in both sets
 	}{
-		{"8 → 4", func(o *relect.Options) { o.Shards.Count = 8 }, func(o *relect.Options) { o.Shards.Count = 4 }, numbered(4)},
-		{"4 → 8", func(o *relect.Options) { o.Shards.Count = 4 }, func(o *relect.Options) { o.Shards.Count = 8 }, numbered(8)},
+		{"8 → 4", func(o *relect.Options) { o.Shards.Count = 8 }, func(o *relect.Options) { o.Shards.Count = 4 }, numbered(4), numbered(4)},
+		{"4 → 8", func(o *relect.Options) { o.Shards.Count = 4 }, func(o *relect.Options) { o.Shards.Count = 8 }, numbered(8), numbered(4)},
 		{"names: c added, a removed", func(o *relect.Options) { o.Shards.Names = []string{"a", "b"} },
-			func(o *relect.Options) { o.Shards.Names = []string{"b", "c"} }, []string{"b", "c"}},
+			func(o *relect.Options) { o.Shards.Names = []string{"b", "c"} }, []string{"b", "c"}, []string{"b"}},
 	}
 	for _, step := range steps {
 		t.Run(step.name, func(t *testing.T) {
@@ -164,6 +164,7 @@ func TestShardSetRollingUpdate(t *testing.T) {
 				waitFor(t, 4*ld, "the old set runs", func() bool { return b.running() > 0 })
 				time.Sleep(2 * ld)
 				synctest.Wait()
+				gw := watchGaps(b, step.both)
 				cs = rollTo(t, api, b, cs, step.to)
 				last := time.Now()
 				took := until(t, 2*time.Minute, "every shard of the new set runs, none outside it", func() bool {
@@ -183,6 +184,14 @@ func TestShardSetRollingUpdate(t *testing.T) {
 				balanced := until(t, 3*time.Minute, "balanced", func() bool { return isBalanced(b, len(step.set), min(3, len(step.set))) })
 				t.Logf("%s: balanced %v after the last restart; held %v, table %+v", step.name, time.Since(last), b.held(), tableOf(api))
 				_ = balanced
+				gaps := gw.end()
+				t.Logf("%s: the shards of both sets went unheld (100 ms polls) %v during the update", step.name, gaps)
+				for sh, g := range gaps {
+					assert.LessOrEqual(t, len(g), 1, "shard %s unheld again and again", sh)
+					for _, d := range g {
+						assert.LessOrEqual(t, d, ld+2*rp, "shard %s", sh)
+					}
+				}
 				assert.LessOrEqual(t, time.Since(last), 2*time.Minute)
 				assert.Zero(t, b.overlaps)
 				stopAll(cs...)
@@ -190,5 +199,3 @@ func TestShardSetRollingUpdate(t *testing.T) {
 		})
 	}
 }
-
-var _ = require.NoError

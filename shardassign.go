@@ -95,6 +95,10 @@ type assigner struct {
 	// warnedSet is the shard set each candidate whose set differs from
 	// this leader's was last warned of (reportDiffer).
 	warnedSet map[string]int
+	// instances are the registrations' instances as the last plan saw
+	// them: a release is a failure only if its holder's instance is the
+	// same RetryPeriod later (shardpace.Settle).
+	instances map[string]string
 	// known are the table versions this term read or wrote (the last
 	// few): a version the member saw that is not among them was written
 	// by someone else (by hand), and own is stale.
@@ -302,7 +306,7 @@ func (a *assigner) observeLease(l *coordinationv1.Lease, now time.Time) {
 		// tells them apart). Not if the table being written moves it: its
 		// holder may have seen that table before the write's answer came
 		// back, and stepped down.
-		if f := a.pace.Released(sh, s.holder, recordStreak(l), now); f != nil {
+		if f := a.pace.Released(sh, s.holder, a.instances[s.holder], recordStreak(l), now); f != nil {
 			a.failed = append(a.failed, *f)
 		}
 	}
@@ -409,10 +413,14 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 	a.table = runnable(saved, runs) // a shard the table gives one that does not run it is not assigned
 	defer func() { a.table = saved }()
 	byID, out := a.roster(regs, now)
-	a.failed = append(a.failed, a.pace.Settle(now, a.cfg.RetryPeriod, func(id string) bool {
-		_, ok := byID[id]
-		return ok
+	a.failed = append(a.failed, a.pace.Settle(now, a.cfg.RetryPeriod, func(id, instance string) bool {
+		r, ok := byID[id]
+		return ok && r.instance == instance // not stopped, nor restarted
 	})...)
+	a.instances = map[string]string{}
+	for _, r := range regs {
+		a.instances[r.identity] = r.instance
+	}
 	avoid := a.passedOver(now)
 	current, anyHeld := a.current(byID, out, avoid, now)
 	holds := map[string]bool{}
@@ -926,6 +934,7 @@ type shardRegistration struct {
 	weight   int32
 	rv       string // its registration's resourceVersion
 	set      string // its wire.AnnotationShardSet; "" if none
+	instance string // its wire.AnnotationInstance: another after a restart
 }
 
 // shardView returns the live registered candidates that take part in
@@ -940,7 +949,7 @@ func (s *state) shardView(now time.Time) (regs []shardRegistration, loaded bool)
 	}
 	for _, c := range g.view {
 		if c.live(now) && !c.Standby && c.shardWeight > 0 {
-			regs = append(regs, shardRegistration{identity: c.Identity, weight: c.shardWeight, rv: c.rv, set: c.shardSet})
+			regs = append(regs, shardRegistration{identity: c.Identity, weight: c.shardWeight, rv: c.rv, set: c.shardSet, instance: c.instance})
 		}
 	}
 	return regs, true

@@ -66,6 +66,7 @@ type candidate struct {
 	// shardWeight is its ShardOptions.Weight; 0 if it takes no part.
 	shardWeight int32
 	shardSet    string // its wire.AnnotationShardSet; "" if none
+	instance    string // its wire.AnnotationInstance
 }
 
 // candidateFrom decodes a registration; ok is false if it is not one (no
@@ -78,7 +79,7 @@ func candidateFrom(l *coordinationv1.Lease) (c candidate, ok bool) {
 	return candidate{
 		Candidate: Candidate{Identity: r.Identity, Priority: r.Priority, Standby: r.Standby, RenewedAt: r.RenewedAt},
 		name:      r.Name, seconds: r.Seconds, rv: r.RV, shardWeight: r.ShardWeight,
-		shardSet: r.ShardSet,
+		shardSet: r.ShardSet, instance: r.Instance,
 	}, true
 }
 

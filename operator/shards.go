@@ -46,6 +46,13 @@ type ShardTable struct {
 	// registration changes (they failed to renew, or to take, a shard),
 	// sorted; nil if none.
 	Out []string
+	// Differ are the candidates whose shard set (ShardOptions.Count or
+	// Names) differs from the leader's that wrote the table, with how
+	// many shards each runs, and Set how many the leader runs; nil and 0
+	// when every candidate runs the leader's set. A rolling update that
+	// changes the set shows them until it is done.
+	Differ map[string]int
+	Set    int
 	// Shards are the shards the table names or that have a Lease, in the
 	// order of their names: numbered shards by number ("2" before "10"),
 	// then named ones as strings. A shard configured on the candidates but
@@ -162,6 +169,9 @@ func shardTableOf(name string, tl *coordinationv1.Lease, items []coordinationv1.
 	}
 	if len(table.Out) > 0 {
 		out.Out = slices.Sorted(maps.Keys(table.Out))
+	}
+	if len(table.Differ) > 0 {
+		out.Differ, out.Set = table.Differ, table.Set
 	}
 	byName := map[string]*Shard{}
 	shard := func(sh string) *Shard {

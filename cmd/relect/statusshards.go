@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -66,6 +68,11 @@ type shardTableStatus struct {
 	// Out are the candidates left out: given no shard until their
 	// registration changes (they failed to renew, or to take, a shard).
 	Out []string `json:"out,omitempty"`
+	// Differ are the candidates whose shard set differs from the
+	// leader's, with how many shards each runs; Set how many the leader
+	// runs (absent when every candidate runs its set).
+	Differ map[string]int `json:"differ,omitempty"`
+	Set    int            `json:"set,omitempty"`
 }
 
 // withShards adds to st the shards t shows (nothing for an election
@@ -78,7 +85,8 @@ func withShards(st leaseStatus, t operator.ShardTable, err error) leaseStatus {
 	if !t.HasShards() {
 		return st
 	}
-	tab := &shardTableStatus{Time: t.At, Found: t.Found, Writer: t.Writer, Term: t.Term, Out: t.Out}
+	tab := &shardTableStatus{Time: t.At, Found: t.Found, Writer: t.Writer, Term: t.Term, Out: t.Out,
+		Differ: t.Differ, Set: t.Set}
 	if !t.WrittenAt.IsZero() {
 		at := t.WrittenAt.UTC()
 		tab.WrittenAt = &at
@@ -149,6 +157,14 @@ func printShards(w io.Writer, st leaseStatus) {
 	tw.Flush()
 	if len(st.ShardTable.Out) > 0 {
 		fmt.Fprintf(w, "left out (given no shard until their registration changes): %s\n", strings.Join(st.ShardTable.Out, ", "))
+	}
+	if d := st.ShardTable.Differ; len(d) > 0 {
+		var parts []string
+		for _, id := range slices.Sorted(maps.Keys(d)) {
+			parts = append(parts, fmt.Sprintf("%s runs %d", id, d[id]))
+		}
+		fmt.Fprintf(w, "shard sets differ (the leader runs %d shards; each candidate is given only shards it runs): %s\n",
+			st.ShardTable.Set, strings.Join(parts, ", "))
 	}
 }
 

@@ -215,10 +215,11 @@ func TestShardsSummary(t *testing.T) {
 }
 
 // A shard whose work keeps failing shows it: WORK "failing(k)", a count in
-// the summary, and "failures" in -o json.
+// the summary, and "failures" in -o json; candidates whose shard set
+// differs from the leader's, a line naming each with its size.
 func TestStatusShowsFailingShard(t *testing.T) {
 	now := time.Now()
-	tab := operator.ShardTable{Found: true, Writer: "a", Term: 1, At: now, Shards: []operator.Shard{
+	tab := operator.ShardTable{Found: true, Writer: "a", Term: 1, At: now, Differ: map[string]int{"c": 4}, Set: 8, Shards: []operator.Shard{
 		{Name: "0", Lease: wire.ShardLeaseName("job", "0"), Assigned: "a", Exists: true, Holder: "a", Valid: true},
 		{Name: "1", Lease: wire.ShardLeaseName("job", "1"), Assigned: "b", Exists: true, Released: true, Failures: 3},
 	}}
@@ -227,6 +228,7 @@ func TestStatusShowsFailingShard(t *testing.T) {
 	newStatusPrinter(&out, "table", false).print(st)
 	t.Logf("relect status with a failing shard:\n%s", out.String())
 	assert.Contains(t, out.String(), "1 whose work keeps failing")
+	assert.Contains(t, out.String(), "\nshard sets differ (the leader runs 8 shards; each candidate is given only shards it runs): c runs 4\n")
 	_, rows, _ := strings.Cut(out.String(), "\nSHARD ")
 	lines := strings.Split(rows, "\n")
 	require.GreaterOrEqual(t, len(lines), 3)

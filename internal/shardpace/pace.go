@@ -47,8 +47,10 @@ type shard struct {
 	holder  string               // who holds it since heldAt ("": nobody known)
 	heldAt  time.Time
 	streakK int // the streak heldAt's term started in
-	// pending is a release not judged yet (Released), at pendingAt.
+	// pending is a release not judged yet (Released), at pendingAt, by
+	// the holder's instance pendingOf.
 	pending   string
+	pendingOf string
 	pendingAt time.Time
 }
 
@@ -90,33 +92,35 @@ func (p *Pace) Failed(sh, holder string, record int, now time.Time) (streak int,
 	return s.streak, until
 }
 
-// Released records that holder, which the table gives shard sh, released
-// it at now. A release whose record carries a streak (record ≥ 1: its
-// work was stuck) is a failure at once; any other is one only if holder
-// is still live Grace later (Settle): a holder that stops gracefully
-// releases its shards too, and deregisters right after.
-func (p *Pace) Released(sh, holder string, record int, now time.Time) *Failure {
+// Released records that holder (instance: its incarnation, another after
+// a restart), which the table gives shard sh, released it at now. A
+// release whose record carries a streak (record ≥ 1: its work was stuck)
+// is a failure at once; any other is one only if the same instance of
+// holder is still live a grace later (Settle): a holder that stops
+// gracefully releases its shards too, and deregisters right after (or
+// comes back as another instance).
+func (p *Pace) Released(sh, holder, instance string, record int, now time.Time) *Failure {
 	if record >= 1 {
 		k, until := p.Failed(sh, holder, record, now)
 		return &Failure{Shard: sh, Holder: holder, Streak: k, Until: until}
 	}
 	s := p.of(sh)
-	s.pending, s.pendingAt = holder, now
+	s.pending, s.pendingOf, s.pendingAt = holder, instance, now
 	return nil
 }
 
 // Settle judges the releases pending for grace or longer at now: each
 // whose holder is live then (live) is a failure (Failed), the others are
 // forgotten. It returns the failures, in no order.
-func (p *Pace) Settle(now time.Time, grace time.Duration, live func(identity string) bool) []Failure {
+func (p *Pace) Settle(now time.Time, grace time.Duration, live func(identity, instance string) bool) []Failure {
 	var out []Failure
 	for sh, s := range p.shards {
 		if s.pending == "" || now.Before(s.pendingAt.Add(grace)) {
 			continue
 		}
-		holder, at := s.pending, s.pendingAt
+		holder, of, at := s.pending, s.pendingOf, s.pendingAt
 		s.pending = ""
-		if live(holder) {
+		if live(holder, of) {
 			k, until := p.Failed(sh, holder, 0, at)
 			out = append(out, Failure{Shard: sh, Holder: holder, Streak: k, Until: until})
 		}

@@ -17,7 +17,7 @@ func TestDoubling(t *testing.T) {
 	}
 }
 
-func alive(string) bool { return true }
+func alive(string, string) bool { return true }
 
 // TestFailingEverywhere: a shard whose work fails on every candidate, 8 s
 // into each term, given each time to the first candidate not passed over:
@@ -42,7 +42,7 @@ func TestFailingEverywhere(t *testing.T) {
 			continue
 		}
 		now = now.Add(8 * time.Second)
-		require.Nil(t, p.Released("x", holder, 0, now))
+		require.Nil(t, p.Released("x", holder, "i", 0, now))
 		fs := p.Settle(now.Add(2*time.Second), 2*time.Second, alive)
 		require.Len(t, fs, 1)
 		fails[holder]++
@@ -67,12 +67,12 @@ func contains(ids []string, id string) bool {
 // grace is forgotten; one whose holder is still live is a failure.
 func TestGracefulStopIsNoFailure(t *testing.T) {
 	p := New(time.Minute, time.Hour)
-	require.Nil(t, p.Released("x", "a", 0, t0))
+	require.Nil(t, p.Released("x", "a", "i", 0, t0))
 	ids, _ := p.Passed("x", t0)
 	assert.Equal(t, []string{"a"}, ids, "passed over until judged")
 	assert.Equal(t, map[string]bool{"a": true}, p.Pending())
 	assert.Empty(t, p.Settle(t0.Add(time.Second), 2*time.Second, alive), "not judged before the grace")
-	assert.Empty(t, p.Settle(t0.Add(2*time.Second), 2*time.Second, func(string) bool { return false }))
+	assert.Empty(t, p.Settle(t0.Add(2*time.Second), 2*time.Second, func(string, string) bool { return false }))
 	ids, _ = p.Passed("x", t0.Add(2*time.Second))
 	assert.Empty(t, ids)
 	assert.Zero(t, p.Streak("x"))
@@ -84,7 +84,7 @@ func TestGracefulStopIsNoFailure(t *testing.T) {
 // record's cooldown: the leader applies what the record publishes.
 func TestRecordStreak(t *testing.T) {
 	p := New(time.Minute, time.Hour)
-	f := p.Released("x", "a", 3, t0)
+	f := p.Released("x", "a", "i", 3, t0)
 	require.NotNil(t, f)
 	assert.Equal(t, 3, f.Streak)
 	assert.Equal(t, t0.Add(4*time.Minute), f.Until)

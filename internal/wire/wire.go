@@ -344,8 +344,9 @@ type Registration struct {
 	// takes no part in shards.
 	ShardWeight int32
 	// ShardSet is its AnnotationShardSet (EncodeShardSet); "" if it has
-	// none.
+	// none. Instance is its AnnotationInstance: another after a restart.
 	ShardSet string
+	Instance string
 }
 
 // RegistrationOf decodes a registration; ok is false if it is not one (no
@@ -358,7 +359,7 @@ func RegistrationOf(l *coordinationv1.Lease) (r Registration, ok bool) {
 	p, _ := strconv.ParseInt(l.Annotations[AnnotationPriority], 10, 32)
 	r = Registration{Identity: holder, Priority: int32(p), Standby: l.Annotations[AnnotationStandby] == "true",
 		Name: l.Name, RV: l.ResourceVersion, ShardWeight: ShardWeightOf(l),
-		ShardSet: l.Annotations[AnnotationShardSet]}
+		ShardSet: l.Annotations[AnnotationShardSet], Instance: l.Annotations[AnnotationInstance]}
 	if l.Spec.RenewTime != nil {
 		r.RenewedAt = l.Spec.RenewTime.Time
 	}
