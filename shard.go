@@ -287,7 +287,15 @@ type shardMember struct {
 	// given is whether the table last applied wanted this member for a
 	// shard (as holder or taker).
 	given bool
+	// unseenFor is the registration version the table last named this
+	// member Unseen with, for which it renewed its registration already
+	// (unseenNone if it is not named).
+	unseenFor string
 }
+
+// unseenNone is shardMember.unseenFor while the table does not name it
+// Unseen: no registration version is.
+const unseenNone = "\x00"
 
 type shardRun struct {
 	e      *Elector
@@ -299,7 +307,7 @@ type shardRun struct {
 // function that ends it, once every shard Elector returned (and released).
 func startShards(ctx context.Context, e *Elector, reg *registrar) (wait func()) {
 	mctx, cancel := context.WithCancel(ctx)
-	m := &shardMember{ctx: mctx, cfg: e.cfg, gw: e.gw, st: e.st, reg: reg, log: e.logs.log, runs: map[string]*shardRun{}}
+	m := &shardMember{ctx: mctx, cfg: e.cfg, gw: e.gw, st: e.st, reg: reg, log: e.logs.log, runs: map[string]*shardRun{}, unseenFor: unseenNone}
 	e.shards.Store(m)
 	m.wg.Go(m.follow)
 	return func() {
@@ -432,12 +440,18 @@ func (m *shardMember) apply(l *coordinationv1.Lease) {
 	}
 	m.want(want)
 	v, out := t.Out[m.cfg.identity]
+	uv, unseen := t.Unseen[m.cfg.identity]
 	switch {
 	case m.reg == nil:
 	case out && v != m.renewedFor:
 		// Left out as failed: a renewal of the registration, which the
 		// leader sees as a sign of life, brings it back.
 		m.renewedFor = v
+		m.reg.renewNow()
+	case unseen && uv != m.unseenFor:
+		// The leader does not see its registration (deleted by hand, or
+		// its weight edited) though it holds shards: a renewal brings it
+		// back.
 		m.reg.renewNow()
 	case !out && m.given && len(want) == 0:
 		// Given shards before and none now, not left out: the leader may
@@ -449,6 +463,10 @@ func (m *shardMember) apply(l *coordinationv1.Lease) {
 		m.reg.renewNow()
 	}
 	m.given = len(want) > 0
+	m.unseenFor = unseenNone
+	if unseen {
+		m.unseenFor = uv
+	}
 }
 
 // want starts a shard Elector for each shard in set not running, and

@@ -399,7 +399,8 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 	}
 	a.reportDiffer(next.Differ)
 	if maps.Equal(next.Holders, a.table.Holders) && maps.Equal(next.Takers, a.table.Takers) && maps.Equal(next.Out, a.table.Out) &&
-		maps.Equal(next.Failing, a.table.Failing) && maps.Equal(next.Differ, a.table.Differ) {
+		maps.Equal(next.Failing, a.table.Failing) && maps.Equal(next.Differ, a.table.Differ) &&
+		maps.Equal(next.Unseen, a.table.Unseen) {
 		return
 	}
 	a.write(ctx, next, now)
@@ -436,12 +437,18 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 			cands = append(cands, shardplan.Candidate{Identity: r.identity, Weight: r.weight})
 		}
 	}
+	resting := a.pace.Pending()
+	unseen := a.unregisteredHolders(byID, out, now)
+	for _, id := range unseen {
+		cands = append(cands, shardplan.Candidate{Identity: id, Weight: 1})
+		resting[id] = true // keeps what it holds, gets no more
+	}
 	failing := a.pace.Failing()
 	apart := map[string]bool{}
 	for sh := range failing {
 		apart[sh] = true
 	}
-	holders := shardplan.AssignPaced(a.pace.KeepOrder(a.cfg.shards), current, cands, avoid, a.pace.Pending(), apart, runs)
+	holders := shardplan.AssignPaced(a.pace.KeepOrder(a.cfg.shards), current, cands, avoid, resting, apart, runs)
 	for _, sh := range a.cfg.shards {
 		if slices.Contains(avoid[sh], holders[sh]) {
 			delete(holders, sh) // every candidate is passed over for it: it waits
@@ -528,7 +535,7 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 	if len(failing) == 0 {
 		failing = nil
 	}
-	next := wire.Table{Holders: holders, Takers: takers, Out: out, Failing: failing}
+	next := wire.Table{Holders: holders, Takers: takers, Out: out, Failing: failing, Unseen: a.st.registrationVersions(unseen)}
 	if len(differ) > 0 {
 		next.Set, next.Differ = len(a.cfg.shards), differ
 	}
@@ -978,4 +985,44 @@ func (s *state) setShardsFailing(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.ShardsFailing = n
+}
+
+// unregisteredHolders returns the holders of live shard Leases that the
+// registry does not show (their registration deleted by hand) and that are
+// not left out, sorted: one that renews its shard Leases lives, and keeps
+// the shards it holds — it is given no new one until it registers again.
+// Requires mu.
+func (a *assigner) unregisteredHolders(byID map[string]shardRegistration, out map[string]string, now time.Time) []string {
+	var ids []string
+	for _, sh := range a.cfg.shards {
+		h := a.liveHolder(sh, now)
+		_, registered := byID[h]
+		_, left := out[h]
+		if h != "" && !registered && !left && !slices.Contains(ids, h) {
+			ids = append(ids, h)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// registrationVersions returns the resourceVersion of each of ids'
+// registrations in the view of the registry ("" for one missing); nil for
+// no ids.
+func (s *state) registrationVersions(ids []string) map[string]string {
+	if len(ids) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for _, id := range ids {
+		out[id] = ""
+	}
+	for _, c := range s.succession.view {
+		if _, ok := out[c.Identity]; ok {
+			out[c.Identity] = c.rv
+		}
+	}
+	return out
 }

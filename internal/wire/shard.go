@@ -164,6 +164,12 @@ type Table struct {
 	// only shards it runs.
 	Set    int            `json:"set,omitempty"`
 	Differ map[string]int `json:"differ,omitempty"`
+	// Unseen are holders the leader's view of the registry does not show
+	// taking part (their registration deleted by hand, or its weight
+	// edited), with their registration's resourceVersion ("" if it is
+	// missing): they keep what they hold, and register again when they
+	// read it.
+	Unseen map[string]string `json:"unseen,omitempty"`
 }
 
 // Wants reports whether the table asks identity to campaign for shard: as
