@@ -369,6 +369,15 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 	a.mu.Lock()
 	listed := a.listedOnce && a.watching
 	a.mu.Unlock()
+	// Plan only once a write could go out: with the bucket spent (a
+	// first deployment's acquisitions each change the table), the next
+	// write carries every change seen meanwhile, at once, instead of a
+	// queue of stale tables one token apart — the last of which named the
+	// last takers seconds late.
+	if a.gw.ready(ctx) != nil {
+		return
+	}
+	now = time.Now()
 	if rv := a.st.shardTableSeen(); rv != "" && !slices.Contains(a.known, rv) {
 		a.stale = true // edited by someone else: plan from what the members follow
 	}
