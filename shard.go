@@ -3,6 +3,7 @@ package relect
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -299,9 +300,14 @@ const unseenNone = "\x00"
 
 type shardRun struct {
 	e      *Elector
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	wanted bool
 }
+
+// errShardMoved ends a shard Elector's Run, and its term, when the table
+// gives the shard to another candidate: its log and its
+// EventStoppedLeading say so, not "context canceled".
+var errShardMoved = errors.New("relect: the leader gave the shard to another candidate")
 
 // startShards starts this candidate's part in shards, and returns the
 // function that ends it, once every shard Elector returned (and released).
@@ -476,7 +482,7 @@ func (m *shardMember) want(set map[string]bool) {
 	defer m.mu.Unlock()
 	for sh, r := range m.runs {
 		if r.wanted = set[sh]; !r.wanted {
-			r.cancel()
+			r.cancel(errShardMoved)
 		}
 	}
 	for _, sh := range m.cfg.shards {
@@ -496,12 +502,12 @@ func (m *shardMember) startLocked(sh string) {
 		m.log(slog.LevelError, "relect: cannot campaign for a shard", "lease", m.cfg.describe, "shard", sh, "err", err)
 		return
 	}
-	ctx, cancel := context.WithCancel(m.ctx)
+	ctx, cancel := context.WithCancelCause(m.ctx)
 	r := &shardRun{e: e, cancel: cancel, wanted: true}
 	m.runs[sh] = r
 	m.wg.Go(func() {
 		_ = e.Run(ctx)
-		cancel()
+		cancel(nil)
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		delete(m.runs, sh)
@@ -522,6 +528,9 @@ func newShardElector(cfg *config, sh string) (*Elector, error) {
 	o.DisableRegistry, o.Priority, o.Standby, o.KeepLeaseOnCancel = true, 0, false, false
 	run := cfg.Shards.Run
 	o.OnStartedLeading = func(ctx context.Context) { run(context.WithValue(ctx, shardKey{}, sh)) }
+	if _, plain := o.Logger.Handler().(defaultWarnings); !plain {
+		o.Logger = slog.New(shardLogs{h: o.Logger.Handler(), shard: sh})
+	}
 	o.OnStoppedLeading, o.OnNewLeader, o.EventRecorder = nil, nil, nil
 	o.Work = cfg.Shards.Work
 	if check := o.Work.Check; check != nil {
@@ -570,4 +579,43 @@ func (s *state) shardTableSeen() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.shardTableRV
+}
+
+// shardLogs is a shard Elector's log handler: each record carries the
+// shard, and at Info only the shard's terms are said (started-leading,
+// stopped-leading, released); the rest of a shard's Info — client-go's
+// acquire lines, new-leader — goes to Debug, so that S shards do not
+// multiply the election's Info lines by S.
+type shardLogs struct {
+	h     slog.Handler
+	shard string
+}
+
+// shardInfo are the messages a shard keeps at Info.
+var shardInfo = map[string]bool{
+	"relect: " + EventStartedLeading.String(): true,
+	"relect: " + EventStoppedLeading.String(): true,
+	"relect: " + EventReleased.String():       true,
+}
+
+func (s shardLogs) Enabled(ctx context.Context, level slog.Level) bool { return s.h.Enabled(ctx, level) }
+
+func (s shardLogs) Handle(ctx context.Context, r slog.Record) error {
+	r = r.Clone() // r may share its attributes with the caller's
+	if r.Level == slog.LevelInfo && !shardInfo[r.Message] {
+		if !s.h.Enabled(ctx, slog.LevelDebug) {
+			return nil
+		}
+		r.Level = slog.LevelDebug
+	}
+	r.AddAttrs(slog.String("shard", s.shard))
+	return s.h.Handle(ctx, r)
+}
+
+func (s shardLogs) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return shardLogs{h: s.h.WithAttrs(attrs), shard: s.shard}
+}
+
+func (s shardLogs) WithGroup(name string) slog.Handler {
+	return shardLogs{h: s.h.WithGroup(name), shard: s.shard}
 }

@@ -1,10 +1,12 @@
 package relect_test
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -196,6 +198,106 @@ func TestShardSetRollingUpdate(t *testing.T) {
 				assert.Zero(t, b.overlaps)
 				stopAll(cs...)
 			})
+		})
+	}
+}
+
+// levelLog keeps every record with its level.
+type levelLog struct {
+	mu   *sync.Mutex
+	recs *[]string
+}
+
+func (h levelLog) Enabled(context.Context, slog.Level) bool { return true }
+func (h levelLog) Handle(_ context.Context, r slog.Record) error {
+	line := r.Level.String() + " " + r.Message
+	r.Attrs(func(a slog.Attr) bool {
+		line += fmt.Sprintf(" %s=%v", a.Key, a.Value)
+		return true
+	})
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.recs = append(*h.recs, line)
+	return nil
+}
+func (h levelLog) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h levelLog) WithGroup(string) slog.Handler      { return h }
+
+// TestShardLogsSpeakShards: a shard's log lines carry the shard; at Info a
+// shard says only its terms (client-go's acquire lines and new-leader go
+// to Debug); a move by the table says that the leader gave the shard to
+// another candidate, not "context canceled".
+func TestShardLogsSpeakShards(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		b := newShardBook(t)
+		var mu sync.Mutex
+		var recs []string
+		cs := shardFleet(t, api, b, 2, 4, func(i int, o *relect.Options) {
+			o.Logger = slog.New(levelLog{&mu, &recs})
+		})
+		waitFor(t, 4*ld, "balanced", func() bool { return isBalanced(b, 4, 2) })
+		// A third candidate joins: the table moves a shard to it.
+		c := newCandidate(t, api, "c02", func(o *relect.Options) {
+			o.Priority = 0
+			o.Shards = relect.ShardOptions{Count: 4, Run: b.run("c02")}
+		})
+		c.start()
+		waitFor(t, 3*ld, "c02 holds a shard", func() bool { return b.held()["c02"] > 0 })
+		mu.Lock()
+		var moved, infoOther []string
+		for _, r := range recs {
+			if !strings.Contains(r, " shard=") {
+				continue
+			}
+			if strings.Contains(r, "stopped-leading") && strings.Contains(r, "gave the shard to another candidate") {
+				moved = append(moved, r)
+			}
+			if strings.HasPrefix(r, "INFO ") && !strings.Contains(r, "started-leading") && !strings.Contains(r, "stopped-leading") && !strings.Contains(r, "relect: released") {
+				infoOther = append(infoOther, r)
+			}
+		}
+		mu.Unlock()
+		t.Logf("a move by the table: %q", moved)
+		assert.NotEmpty(t, moved, "the move says the leader gave the shard to another candidate")
+		assert.Empty(t, infoOther, "a shard's other lines are at Debug")
+		stopAll(append(cs, c)...)
+	})
+}
+
+// TestShardsFirstDeploymentWait: how long a first deployment waits for
+// its shards, from the first candidate's start: the shard Leases are
+// created LeaseDuration after the leader first listed them missing (a
+// missing Lease may have just been deleted), so LD + RP/2 and a hop when
+// the election's Lease exists; when it is missing too (a real first
+// deployment) the election waits LD for it first: 2 × LD + RP/2.
+func TestShardsFirstDeploymentWait(t *testing.T) {
+	for _, missing := range []bool{false, true} {
+		synctest.Test(t, func(t *testing.T) {
+			api := relecttest.NewLeaseAPI()
+			if !missing {
+				api.PutReleased(ns, lease)
+			}
+			b := newShardBook(t)
+			start := time.Now()
+			var cs []*candidate
+			for i := range 3 {
+				c := newCandidate(t, api, fmt.Sprintf("c%02d", i), func(o *relect.Options) {
+					o.Shards = relect.ShardOptions{Count: 6, Run: b.run(fmt.Sprintf("c%02d", i))}
+				})
+				c.start()
+				cs = append(cs, c)
+			}
+			waitFor(t, 4*ld, "every shard runs", func() bool { return b.running() == 6 })
+			took := time.Since(start)
+			want := ld + rp/2 + rp/2
+			if missing {
+				want += ld
+			}
+			t.Logf("first deployment, the election's Lease missing %v: every shard ran %v after the start (LD %v)", missing, took, ld)
+			assert.LessOrEqual(t, took, want)
+			assert.Greater(t, took, ld*time.Duration(map[bool]int{false: 1, true: 2}[missing])-time.Second)
+			stopAll(cs...)
 		})
 	}
 }
