@@ -598,7 +598,9 @@ var shardInfo = map[string]bool{
 	"relect: " + EventReleased.String():       true,
 }
 
-func (s shardLogs) Enabled(ctx context.Context, level slog.Level) bool { return s.h.Enabled(ctx, level) }
+func (s shardLogs) Enabled(ctx context.Context, level slog.Level) bool {
+	return s.h.Enabled(ctx, level)
+}
 
 func (s shardLogs) Handle(ctx context.Context, r slog.Record) error {
 	r = r.Clone() // r may share its attributes with the caller's
