@@ -117,6 +117,18 @@ func AssignPaced(shards []string, current map[string]string, cands []Candidate, 
 		}
 	}
 	q := quotas(len(shards), cands, held, resting)
+	// A holder over its quota keeps first the shards the fewest
+	// candidates run (their sets may differ), so that what it sheds can
+	// go to one below its quota; with one set, the order of shards.
+	runners := map[string]int{}
+	for _, sh := range healthy {
+		for _, c := range cands {
+			if runs(c.Identity, sh) {
+				runners[sh]++
+			}
+		}
+	}
+	slices.SortStableFunc(healthy, func(a, b string) int { return cmp.Compare(runners[a], runners[b]) })
 	got := map[string]int{}
 	var pool []string
 	for _, sh := range healthy {

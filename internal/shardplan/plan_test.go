@@ -213,3 +213,22 @@ func TestHashingBaseline(t *testing.T) {
 			tc.s, tc.n, len(hashed), hashed[len(hashed)/2], float64(ceil)*float64(tc.n)/float64(tc.s))
 	}
 }
+
+// TestAssignRuns: a candidate whose shard set differs (c002 runs 0-3 of
+// 8) is given only shards it runs, its share of them: the others shed to
+// it shards it runs, and keep those only they run.
+func TestAssignRuns(t *testing.T) {
+	cur := map[string]string{"0": "c000", "1": "c000", "4": "c000", "5": "c000", "2": "c001", "3": "c001", "6": "c001", "7": "c001"}
+	runs := func(id, sh string) bool { return id != "c002" || sh < "4" }
+	a := AssignPaced(names(8), cur, fleet(3), nil, nil, nil, runs)
+	n := map[string]int{}
+	for sh, id := range a {
+		n[id]++
+		require.True(t, runs(id, sh), "shard %s to %s, which does not run it", sh, id)
+	}
+	require.Equal(t, map[string]int{"c000": 3, "c001": 3, "c002": 2}, n, "%v", a)
+	require.Equal(t, 2, moves(cur, a))
+	// Nobody runs a shard: it is not assigned.
+	a = AssignPaced(names(2), nil, fleet(1), nil, nil, nil, func(_, sh string) bool { return sh == "0" })
+	require.Equal(t, map[string]string{"0": "c000"}, a)
+}
