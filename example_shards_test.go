@@ -13,8 +13,12 @@ import (
 // four shards, two each; each shard's Run gets a context with the shard and
 // its own fencing token. When pod-b stops, it releases its shards after
 // their Run returned, and pod-a, their taker, holds all four at once. (A
-// first deployment waits LeaseDuration for its shards, as for its first
-// leader: a missing Lease may have just been deleted.)
+// first deployment waits LeaseDuration for its shards' Leases, as for its
+// first leader — a missing Lease may have just been deleted — counted from
+// the leader's first look, RetryPeriod/2 into its term: LD + RP/2 in all
+// when the election's Lease exists, as here, and 2 × LD + RP/2 when it is
+// missing too, as on a real first deployment: 16 s and 31 s with the
+// defaults, TestShardsFirstDeploymentWait.)
 func ExampleOptions_shards() {
 	api := relecttest.NewLeaseAPI() // in production: Config: restConfig
 	api.PutReleased("default", "reporter")

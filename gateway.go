@@ -133,6 +133,23 @@ func (g *gateway) doSpare(ctx context.Context, verb string, bounded bool, fn fun
 	return g.do(ctx, verb, bounded, fn)
 }
 
+// ready waits until the bucket holds a token, without taking it, or ctx
+// is done: a caller that decides what to send once it may send sends its
+// freshest decision (the shard table), not one that waited for the bucket
+// while newer ones queued behind it.
+func (g *gateway) ready(ctx context.Context) error {
+	for g.limiter.Limit() != rate.Inf {
+		have := g.limiter.Tokens()
+		if have >= 1 {
+			return nil
+		}
+		if err := sleep(ctx, max(time.Duration((1-have)/float64(g.limiter.Limit())*float64(time.Second)), time.Millisecond)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // trySpare is doSpare for calls that may wait for a later chance (the
 // registry's deletions of lapsed registrations): it makes the call only
 // if the bucket holds the spare tokens now, and reports whether it did.

@@ -3,6 +3,7 @@ package relect
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -136,6 +137,12 @@ type ShardOptions struct {
 	// defaults: a holder whose shard work is stuck releases that shard,
 	// which the leader gives to another candidate. Its Check is called
 	// for each shard held, with a context that ShardFromContext reads.
+	// A shard whose work keeps failing — stuck, or its Run returning or
+	// panicking — is paced by one rule: the k-th failure in a row passes
+	// its holder over for that shard for Cooldown × 2^(k−1), at most
+	// MaxCooldown (without Work: LeaseDuration × 2^(k−1), at most an
+	// hour), the cooldown its release record publishes; each failure is a
+	// Warn log, and Stats.ShardsFailing counts them on the leader.
 	Work WorkOptions
 }
 
@@ -281,19 +288,32 @@ type shardMember struct {
 	// given is whether the table last applied wanted this member for a
 	// shard (as holder or taker).
 	given bool
+	// unseenFor is the registration version the table last named this
+	// member Unseen with, for which it renewed its registration already
+	// (unseenNone if it is not named).
+	unseenFor string
 }
+
+// unseenNone is shardMember.unseenFor while the table does not name it
+// Unseen: no registration version is.
+const unseenNone = "\x00"
 
 type shardRun struct {
 	e      *Elector
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	wanted bool
 }
+
+// errShardMoved ends a shard Elector's Run, and its term, when the table
+// gives the shard to another candidate: its log and its
+// EventStoppedLeading say so, not "context canceled".
+var errShardMoved = errors.New("relect: the leader gave the shard to another candidate")
 
 // startShards starts this candidate's part in shards, and returns the
 // function that ends it, once every shard Elector returned (and released).
 func startShards(ctx context.Context, e *Elector, reg *registrar) (wait func()) {
 	mctx, cancel := context.WithCancel(ctx)
-	m := &shardMember{ctx: mctx, cfg: e.cfg, gw: e.gw, st: e.st, reg: reg, log: e.logs.log, runs: map[string]*shardRun{}}
+	m := &shardMember{ctx: mctx, cfg: e.cfg, gw: e.gw, st: e.st, reg: reg, log: e.logs.log, runs: map[string]*shardRun{}, unseenFor: unseenNone}
 	e.shards.Store(m)
 	m.wg.Go(m.follow)
 	return func() {
@@ -426,12 +446,18 @@ func (m *shardMember) apply(l *coordinationv1.Lease) {
 	}
 	m.want(want)
 	v, out := t.Out[m.cfg.identity]
+	uv, unseen := t.Unseen[m.cfg.identity]
 	switch {
 	case m.reg == nil:
 	case out && v != m.renewedFor:
 		// Left out as failed: a renewal of the registration, which the
 		// leader sees as a sign of life, brings it back.
 		m.renewedFor = v
+		m.reg.renewNow()
+	case unseen && uv != m.unseenFor:
+		// The leader does not see its registration (deleted by hand, or
+		// its weight edited) though it holds shards: a renewal brings it
+		// back.
 		m.reg.renewNow()
 	case !out && m.given && len(want) == 0:
 		// Given shards before and none now, not left out: the leader may
@@ -443,6 +469,10 @@ func (m *shardMember) apply(l *coordinationv1.Lease) {
 		m.reg.renewNow()
 	}
 	m.given = len(want) > 0
+	m.unseenFor = unseenNone
+	if unseen {
+		m.unseenFor = uv
+	}
 }
 
 // want starts a shard Elector for each shard in set not running, and
@@ -452,7 +482,7 @@ func (m *shardMember) want(set map[string]bool) {
 	defer m.mu.Unlock()
 	for sh, r := range m.runs {
 		if r.wanted = set[sh]; !r.wanted {
-			r.cancel()
+			r.cancel(errShardMoved)
 		}
 	}
 	for _, sh := range m.cfg.shards {
@@ -472,12 +502,12 @@ func (m *shardMember) startLocked(sh string) {
 		m.log(slog.LevelError, "relect: cannot campaign for a shard", "lease", m.cfg.describe, "shard", sh, "err", err)
 		return
 	}
-	ctx, cancel := context.WithCancel(m.ctx)
+	ctx, cancel := context.WithCancelCause(m.ctx)
 	r := &shardRun{e: e, cancel: cancel, wanted: true}
 	m.runs[sh] = r
 	m.wg.Go(func() {
 		_ = e.Run(ctx)
-		cancel()
+		cancel(nil)
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		delete(m.runs, sh)
@@ -498,6 +528,9 @@ func newShardElector(cfg *config, sh string) (*Elector, error) {
 	o.DisableRegistry, o.Priority, o.Standby, o.KeepLeaseOnCancel = true, 0, false, false
 	run := cfg.Shards.Run
 	o.OnStartedLeading = func(ctx context.Context) { run(context.WithValue(ctx, shardKey{}, sh)) }
+	if _, plain := o.Logger.Handler().(defaultWarnings); !plain {
+		o.Logger = slog.New(shardLogs{h: o.Logger.Handler(), shard: sh})
+	}
 	o.OnStoppedLeading, o.OnNewLeader, o.EventRecorder = nil, nil, nil
 	o.Work = cfg.Shards.Work
 	if check := o.Work.Check; check != nil {
@@ -546,4 +579,45 @@ func (s *state) shardTableSeen() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.shardTableRV
+}
+
+// shardLogs is a shard Elector's log handler: each record carries the
+// shard, and at Info only the shard's terms are said (started-leading,
+// stopped-leading, released); the rest of a shard's Info — client-go's
+// acquire lines, new-leader — goes to Debug, so that S shards do not
+// multiply the election's Info lines by S.
+type shardLogs struct {
+	h     slog.Handler
+	shard string
+}
+
+// shardInfo are the messages a shard keeps at Info.
+var shardInfo = map[string]bool{
+	"relect: " + EventStartedLeading.String(): true,
+	"relect: " + EventStoppedLeading.String(): true,
+	"relect: " + EventReleased.String():       true,
+}
+
+func (s shardLogs) Enabled(ctx context.Context, level slog.Level) bool {
+	return s.h.Enabled(ctx, level)
+}
+
+func (s shardLogs) Handle(ctx context.Context, r slog.Record) error {
+	r = r.Clone() // r may share its attributes with the caller's
+	if r.Level == slog.LevelInfo && !shardInfo[r.Message] {
+		if !s.h.Enabled(ctx, slog.LevelDebug) {
+			return nil
+		}
+		r.Level = slog.LevelDebug
+	}
+	r.AddAttrs(slog.String("shard", s.shard))
+	return s.h.Handle(ctx, r)
+}
+
+func (s shardLogs) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return shardLogs{h: s.h.WithAttrs(attrs), shard: s.shard}
+}
+
+func (s shardLogs) WithGroup(name string) slog.Handler {
+	return shardLogs{h: s.h.WithGroup(name), shard: s.shard}
 }

@@ -994,7 +994,14 @@ func TestBreakCreateMissingStaleAnswer(t *testing.T) {
 // beside the assignment, not in its way: a graceful stop in that time is
 // acted on at once. (The first table, written RP/2 into the term, gives
 // every shard to the candidates registered then; the others wait
-// JoinDelay.)
+// JoinDelay.) It failed about once in 100 runs, at 2 s: the shards start
+// as their Leases are created, each start a change of the table (a taker
+// for it), and the 6 to 12 writes that made spent the bucket (burst 10),
+// so that the write naming the last takers waited behind stale ones; a
+// holder stopped before it had no taker for some shards, which moved by
+// the next write, a token later. The leader now plans only once a write
+// could go out (gateway.ready), so that write carries every change seen
+// meanwhile: 300 runs, none failed, at most 1 s (one token, 1/RateLimit).
 func TestBreakCreateMissingDoesNotStallAssignment(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newAPI()
@@ -1074,11 +1081,11 @@ func TestBreakRegistration403IsRetried(t *testing.T) {
 
 // TestBreakRegistrationsDeleted: every registration deleted by hand (kubectl
 // delete leases -l relect.io/candidate-of=...), then every weight edited to
-// one that takes no part. The leader sees no candidate and its table gives
-// no shard; each holder, given shards before and none
-// now, writes its registration again at once instead of at its next
-// renewal (RegistrationRenewal, 15 minutes), so that the shards run again
-// within a few retry periods. Safety holds throughout.
+// one that takes no part. The leader sees no candidate, but each holder
+// renews its shard Leases: it keeps what it holds, and the table names it
+// Unseen, so that it writes its registration again at once instead of at
+// its next renewal (RegistrationRenewal, 15 minutes). No shard stops.
+// Safety holds throughout.
 func TestBreakRegistrationsDeleted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newAPI()
@@ -1105,11 +1112,17 @@ func TestBreakRegistrationsDeleted(t *testing.T) {
 				l.Annotations[wire.AnnotationShardWeight] = "none"
 			}))
 		}
-		took = until(t, 4*ld, "every shard runs again, balanced, after the weights were edited", func() bool {
+		took = until(t, 4*ld, "the weights written again, every shard running, balanced", func() bool {
 			synctest.Wait()
-			return isBalanced(b, 6, 3) && b.startCount() > starts
+			for _, c := range cs {
+				if api.Lease(ns, wire.RegistrationName(lease, c.name)).Annotations[wire.AnnotationShardWeight] != "1" {
+					return false
+				}
+			}
+			return isBalanced(b, 6, 3)
 		})
-		t.Logf("weights edited: every shard runs again, balanced, in %v (%d shard terms started)", took, b.startCount()-starts)
+		t.Logf("weights edited: written again in %v, every shard running, balanced (%d shard terms started)", took, b.startCount()-starts)
+		assert.Equal(t, starts, b.startCount(), "holders that renew their shard Leases keep them")
 		for _, c := range cs {
 			assert.Equal(t, "1", api.Lease(ns, wire.RegistrationName(lease, c.name)).Annotations[wire.AnnotationShardWeight], "%s's weight written again", c.name)
 		}

@@ -1,13 +1,6 @@
-//go:build shardknown
-
-// Known shortcomings of shards that the break-it pass found and that are
-// not fixed yet: each test reproduces one and fails today. They are kept
-// out of the default build so that the suite stays green; run them with
-//
-//	go test -tags shardknown -run TestBreak .
-//
-// Safety holds in every one of them (the shard book sees no two holders
-// and no fence going back): what fails is liveness or cost.
+// A holder whose registration is deleted by hand keeps its shards: it
+// was a known shortcoming (shards moved away and back), run under the
+// build tag shardknown; fixed, it runs with the other tests.
 
 package relect_test
 
@@ -21,16 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestBreakRegistrationDeletedEvictsAHealthyHolder: a candidate's
+// TestBreakRegistrationDeletedKeepsAHealthyHolder: a candidate's
 // registration deleted by hand while it holds shards and renews them. The
-// leader drops it from its view at once and moves its shards away (the
-// holder steps down on the table's word). Given no shard by the next
-// table, the candidate registers again at once (it waited for its next
-// renewal, RegistrationRenewal, 15 min ± 10 %, until the fix that
-// TestBreakRegistrationsDeleted covers), and holds shards again a
-// JoinDelay later: balanced again 30 s after the deletion, but its shards
-// moved away and back, which is what still fails here. Safety holds.
-func TestBreakRegistrationDeletedEvictsAHealthyHolder(t *testing.T) {
+// leader drops it from its view of the registry at once, but a holder
+// that renews its shard Leases lives: it keeps the shards it holds (and is
+// given no new one until it registers again). Before, its shards moved
+// away (the holder stepped down on the table's word) and back a JoinDelay
+// later. Safety holds.
+func TestBreakRegistrationDeletedKeepsAHealthyHolder(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newAPI()
 		b := newShardBook(t)

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relect/relect/internal/defaults"
+	"github.com/relect/relect/internal/shardpace"
 	"github.com/relect/relect/internal/shardplan"
 	"github.com/relect/relect/internal/wire"
 
@@ -53,7 +55,7 @@ type assigner struct {
 	st   *state
 	term int32
 
-	// mu guards seen and gaveUp, which the observer writes; changed is
+	// mu guards seen, pace and failed, which the observer writes; changed is
 	// signalled after each change of them.
 	mu         sync.Mutex
 	changed    chan struct{}
@@ -70,10 +72,11 @@ type assigner struct {
 	// term knows it) gave each shard to its holder.
 	firstSeen  map[string]time.Time
 	assignedAt map[string]time.Time
-	// gaveUp are the holders that released a shard the table still gave
-	// them (its work stuck, or returned): shard → identity → until when
-	// the shard goes to another candidate if there is one.
-	gaveUp map[string]map[string]time.Time
+	// pace paces the shards whose work keeps failing (a holder released
+	// one the table still gave it: its work stuck, or returned), by the
+	// rule of internal/shardpace; failed are its failures not logged yet.
+	pace   *shardpace.Pace
+	failed []shardpace.Failure
 	// lost are the holders whose shard Lease their taker took without a
 	// release (observeLease): left out at the next plan.
 	lost map[string]bool
@@ -89,6 +92,13 @@ type assigner struct {
 	trimmed   bool // the last plan was over tableLimit (warned once until it is not)
 	retry     *expBackoff
 	notBefore time.Time
+	// warnedSet is the shard set each candidate whose set differs from
+	// this leader's was last warned of (reportDiffer).
+	warnedSet map[string]int
+	// instances are the registrations' instances as the last plan saw
+	// them: a release is a failure only if its holder's instance is the
+	// same RetryPeriod later (shardpace.Settle).
+	instances map[string]string
 	// known are the table versions this term read or wrote (the last
 	// few): a version the member saw that is not among them was written
 	// by someone else (by hand), and own is stale.
@@ -102,7 +112,7 @@ func assignShards(ctx context.Context, cfg *config, st *state) {
 	// election's): the assignment's calls never delay a renewal, nor wait
 	// for one.
 	a := &assigner{cfg: cfg, gw: newGateway(cfg, st), st: st, term: int32(term), seen: map[string]*shardSeen{}, byLease: map[string]string{},
-		firstSeen: map[string]time.Time{}, assignedAt: map[string]time.Time{}, gaveUp: map[string]map[string]time.Time{}, lost: map[string]bool{}, stale: true,
+		firstSeen: map[string]time.Time{}, assignedAt: map[string]time.Time{}, pace: newShardPace(cfg), lost: map[string]bool{}, stale: true,
 		changed: make(chan struct{}, 1), retry: newRetryBackoff(cfg)}
 	for _, sh := range cfg.shards {
 		a.byLease[wire.ShardLeaseName(cfg.Name, sh)] = sh
@@ -121,6 +131,8 @@ func assignShards(ctx context.Context, cfg *config, st *state) {
 	observer.Go(func() { a.observe(ctx) })
 	observer.Go(func() { a.creator(ctx) })
 	defer observer.Wait()
+	defer a.st.setShardsFailing(0)
+	defer a.st.setShardSetsDiffer(0)
 	tick := time.NewTicker(cfg.RetryPeriod / 4)
 	defer tick.Stop()
 	for {
@@ -290,24 +302,35 @@ func (a *assigner) observeLease(l *coordinationv1.Lease, now time.Time) {
 	if s != nil && s.holder != "" && next.released && a.table.Holders[sh] == s.holder &&
 		(a.writing == nil || a.writing.Holders[sh] == s.holder) {
 		// Released by the holder the table names: it gave the shard up
-		// (its work was stuck, or returned, or it is leaving). Not if the
-		// table being written moves it: its holder may have seen that
-		// table before the write's answer came back, and stepped down.
-		if a.gaveUp[sh] == nil {
-			a.gaveUp[sh] = map[string]time.Time{}
+		// (its work was stuck, or returned, or it is leaving: Released
+		// tells them apart). Not if the table being written moves it: its
+		// holder may have seen that table before the write's answer came
+		// back, and stepped down.
+		if f := a.pace.Released(sh, s.holder, a.instances[s.holder], recordStreak(l), now); f != nil {
+			a.failed = append(a.failed, *f)
 		}
-		a.gaveUp[sh][s.holder] = now.Add(a.cooldown())
 	}
 	a.seen[sh] = next
 }
 
-// cooldown is how long a holder that gave a shard up is passed over for
-// it: Shards.Work.Cooldown with work liveness, else LeaseDuration.
-func (a *assigner) cooldown() time.Duration {
-	if a.cfg.Shards.Work.enabled() {
-		return a.cfg.Shards.Work.Cooldown
+// newShardPace is the pacing of cfg's failing shards (internal/shardpace):
+// from Shards.Work.Cooldown doubling to its MaxCooldown with work
+// liveness — the cooldowns a shard's own release record publishes —
+// else from LeaseDuration doubling to an hour (WorkOptions' default).
+func newShardPace(cfg *config) *shardpace.Pace {
+	if w := cfg.Shards.Work; w.enabled() {
+		return shardpace.New(w.Cooldown, w.MaxCooldown)
 	}
-	return a.cfg.LeaseDuration
+	return shardpace.New(cfg.LeaseDuration, max(defaults.WorkMaxCooldown, cfg.LeaseDuration))
+}
+
+// recordStreak is the streak of stuck handovers a shard Lease's record
+// carries (its holder's work was stuck); 0 if none.
+func recordStreak(l *coordinationv1.Lease) int {
+	if s := wire.SuccessionOf(l); s != nil {
+		return int(s.Streak)
+	}
+	return 0
 }
 
 // liveHolder returns who holds shard sh by its Lease at now: the holder
@@ -346,6 +369,15 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 	a.mu.Lock()
 	listed := a.listedOnce && a.watching
 	a.mu.Unlock()
+	// Plan only once a write could go out: with the bucket spent (a
+	// first deployment's acquisitions each change the table), the next
+	// write carries every change seen meanwhile, at once, instead of a
+	// queue of stale tables one token apart — the last of which named the
+	// last takers seconds late.
+	if a.gw.ready(ctx) != nil {
+		return
+	}
+	now = time.Now()
 	if rv := a.st.shardTableSeen(); rv != "" && !slices.Contains(a.known, rv) {
 		a.stale = true // edited by someone else: plan from what the members follow
 	}
@@ -358,7 +390,11 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 	}
 	a.mu.Lock()
 	next := a.plan(regs, now)
+	failed := a.failed
+	a.failed = nil
 	a.mu.Unlock()
+	a.reportFailed(failed)
+	a.st.setShardsFailing(len(next.Failing))
 	// Within what the apiserver accepts (New checked the holders and
 	// takers; candidates left out add to it): else fewer takers.
 	if takers, outs := next.Fit(tableLimit); takers+outs > 0 {
@@ -370,7 +406,10 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 	} else {
 		a.trimmed = false
 	}
-	if maps.Equal(next.Holders, a.table.Holders) && maps.Equal(next.Takers, a.table.Takers) && maps.Equal(next.Out, a.table.Out) {
+	a.reportDiffer(next.Differ)
+	if maps.Equal(next.Holders, a.table.Holders) && maps.Equal(next.Takers, a.table.Takers) && maps.Equal(next.Out, a.table.Out) &&
+		maps.Equal(next.Failing, a.table.Failing) && maps.Equal(next.Differ, a.table.Differ) &&
+		maps.Equal(next.Unseen, a.table.Unseen) {
 		return
 	}
 	a.write(ctx, next, now)
@@ -379,8 +418,20 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 // plan is the table the view asks for at now (see the file's comment).
 // Requires mu.
 func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
+	runs, differ := a.shardSets(regs)
+	saved := a.table
+	a.table = runnable(saved, runs) // a shard the table gives one that does not run it is not assigned
+	defer func() { a.table = saved }()
 	byID, out := a.roster(regs, now)
-	avoid, resting := a.givenUp(now)
+	a.failed = append(a.failed, a.pace.Settle(now, a.cfg.RetryPeriod, func(id, instance string) bool {
+		r, ok := byID[id]
+		return ok && r.instance == instance // not stopped, nor restarted
+	})...)
+	a.instances = map[string]string{}
+	for _, r := range regs {
+		a.instances[r.identity] = r.instance
+	}
+	avoid := a.passedOver(now)
 	current, anyHeld := a.current(byID, out, avoid, now)
 	holds := map[string]bool{}
 	for _, h := range current {
@@ -395,22 +446,43 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 			cands = append(cands, shardplan.Candidate{Identity: r.identity, Weight: r.weight})
 		}
 	}
-	holders := shardplan.Assign(a.cfg.shards, current, cands, avoid, resting)
+	resting := a.pace.Pending()
+	unseen := a.unregisteredHolders(byID, out, now)
+	for _, id := range unseen {
+		cands = append(cands, shardplan.Candidate{Identity: id, Weight: 1})
+		resting[id] = true // keeps what it holds, gets no more
+	}
+	failing := a.pace.Failing()
+	apart := map[string]bool{}
+	for sh := range failing {
+		apart[sh] = true
+	}
+	holders := shardplan.AssignPaced(a.pace.KeepOrder(a.cfg.shards), current, cands, avoid, resting, apart, runs)
+	for _, sh := range a.cfg.shards {
+		if slices.Contains(avoid[sh], holders[sh]) {
+			delete(holders, sh) // every candidate is passed over for it: it waits
+		}
+		if h := a.liveHolder(sh, now); h != "" {
+			a.pace.Held(sh, h, now)
+		}
+	}
 	// Every shard held where the plan keeps it gets a taker, which follows
 	// its Lease: it takes it the moment its holder releases it (a graceful
 	// stop, its work given up) or it expires (a crash, a partition),
 	// without waiting for a table write. A shard the plan moves gets none:
-	// its new holder is the one to take it. Takers do not rest, and a
+	// its new holder is the one to take it; nor does a failing shard, so
+	// that its next release waits for the plan (its pacing), and its
+	// moves change no healthy shard's taker (it counts in no load). A
 	// holder's shards spread over several takers, each counted as it is
 	// named (load), so that no taker is given more than its share.
-	var heirs []shardplan.Candidate
-	for _, c := range cands {
-		if !resting[c.Identity] {
-			heirs = append(heirs, c)
+	heirs := cands
+	takers := map[string]string{}
+	load := map[string]string{} // shard → who runs its Elector, takers counted too
+	for sh, h := range holders {
+		if failing[sh] == 0 {
+			load[sh] = h
 		}
 	}
-	takers := map[string]string{}
-	load := maps.Clone(holders)             // shard → who runs its Elector, takers counted too
 	byHolder := map[string]map[string]int{} // holder → taker → shards of it named so far
 	// roomFor returns the heirs that could take one more of holder h's
 	// shards and stay within the quota they would have without h: fewer
@@ -422,8 +494,10 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 		weight[c.Identity] = int64(c.Weight)
 		total += int64(c.Weight)
 	}
-	for _, id := range holders {
-		held[id]++
+	for sh, id := range holders {
+		if failing[sh] == 0 {
+			held[id]++
+		}
 	}
 	roomFor := func(h string) []shardplan.Candidate {
 		rest := total - weight[h]
@@ -447,13 +521,13 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 		if a.table.Holders[sh] != h {
 			a.assignedAt[sh] = now
 		}
-		if h == "" || h != a.liveHolder(sh, now) {
+		if h == "" || h != a.liveHolder(sh, now) || failing[sh] > 0 {
 			continue
 		}
 		// The table's taker is kept while it is among those taking the
 		// fewest of this holder's shards, of those with room for them (a
 		// fixed point for a settled table); else another is named.
-		fewest := a.fewestOf(h, roomFor(h), byHolder)
+		fewest := slices.DeleteFunc(a.fewestOf(h, roomFor(h), byHolder), func(c shardplan.Candidate) bool { return !runs(c.Identity, sh) })
 		t := a.table.Takers[sh]
 		if !slices.ContainsFunc(fewest, func(c shardplan.Candidate) bool { return c.Identity == t }) {
 			t = shardplan.Taker(load, h, fewest)
@@ -467,7 +541,14 @@ func (a *assigner) plan(regs []shardRegistration, now time.Time) wire.Table {
 			byHolder[h][t]++
 		}
 	}
-	return wire.Table{Holders: holders, Takers: takers, Out: out}
+	if len(failing) == 0 {
+		failing = nil
+	}
+	next := wire.Table{Holders: holders, Takers: takers, Out: out, Failing: failing, Unseen: a.st.registrationVersions(unseen)}
+	if len(differ) > 0 {
+		next.Set, next.Differ = len(a.cfg.shards), differ
+	}
+	return next
 }
 
 // takerFor returns the table's taker of shard sh if it may take it: not
@@ -534,25 +615,17 @@ func (a *assigner) roster(regs []shardRegistration, now time.Time) (byID map[str
 	return byID, out
 }
 
-// givenUp returns, at now, the holders passed over for each shard they
-// gave up, and the set of them (resting: no new shard), forgetting the
-// cooldowns that ended.
-func (a *assigner) givenUp(now time.Time) (avoid map[string][]string, resting map[string]bool) {
-	avoid, resting = map[string][]string{}, map[string]bool{}
-	for sh, ids := range a.gaveUp {
-		for id, until := range ids {
-			if now.Before(until) {
-				avoid[sh] = append(avoid[sh], id)
-				resting[id] = true
-			} else {
-				delete(ids, id)
-			}
-		}
-		if len(ids) == 0 {
-			delete(a.gaveUp, sh)
+// passedOver returns, at now, the candidates passed over for each shard
+// that keeps failing (shardpace). Requires mu.
+func (a *assigner) passedOver(now time.Time) map[string][]string {
+	avoid := map[string][]string{}
+	for _, sh := range a.cfg.shards {
+		if ids, _ := a.pace.Passed(sh, now); len(ids) > 0 {
+			slices.Sort(ids)
+			avoid[sh] = ids
 		}
 	}
-	return avoid, resting
+	return avoid
 }
 
 // current returns each shard's holder as the plan starts from — the
@@ -876,6 +949,8 @@ type shardRegistration struct {
 	identity string
 	weight   int32
 	rv       string // its registration's resourceVersion
+	set      string // its wire.AnnotationShardSet; "" if none
+	instance string // its wire.AnnotationInstance: another after a restart
 }
 
 // shardView returns the live registered candidates that take part in
@@ -890,8 +965,73 @@ func (s *state) shardView(now time.Time) (regs []shardRegistration, loaded bool)
 	}
 	for _, c := range g.view {
 		if c.live(now) && !c.Standby && c.shardWeight > 0 {
-			regs = append(regs, shardRegistration{identity: c.Identity, weight: c.shardWeight, rv: c.rv})
+			regs = append(regs, shardRegistration{identity: c.Identity, weight: c.shardWeight, rv: c.rv, set: c.shardSet, instance: c.instance})
 		}
 	}
 	return regs, true
+}
+
+// reportFailed says each failure of a shard: a warning with its failures
+// in a row and until when its holder is passed over for it, and Stats.
+func (a *assigner) reportFailed(failed []shardpace.Failure) {
+	for _, f := range failed {
+		a.st.logs.log(slog.LevelWarn, "relect: a shard's work keeps failing: its holder gave it up; passed over for it, the shard goes to another candidate",
+			"lease", a.cfg.describe, "shard", f.Shard, "holder", f.Holder, "failuresInARow", f.Streak, "passedOverUntil", f.Until.Format(time.RFC3339))
+		a.st.shardFailed()
+	}
+}
+
+// shardFailed counts one failure of a shard's work (reportFailed).
+func (s *state) shardFailed() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.ShardFailures++
+}
+
+// setShardsFailing records how many shards keep failing, as the leader
+// last planned (0 once its term ends).
+func (s *state) setShardsFailing(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.ShardsFailing = n
+}
+
+// unregisteredHolders returns the holders of live shard Leases that the
+// registry does not show (their registration deleted by hand) and that are
+// not left out, sorted: one that renews its shard Leases lives, and keeps
+// the shards it holds — it is given no new one until it registers again.
+// Requires mu.
+func (a *assigner) unregisteredHolders(byID map[string]shardRegistration, out map[string]string, now time.Time) []string {
+	var ids []string
+	for _, sh := range a.cfg.shards {
+		h := a.liveHolder(sh, now)
+		_, registered := byID[h]
+		_, left := out[h]
+		if h != "" && !registered && !left && !slices.Contains(ids, h) {
+			ids = append(ids, h)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// registrationVersions returns the resourceVersion of each of ids'
+// registrations in the view of the registry ("" for one missing); nil for
+// no ids.
+func (s *state) registrationVersions(ids []string) map[string]string {
+	if len(ids) == 0 {
+		return nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for _, id := range ids {
+		out[id] = ""
+	}
+	for _, c := range s.succession.view {
+		if _, ok := out[c.Identity]; ok {
+			out[c.Identity] = c.rv
+		}
+	}
+	return out
 }

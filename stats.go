@@ -108,6 +108,19 @@ type Stats struct {
 	// observed them — the time a shard went without a holder.
 	ShardGaps    uint64
 	ShardGapTime time.Duration
+	// ShardsFailing is, while this candidate leads, how many shards keep
+	// failing: their holder gave them up, its work stuck or its Run
+	// returned or panicked, and no term of theirs has lasted its
+	// cooldown since (docs/design.md, "A shard whose work keeps
+	// failing"); zero on a follower. ShardFailures counts, over its terms
+	// as leader, each such giving up.
+	ShardsFailing int
+	ShardFailures uint64
+	// ShardSetsDiffer is, while this candidate leads, how many registered
+	// candidates run another shard set than its own (ShardOptions.Count
+	// or Names differ: a rolling update that changes them); each is
+	// warned of once, and given only shards it runs. Zero on a follower.
+	ShardSetsDiffer int
 }
 
 // CallKey names a class of Lease API calls in Stats.Calls: what the call

@@ -66,6 +66,8 @@ type candidate struct {
 	rv      string
 	// shardWeight is its ShardOptions.Weight; 0 if it takes no part.
 	shardWeight int32
+	shardSet    string // its wire.AnnotationShardSet; "" if none
+	instance    string // its wire.AnnotationInstance
 	// wards: it can be the line's warden (wire.AnnotationWards).
 	wards bool
 }
@@ -79,7 +81,8 @@ func candidateFrom(l *coordinationv1.Lease) (c candidate, ok bool) {
 	}
 	return candidate{
 		Candidate: Candidate{Identity: r.Identity, Priority: r.Priority, Standby: r.Standby, RenewedAt: r.RenewedAt},
-		name:      r.Name, seconds: r.Seconds, rv: r.RV, shardWeight: r.ShardWeight, wards: r.Wards,
+		name:      r.Name, seconds: r.Seconds, rv: r.RV, shardWeight: r.ShardWeight,
+		shardSet: r.ShardSet, instance: r.Instance, wards: r.Wards,
 	}, true
 }
 
@@ -110,8 +113,10 @@ func registration(cfg *config, from *coordinationv1.Lease, now time.Time) *coord
 		l.Annotations[wire.AnnotationWards] = "true"
 	}
 	delete(l.Annotations, wire.AnnotationShardWeight)
+	delete(l.Annotations, wire.AnnotationShardSet)
 	if cfg.shards != nil && !cfg.Standby {
 		l.Annotations[wire.AnnotationShardWeight] = strconv.Itoa(int(cfg.Shards.Weight))
+		l.Annotations[wire.AnnotationShardSet] = wire.EncodeShardSet(cfg.shards)
 	}
 	id := cfg.identity
 	seconds := int32(cfg.RegistrationRenewal / time.Second * registrationLives)

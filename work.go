@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/relect/relect/internal/shardpace"
 )
 
 // Work liveness (docs/design.md, "Stuck work"): a leader that keeps its
@@ -80,14 +82,7 @@ func (o WorkOptions) enabled() bool { return o.BeatWindow > 0 || o.Check != nil 
 // cooldown is the cooldown of the k-th stuck handover in a row (k ≥ 1):
 // Cooldown × 2^(k−1), at most MaxCooldown; zero for k < 1.
 func (o WorkOptions) cooldown(k int) time.Duration {
-	if k < 1 {
-		return 0
-	}
-	d := o.Cooldown
-	for i := 1; i < k && d < o.MaxCooldown; i++ {
-		d *= 2
-	}
-	return min(d, o.MaxCooldown)
+	return shardpace.Doubling(o.Cooldown, o.MaxCooldown, k) // the one rule, shards' too
 }
 
 // workReports is what the checker tells the Elector's state, and asks of

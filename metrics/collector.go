@@ -54,6 +54,7 @@ type Collector struct {
 	termRemaining, consecutiveFailures, degraded,
 	workStuck, workStuckHandovers, workCheckFailures, workLastBeat,
 	shardsHeld, shardMoves, shardGaps, shardGapSeconds *prometheus.Desc
+	shardsFailing, shardFailures, shardSetsDiffer *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*Collector)(nil)
@@ -140,6 +141,12 @@ func NewCollector(e *relect.Elector, opts Options) (*Collector, error) {
 			"Times this candidate, as leader, saw a shard's Lease taken after it was free (released, missing or expired)."),
 		shardGapSeconds: desc("shard_gap_seconds_total",
 			"Seconds shards went without a holder before being taken, as this candidate observed them as leader (shard_gaps_total counts the gaps)."),
+		shardsFailing: desc("shards_failing",
+			"Shards whose work keeps failing (their holder gave them up: stuck, or Run returned or panicked), as this candidate, leading, last planned; 0 on a follower."),
+		shardSetsDiffer: desc("shard_sets_differ",
+			"Registered candidates whose shard set (ShardOptions.Count or Names) differs from this leader's, as it last planned; 0 on a follower."),
+		shardFailures: desc("shard_failures_total",
+			"Times a holder gave a shard up because its work failed, as this candidate saw them as leader."),
 	}, nil
 }
 
@@ -156,7 +163,7 @@ func (c *Collector) descs() []*prometheus.Desc {
 		c.backoffs, c.backoffSeconds, c.droppedEvents, c.lastRenewal, c.lastContact,
 		c.termRemaining, c.consecutiveFailures, c.degraded,
 		c.workStuck, c.workStuckHandovers, c.workCheckFailures, c.workLastBeat,
-		c.shardsHeld, c.shardMoves, c.shardGaps, c.shardGapSeconds,
+		c.shardsHeld, c.shardMoves, c.shardGaps, c.shardGapSeconds, c.shardsFailing, c.shardFailures, c.shardSetsDiffer,
 	}
 }
 
@@ -210,6 +217,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.shardMoves, float64(s.ShardMoves))
 	counter(c.shardGaps, float64(s.ShardGaps))
 	counter(c.shardGapSeconds, s.ShardGapTime.Seconds())
+	gauge(c.shardsFailing, float64(s.ShardsFailing))
+	counter(c.shardFailures, float64(s.ShardFailures))
+	gauge(c.shardSetsDiffer, float64(s.ShardSetsDiffer))
 }
 
 func boolValue(b bool) float64 {

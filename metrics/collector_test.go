@@ -614,7 +614,7 @@ relect_terms_started_total`+labels+` 0
 		for d := range ch {
 			described[d.String()] = true
 		}
-		assert.Len(t, described, 22)
+		assert.Len(t, described, 25)
 		// The pedantic registry fails Gather for a metric whose Desc was
 		// not described.
 		reg := prometheus.NewPedanticRegistry()

@@ -46,6 +46,13 @@ type ShardTable struct {
 	// registration changes (they failed to renew, or to take, a shard),
 	// sorted; nil if none.
 	Out []string
+	// Differ are the candidates whose shard set (ShardOptions.Count or
+	// Names) differs from the leader's that wrote the table, with how
+	// many shards each runs, and Set how many the leader runs; nil and 0
+	// when every candidate runs the leader's set. A rolling update that
+	// changes the set shows them until it is done.
+	Differ map[string]int
+	Set    int
 	// Shards are the shards the table names or that have a Lease, in the
 	// order of their names: numbered shards by number ("2" before "10"),
 	// then named ones as strings. A shard configured on the candidates but
@@ -77,6 +84,12 @@ type Shard struct {
 	// table.
 	Assigned string
 	Taker    string
+	// Failures is, for a shard whose work keeps failing (its holder gave
+	// it up: its work stuck, or its Run returned or panicked), how many
+	// times in a row, as the table says; 0 for a healthy shard. The
+	// leader passes each holder that gave it up over for it for a
+	// cooldown that doubles with each failure (docs/design.md).
+	Failures int
 	// Exists reports whether the shard's Lease exists: the leader creates
 	// a missing one (released) once it has seen it missing for
 	// LeaseDuration, so a first deployment shows assigned shards without a
@@ -157,11 +170,14 @@ func shardTableOf(name string, tl *coordinationv1.Lease, items []coordinationv1.
 	if len(table.Out) > 0 {
 		out.Out = slices.Sorted(maps.Keys(table.Out))
 	}
+	if len(table.Differ) > 0 {
+		out.Differ, out.Set = table.Differ, table.Set
+	}
 	byName := map[string]*Shard{}
 	shard := func(sh string) *Shard {
 		s := byName[sh]
 		if s == nil {
-			s = &Shard{Name: sh, Lease: wire.ShardLeaseName(name, sh), Assigned: table.Holders[sh], Taker: table.Takers[sh]}
+			s = &Shard{Name: sh, Lease: wire.ShardLeaseName(name, sh), Assigned: table.Holders[sh], Taker: table.Takers[sh], Failures: table.Failing[sh]}
 			byName[sh] = s
 		}
 		return s
@@ -170,6 +186,9 @@ func shardTableOf(name string, tl *coordinationv1.Lease, items []coordinationv1.
 		shard(sh)
 	}
 	for sh := range table.Takers {
+		shard(sh)
+	}
+	for sh := range table.Failing {
 		shard(sh)
 	}
 	// A shard Lease names its shard (AnnotationShard); one that does not,

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -36,6 +37,10 @@ type shardStatus struct {
 	// releases it or its lease expires; absent for none.
 	Assigned string `json:"assigned,omitempty"`
 	Taker    string `json:"taker,omitempty"`
+	// Failures is how many times in a row the shard's work failed (its
+	// holder gave it up: stuck, or its Run returned or panicked), as the
+	// table says; absent for a healthy shard.
+	Failures int `json:"failures,omitempty"`
 	// Term is the shard Lease's leaseTransitions; Fence its holder's
 	// term's fencing token as published (absent if none).
 	Term  int32  `json:"term"`
@@ -63,6 +68,11 @@ type shardTableStatus struct {
 	// Out are the candidates left out: given no shard until their
 	// registration changes (they failed to renew, or to take, a shard).
 	Out []string `json:"out,omitempty"`
+	// Differ are the candidates whose shard set differs from the
+	// leader's, with how many shards each runs; Set how many the leader
+	// runs (absent when every candidate runs its set).
+	Differ map[string]int `json:"differ,omitempty"`
+	Set    int            `json:"set,omitempty"`
 }
 
 // withShards adds to st the shards t shows (nothing for an election
@@ -77,7 +87,8 @@ func withShards(st leaseStatus, t operator.ShardTable, err error) leaseStatus {
 	if !t.HasShards() {
 		return st
 	}
-	tab := &shardTableStatus{Time: t.At, Found: t.Found, Writer: t.Writer, Term: t.Term, Out: t.Out}
+	tab := &shardTableStatus{Time: t.At, Found: t.Found, Writer: t.Writer, Term: t.Term, Out: t.Out,
+		Differ: t.Differ, Set: t.Set}
 	for i, c := range st.Candidates {
 		st.Candidates[i].LeftOut = slices.Contains(t.Out, c.Identity)
 	}
@@ -89,7 +100,7 @@ func withShards(st leaseStatus, t operator.ShardTable, err error) leaseStatus {
 	st.Shards = []shardStatus{}
 	for _, s := range t.Shards {
 		ss := shardStatus{Shard: s.Name, Lease: s.Lease, Holder: s.Holder, Assigned: s.Assigned, Taker: s.Taker,
-			Term: s.Term, Fence: string(s.Fence), Valid: s.Valid}
+			Failures: s.Failures, Term: s.Term, Fence: string(s.Fence), Valid: s.Valid}
 		switch {
 		case !s.Exists:
 			ss.State = stateMissing
@@ -128,7 +139,7 @@ func printShards(w io.Writer, st leaseStatus) {
 	}
 	fmt.Fprintln(w, shardsSummary(st))
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "SHARD\tSTATE\tHOLDER\tASSIGNED\tTAKER\tTERM\tFENCE\tVALID\tEXPIRES")
+	fmt.Fprintln(tw, "SHARD\tSTATE\tHOLDER\tASSIGNED\tTAKER\tTERM\tFENCE\tVALID\tEXPIRES\tWORK")
 	for _, s := range st.Shards {
 		valid := "-"
 		switch {
@@ -146,11 +157,19 @@ func printShards(w io.Writer, st leaseStatus) {
 			term = fmt.Sprint(s.Term)
 		}
 		fmt.Fprintln(tw, strings.Join([]string{s.Shard, s.State, orDash(s.Holder), orDash(s.Assigned), orDash(s.Taker), term,
-			orDash(s.Fence), valid, expires}, "\t"))
+			orDash(s.Fence), valid, expires, shardWork(s)}, "\t"))
 	}
 	tw.Flush()
 	if len(st.ShardTable.Out) > 0 {
 		fmt.Fprintf(w, "left out (given no shard until their registration changes): %s\n", strings.Join(st.ShardTable.Out, ", "))
+	}
+	if d := st.ShardTable.Differ; len(d) > 0 {
+		var parts []string
+		for _, id := range slices.Sorted(maps.Keys(d)) {
+			parts = append(parts, fmt.Sprintf("%s runs %d", id, d[id]))
+		}
+		fmt.Fprintf(w, "shard sets differ (the leader runs %d shards; each candidate is given only shards it runs): %s\n",
+			st.ShardTable.Set, strings.Join(parts, ", "))
 	}
 }
 
@@ -199,6 +218,9 @@ func shardsSummary(st leaseStatus) string {
 	case free > 0:
 		parts = append(parts, fmt.Sprintf("%d held by nobody", free))
 	}
+	if failing := countFailing(st.Shards); failing > 0 {
+		parts = append(parts, fmt.Sprintf("%d whose work keeps failing", failing))
+	}
 	if moving > 0 {
 		parts = append(parts, fmt.Sprintf("%d assigned to another than its holder", moving))
 	}
@@ -215,10 +237,13 @@ func shardsKey(st leaseStatus) string {
 	if st.ShardTable == nil && st.ShardsError == "" {
 		return ""
 	}
-	type row struct{ Shard, State, Holder, Assigned, Taker, Fence string }
+	type row struct {
+		Shard, State, Holder, Assigned, Taker, Fence string
+		Failures                                     int
+	}
 	rows := []row{}
 	for _, s := range st.Shards {
-		rows = append(rows, row{s.Shard, s.State, s.Holder, s.Assigned, s.Taker, s.Fence})
+		rows = append(rows, row{s.Shard, s.State, s.Holder, s.Assigned, s.Taker, s.Fence, s.Failures})
 	}
 	var t shardTableStatus
 	if st.ShardTable != nil {
@@ -247,3 +272,22 @@ const shardsFootnote = "* estimate: a shard Lease's renewTime + leaseDurationSec
 // besides when it lists the candidates again: when it prints a row and
 // they were read longer ago than this.
 const shardsRefresh = 10 * time.Second
+
+// shardWork is a shard's WORK column: "failing(k)" for a shard whose
+// work failed k times in a row, "-" for a healthy one.
+func shardWork(s shardStatus) string {
+	if s.Failures > 0 {
+		return fmt.Sprintf("failing(%d)", s.Failures)
+	}
+	return "-"
+}
+
+// countFailing counts the shards whose work keeps failing.
+func countFailing(shards []shardStatus) (n int) {
+	for _, s := range shards {
+		if s.Failures > 0 {
+			n++
+		}
+	}
+	return n
+}

@@ -35,7 +35,7 @@ func shardRows(t *testing.T, out string) map[string][]string {
 	rows := map[string][]string{}
 	for _, line := range strings.Split(after, "\n")[1:] {
 		f := strings.Fields(line)
-		if len(f) != 10 {
+		if len(f) != 11 {
 			break
 		}
 		rows[f[0]] = f[1:]
@@ -81,13 +81,14 @@ func TestStatusShowsShards(t *testing.T) {
 			fence := string(operator.Fence(l))
 			require.NotEmpty(t, fence, "shard %s's Lease publishes its fence", s.Shard)
 			row := rows[s.Shard]
-			// STATE HOLDER ASSIGNED TAKER TERM FENCE VALID EXPIRES
+			// STATE HOLDER ASSIGNED TAKER TERM FENCE VALID EXPIRES WORK
 			assert.Equal(t, []string{stateHeld, s.Holder, s.Holder}, row[:3], "shard %s", s.Shard)
 			assert.Equal(t, s.Taker, row[3], "shard %s: its taker", s.Shard)
 			assert.NotContains(t, []string{"-", s.Holder}, row[3], "shard %s: settled, another candidate follows it as taker", s.Shard)
 			assert.Equal(t, fence, row[5], "shard %s's fence", s.Shard)
 			assert.Equal(t, "yes*", row[6], "shard %s", s.Shard)
 			assert.Equal(t, "in", row[7], "shard %s", s.Shard)
+			assert.Equal(t, "-", row[9], "shard %s: its work is healthy", s.Shard)
 		}
 		assert.NotContains(t, out.String(), "left out")
 
@@ -273,4 +274,29 @@ func TestStatusMarksASuccessorLeftOut(t *testing.T) {
 		assert.Contains(t, js.String(), `"left_out": true`)
 		b.client.Heal()
 	})
+}
+
+// A shard whose work keeps failing shows it: WORK "failing(k)", a count in
+// the summary, and "failures" in -o json; candidates whose shard set
+// differs from the leader's, a line naming each with its size.
+func TestStatusShowsFailingShard(t *testing.T) {
+	now := time.Now()
+	tab := operator.ShardTable{Found: true, Writer: "a", Term: 1, At: now, Differ: map[string]int{"c": 4}, Set: 8, Shards: []operator.Shard{
+		{Name: "0", Lease: wire.ShardLeaseName("job", "0"), Assigned: "a", Exists: true, Holder: "a", Valid: true},
+		{Name: "1", Lease: wire.ShardLeaseName("job", "1"), Assigned: "b", Exists: true, Released: true, Failures: 3},
+	}}
+	st := withShards(statusOf(jobLease, lease("a", 15, 1, now), now, time.Time{}), tab, nil)
+	var out bytes.Buffer
+	newStatusPrinter(&out, "table", false).print(st)
+	t.Logf("relect status with a failing shard:\n%s", out.String())
+	assert.Contains(t, out.String(), "1 whose work keeps failing")
+	assert.Contains(t, out.String(), "\nshard sets differ (the leader runs 8 shards; each candidate is given only shards it runs): c runs 4\n")
+	_, rows, _ := strings.Cut(out.String(), "\nSHARD ")
+	lines := strings.Split(rows, "\n")
+	require.GreaterOrEqual(t, len(lines), 3)
+	assert.Equal(t, "-", strings.Fields(lines[1])[len(strings.Fields(lines[1]))-1], "shard 0 is healthy")
+	assert.Equal(t, "failing(3)", strings.Fields(lines[2])[len(strings.Fields(lines[2]))-1])
+	out.Reset()
+	newStatusPrinter(&out, "json", false).print(st)
+	assert.Contains(t, out.String(), `"failures": 3`)
 }

@@ -64,17 +64,38 @@ func Quotas(s int, cands []Candidate, held map[string]int) map[string]int {
 }
 
 // Assign returns the assignment of shards (shard → identity) to cands,
-// given the current holders (shard → identity; missing or "" for none): a
-// shard stays with a current holder among cands while that holder holds no
-// more than its quota (the first shards in the order of shards, but those
-// some candidate gave up first), and the rest go, in that order, to the
-// candidate furthest below its quota (ties by identity) — one that avoid
-// does not name for that shard (avoid: shard → the identities that gave it
-// up) and that is not resting (it gave a shard up: it keeps what it holds
-// and gets no more: its quota is what it holds, and the others share the
-// rest) if there is one, else one avoid does not name, else any. With no
-// candidate, no shard is assigned.
+// given the current holders (shard → identity; missing or "" for none).
+//
+// A shard that avoid names anyone for (avoid: shard → the identities that
+// gave it up: its work keeps failing) is placed apart, after the others
+// and outside the quotas: it stays with its current holder unless avoid
+// names that one, else goes to the candidate furthest below its quota
+// that avoid does not name and that is not resting, else to one avoid
+// does not name, else to any. So it never takes a healthy shard's place,
+// nor moves because of one.
+//
+// Every other shard stays with a current holder among cands while that
+// holder holds no more than its quota (the first shards in the order of
+// shards), and the rest go, in that order, to the candidate furthest
+// below its quota (ties by identity) that is not resting, else to any. A
+// resting candidate (its release of a shard is not judged yet) keeps what
+// it holds and gets no more: its quota is what it holds, and the others
+// share the rest. With no candidate, no shard is assigned.
 func Assign(shards []string, current map[string]string, cands []Candidate, avoid map[string][]string, resting map[string]bool) map[string]string {
+	return AssignPaced(shards, current, cands, avoid, resting, nil, nil)
+}
+
+// AssignPaced is Assign with failing: shards placed apart, as those avoid
+// names anyone for, though avoid may name nobody for them now (their work
+// keeps failing, and every cooldown of theirs has ended); and runs (nil:
+// everyone runs every shard): a shard goes, and stays, only with a
+// candidate that runs it (its shard set may differ from the leader's), and
+// a shard that no candidate runs is not assigned.
+func AssignPaced(shards []string, current map[string]string, cands []Candidate, avoid map[string][]string, resting, failing map[string]bool,
+	runs func(identity, shard string) bool) map[string]string {
+	if runs == nil {
+		runs = func(string, string) bool { return true }
+	}
 	out := make(map[string]string, len(shards))
 	if len(cands) == 0 {
 		return out
@@ -83,40 +104,35 @@ func Assign(shards []string, current map[string]string, cands []Candidate, avoid
 	for _, c := range cands {
 		known[c.Identity] = true
 	}
+	var healthy, apart []string
 	held := map[string]int{}
 	for _, sh := range shards {
-		if h := current[sh]; known[h] {
+		if len(avoid[sh]) > 0 || failing[sh] {
+			apart = append(apart, sh)
+			continue
+		}
+		healthy = append(healthy, sh)
+		if h := current[sh]; known[h] && runs(h, sh) {
 			held[h]++
 		}
 	}
-	// A resting candidate's share is what it keeps; the others share the
-	// rest, so that nobody evicts a shard to make room that it will not
-	// take.
-	var active []Candidate
-	kept := 0
-	for _, c := range cands {
-		if resting[c.Identity] {
-			kept += held[c.Identity]
-		} else {
-			active = append(active, c)
+	q := quotas(len(shards), cands, held, resting)
+	// A holder over its quota keeps first the shards the fewest
+	// candidates run (their sets may differ), so that what it sheds can
+	// go to one below its quota; with one set, the order of shards.
+	runners := map[string]int{}
+	for _, sh := range healthy {
+		for _, c := range cands {
+			if runs(c.Identity, sh) {
+				runners[sh]++
+			}
 		}
 	}
-	q := Quotas(len(shards)-kept, active, held)
-	for _, c := range cands {
-		if resting[c.Identity] {
-			q[c.Identity] = held[c.Identity]
-		}
-	}
+	slices.SortStableFunc(healthy, func(a, b string) int { return cmp.Compare(runners[a], runners[b]) })
 	got := map[string]int{}
 	var pool []string
-	// A holder over its quota keeps first the shards some candidate gave
-	// up (a swap would move two), then the others in order.
-	order := slices.Clone(shards)
-	slices.SortStableFunc(order, func(a, b string) int {
-		return cmp.Compare(min(len(avoid[b]), 1), min(len(avoid[a]), 1))
-	})
-	for _, sh := range order {
-		if h := current[sh]; known[h] && got[h] < q[h] {
+	for _, sh := range healthy {
+		if h := current[sh]; known[h] && runs(h, sh) && got[h] < q[h] {
 			out[sh] = h
 			got[h]++
 			continue
@@ -128,27 +144,57 @@ func Assign(shards []string, current map[string]string, cands []Candidate, avoid
 		ids = append(ids, c.Identity)
 	}
 	slices.Sort(ids)
-	for _, sh := range pool {
-		pick := func(ok func(id string) bool) string {
-			best, deficit := "", 0
-			for _, id := range ids {
-				if d := q[id] - got[id]; ok(id) && (best == "" || d > deficit) {
-					best, deficit = id, d
-				}
+	pick := func(ok func(id string) bool) string {
+		best, deficit := "", 0
+		for _, id := range ids {
+			if d := q[id] - got[id]; ok(id) && (best == "" || d > deficit) {
+				best, deficit = id, d
 			}
-			return best
 		}
-		best := pick(func(id string) bool { return !resting[id] && !slices.Contains(avoid[sh], id) })
-		if best == "" {
-			best = pick(func(id string) bool { return !slices.Contains(avoid[sh], id) })
+		return best
+	}
+	give := func(sh string, rules ...func(id string) bool) {
+		for _, ok := range rules {
+			if best := pick(func(id string) bool { return runs(id, sh) && ok(id) }); best != "" {
+				out[sh] = best
+				got[best]++
+				return
+			}
 		}
-		if best == "" {
-			best = pick(func(string) bool { return true })
+	}
+	for _, sh := range pool {
+		give(sh, func(id string) bool { return !resting[id] }, func(string) bool { return true })
+	}
+	for _, sh := range apart {
+		if h := current[sh]; known[h] && runs(h, sh) && !slices.Contains(avoid[sh], h) {
+			out[sh] = h
+			continue
 		}
-		out[sh] = best
-		got[best]++
+		give(sh, func(id string) bool { return !resting[id] && !slices.Contains(avoid[sh], id) },
+			func(id string) bool { return !slices.Contains(avoid[sh], id) }, func(string) bool { return true })
 	}
 	return out
+}
+
+// quotas is Quotas of s shards for cands, a resting candidate's being what
+// it holds (held), the others sharing the rest.
+func quotas(s int, cands []Candidate, held map[string]int, resting map[string]bool) map[string]int {
+	var active []Candidate
+	kept := 0
+	for _, c := range cands {
+		if resting[c.Identity] {
+			kept += held[c.Identity]
+		} else {
+			active = append(active, c)
+		}
+	}
+	q := Quotas(s-kept, active, held)
+	for _, c := range cands {
+		if resting[c.Identity] {
+			q[c.Identity] = held[c.Identity]
+		}
+	}
+	return q
 }
 
 // Taker returns who should stand ready to take a shard whose holder

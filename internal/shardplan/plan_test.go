@@ -110,7 +110,15 @@ func TestAvoid(t *testing.T) {
 	require.Equal(t, cur["1"], a["1"])
 	// While c000 avoids shard 0, a new plan moves nothing.
 	a = Assign(names(2), map[string]string{"0": "c001", "1": "c001"}, cands, map[string][]string{"0": {"c000"}}, nil)
-	require.Equal(t, map[string]string{"0": "c001", "1": "c000"}, a, "over quota, c001 keeps the shard c000 gave up")
+	require.Equal(t, map[string]string{"0": "c001", "1": "c001"}, a, "over quota, c001 keeps its healthy shard, and the one c000 gave up has nowhere else to go")
+	// Three candidates: the shard c000 gave up stays with c001, outside
+	// the quotas, and no healthy shard moves for it.
+	a = Assign(names(4), map[string]string{"0": "c001", "1": "c001", "2": "c001", "3": "c000"}, fleet(3), map[string][]string{"0": {"c000"}}, nil)
+	require.Equal(t, map[string]string{"0": "c001", "1": "c001", "2": "c001", "3": "c000"}, a, "a shard moved for a failing one")
+	// Its holder passed over too: it goes to the one furthest below its
+	// quota that is not (c002), and the healthy ones stay.
+	a = Assign(names(4), map[string]string{"1": "c001", "2": "c001", "3": "c000"}, fleet(3), map[string][]string{"0": {"c000", "c001"}}, nil)
+	require.Equal(t, map[string]string{"0": "c002", "1": "c001", "2": "c001", "3": "c000"}, a)
 }
 
 // TestResting: a candidate leaving gives its shards up one by one; the
@@ -204,4 +212,23 @@ func TestHashingBaseline(t *testing.T) {
 		t.Logf("S=%d N=%d: busiest ÷ mean, median of %d fleets: hashing %.2f, Assign %.2f",
 			tc.s, tc.n, len(hashed), hashed[len(hashed)/2], float64(ceil)*float64(tc.n)/float64(tc.s))
 	}
+}
+
+// TestAssignRuns: a candidate whose shard set differs (c002 runs 0-3 of
+// 8) is given only shards it runs, its share of them: the others shed to
+// it shards it runs, and keep those only they run.
+func TestAssignRuns(t *testing.T) {
+	cur := map[string]string{"0": "c000", "1": "c000", "4": "c000", "5": "c000", "2": "c001", "3": "c001", "6": "c001", "7": "c001"}
+	runs := func(id, sh string) bool { return id != "c002" || sh < "4" }
+	a := AssignPaced(names(8), cur, fleet(3), nil, nil, nil, runs)
+	n := map[string]int{}
+	for sh, id := range a {
+		n[id]++
+		require.True(t, runs(id, sh), "shard %s to %s, which does not run it", sh, id)
+	}
+	require.Equal(t, map[string]int{"c000": 3, "c001": 3, "c002": 2}, n, "%v", a)
+	require.Equal(t, 2, moves(cur, a))
+	// Nobody runs a shard: it is not assigned.
+	a = AssignPaced(names(2), nil, fleet(1), nil, nil, nil, func(_, sh string) bool { return sh == "0" })
+	require.Equal(t, map[string]string{"0": "c000"}, a)
 }

@@ -34,7 +34,81 @@ const (
 	// AnnotationShardWeight is a registration's ShardOptions.Weight;
 	// missing on a candidate that takes no part in shards.
 	AnnotationShardWeight = "relect.io/shard-weight"
+	// AnnotationShardSet is a registration's shard set (ShardSetOf), so
+	// that the leader gives a candidate only shards it runs; missing on a
+	// registration written before it was added (read as the leader's).
+	AnnotationShardSet = "relect.io/shard-set"
 )
+
+// maxShardSetNames is the longest list of names a shard set writes out;
+// a longer one is written as its size and a hash.
+const maxShardSetNames = 8 << 10
+
+// EncodeShardSet is the AnnotationShardSet of shards (ShardOptions' names,
+// in their order): "count:N" for the numbered shards "0" to "N-1",
+// "names:a,b,c" (sorted) for named ones, or "hash:N:<16 hex digits>" when
+// the names would take more than 8 KiB. Two candidates run the same
+// shards exactly when their values are equal.
+func EncodeShardSet(shards []string) string {
+	numbered := true
+	for i, sh := range shards {
+		if sh != strconv.Itoa(i) {
+			numbered = false
+			break
+		}
+	}
+	if numbered {
+		return "count:" + strconv.Itoa(len(shards))
+	}
+	sorted := slices.Sorted(slices.Values(shards))
+	joined := strings.Join(sorted, ",")
+	if len(joined) <= maxShardSetNames {
+		return "names:" + joined
+	}
+	sum := sha256.Sum256([]byte(joined))
+	return "hash:" + strconv.Itoa(len(shards)) + ":" + hex.EncodeToString(sum[:8])
+}
+
+// ShardSet is a candidate's shard set as its registration says
+// (ParseShardSet).
+type ShardSet struct {
+	// Size is how many shards it runs.
+	Size int
+	// count: numbered "0" to Size-1; names: these (sorted); neither: only
+	// a hash is known, so which shards it runs is not.
+	count bool
+	names []string
+}
+
+// ParseShardSet reads an AnnotationShardSet value; ok is false if it is
+// malformed.
+func ParseShardSet(v string) (s ShardSet, ok bool) {
+	kind, rest, _ := strings.Cut(v, ":")
+	switch kind {
+	case "count":
+		n, err := strconv.Atoi(rest)
+		return ShardSet{Size: n, count: true}, err == nil && n >= 0
+	case "names":
+		names := strings.Split(rest, ",")
+		return ShardSet{Size: len(names), names: names}, rest != ""
+	case "hash":
+		n, _, found := strings.Cut(rest, ":")
+		size, err := strconv.Atoi(n)
+		return ShardSet{Size: size}, found && err == nil && size >= 0
+	}
+	return s, false
+}
+
+// Runs reports whether the set runs shard; false when only its hash is
+// known.
+func (s ShardSet) Runs(shard string) bool {
+	if s.count {
+		n, err := strconv.Atoi(shard)
+		return err == nil && n >= 0 && n < s.Size && strconv.Itoa(n) == shard
+	}
+	_, found := slices.BinarySearch(s.names, shard)
+	return found
+}
 
 // ShardLeaseName is the name of shard's Lease for the Lease named lease:
 // that name (cut to leave room), "-shard-", the shard, and 8 hex digits of
@@ -79,6 +153,23 @@ type Table struct {
 	// registration changes: identity → the registration's resourceVersion
 	// when they were left out (they failed to renew, or to take, a shard).
 	Out map[string]string `json:"out,omitempty"`
+	// Failing names the shards whose work keeps failing — their holder
+	// gave them up, its work stuck, or its Run returned or panicked —
+	// with their failures in a row: shard → count. A shard not in it is
+	// healthy.
+	Failing map[string]int `json:"failing,omitempty"`
+	// Set is the number of shards of the leader that wrote the table, and
+	// Differ the candidates whose shard set (AnnotationShardSet) differs
+	// from its own: identity → how many shards they run. Each is given
+	// only shards it runs.
+	Set    int            `json:"set,omitempty"`
+	Differ map[string]int `json:"differ,omitempty"`
+	// Unseen are holders the leader's view of the registry does not show
+	// taking part (their registration deleted by hand, or its weight
+	// edited), with their registration's resourceVersion ("" if it is
+	// missing): they keep what they hold, and register again when they
+	// read it.
+	Unseen map[string]string `json:"unseen,omitempty"`
 }
 
 // Wants reports whether the table asks identity to campaign for shard: as

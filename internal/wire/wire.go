@@ -355,6 +355,10 @@ type Registration struct {
 	// ShardWeight is its shard weight (AnnotationShardWeight); 0 if it
 	// takes no part in shards.
 	ShardWeight int32
+	// ShardSet is its AnnotationShardSet (EncodeShardSet); "" if it has
+	// none. Instance is its AnnotationInstance: another after a restart.
+	ShardSet string
+	Instance string
 	// Wards is whether it can be the line's warden (AnnotationWards).
 	Wards bool
 }
@@ -368,7 +372,9 @@ func RegistrationOf(l *coordinationv1.Lease) (r Registration, ok bool) {
 	}
 	p, _ := strconv.ParseInt(l.Annotations[AnnotationPriority], 10, 32)
 	r = Registration{Identity: holder, Priority: int32(p), Standby: l.Annotations[AnnotationStandby] == "true",
-		Name: l.Name, RV: l.ResourceVersion, ShardWeight: ShardWeightOf(l), Wards: l.Annotations[AnnotationWards] == "true"}
+		Name: l.Name, RV: l.ResourceVersion, ShardWeight: ShardWeightOf(l),
+		ShardSet: l.Annotations[AnnotationShardSet], Instance: l.Annotations[AnnotationInstance],
+		Wards: l.Annotations[AnnotationWards] == "true"}
 	if l.Spec.RenewTime != nil {
 		r.RenewedAt = l.Spec.RenewTime.Time
 	}

@@ -1,0 +1,91 @@
+package relect
+
+import (
+	"log/slog"
+
+	"github.com/relect/relect/internal/wire"
+)
+
+// Shard sets that differ (docs/design.md, "Changing the shard set"): each
+// registration carries its candidate's shard set (wire.AnnotationShardSet),
+// and the leader gives a candidate only shards it runs — during a rolling
+// update that changes ShardOptions.Count or Names, the candidates of the
+// old set and of the new run side by side — and says so: a warning for
+// each candidate whose set differs, Stats.ShardSetsDiffer, and the table's
+// Differ, which relect status shows.
+
+// shardSets returns, for the registrations regs, whether each candidate
+// runs a shard (one whose set is this leader's, or that has none — written
+// before sets were — runs every shard of it), and the candidates whose set
+// differs, with its size.
+func (a *assigner) shardSets(regs []shardRegistration) (runs func(identity, shard string) bool, differ map[string]int) {
+	own := wire.EncodeShardSet(a.cfg.shards)
+	sets := map[string]*wire.ShardSet{}
+	for _, r := range regs {
+		if r.set == "" || r.set == own {
+			continue
+		}
+		s, ok := wire.ParseShardSet(r.set)
+		if !ok {
+			s = wire.ShardSet{} // malformed: runs nothing the leader can tell
+		}
+		sets[r.identity] = &s
+		if differ == nil {
+			differ = map[string]int{}
+		}
+		differ[r.identity] = s.Size
+	}
+	return func(id, sh string) bool {
+		s := sets[id]
+		return s == nil || s.Runs(sh)
+	}, differ
+}
+
+// runnable returns t less the holders and takers that do not run their
+// shard.
+func runnable(t wire.Table, runs func(identity, shard string) bool) wire.Table {
+	out := t
+	out.Holders, out.Takers = map[string]string{}, map[string]string{}
+	for sh, h := range t.Holders {
+		if runs(h, sh) {
+			out.Holders[sh] = h
+		}
+	}
+	for sh, id := range t.Takers {
+		if runs(id, sh) {
+			out.Takers[sh] = id
+		}
+	}
+	return out
+}
+
+// reportDiffer warns, once per candidate and set size, of each candidate
+// whose shard set differs from this leader's, and keeps
+// Stats.ShardSetsDiffer.
+func (a *assigner) reportDiffer(differ map[string]int) {
+	if a.warnedSet == nil {
+		a.warnedSet = map[string]int{}
+	}
+	for id, n := range differ {
+		if w, ok := a.warnedSet[id]; ok && w == n {
+			continue
+		}
+		a.warnedSet[id] = n
+		a.st.logs.log(slog.LevelWarn, "relect: a candidate runs another shard set than the leader (ShardOptions.Count or Names differ): it is given only shards of the leader's set that it runs; finish the rolling update so that every candidate runs one set",
+			"lease", a.cfg.describe, "candidate", id, "candidateShards", n, "leaderShards", len(a.cfg.shards))
+	}
+	for id := range a.warnedSet {
+		if _, ok := differ[id]; !ok {
+			delete(a.warnedSet, id)
+		}
+	}
+	a.st.setShardSetsDiffer(len(differ))
+}
+
+// setShardSetsDiffer records how many candidates run another shard set
+// than this leader (0 once its term ends).
+func (s *state) setShardSetsDiffer(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stats.ShardSetsDiffer = n
+}
