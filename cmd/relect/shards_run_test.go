@@ -234,7 +234,7 @@ func TestRunShardsStuckCheckGivesShardsUp(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
 	check := `test ! -e ` + dir + `/fail-"$RELECT_IDENTITY"`
-	args := append([]string{"--shards=2", "--restart=always", "--check=" + check, "--check-interval=100ms", "--check-failures=2", "--"},
+	args := append(append(slices.Clone(checkTimings), "--shards=2", "--restart=always", "--check="+check, "--check-failures=2", "--"),
 		shardCmd(log)...)
 	a := startRun(t, api, "a", args...)
 	eventually(t, "a runs both shards", func() bool { return count(shardLog(t, log))["a"] == 2 })
@@ -266,7 +266,7 @@ func TestRunShardsCheckIsPerShard(t *testing.T) {
 	api.PutReleased("default", "job")
 	dir := t.TempDir()
 	log, checks := filepath.Join(dir, "log"), filepath.Join(dir, "checks")
-	args := append([]string{"--shards=2", "--restart=always", `--check=echo "$RELECT_SHARD" >>` + checks, "--check-interval=100ms", "--"},
+	args := append(append(slices.Clone(checkTimings), "--shards=2", "--restart=always", `--check=echo "$RELECT_SHARD" >>`+checks, "--"),
 		shardCmd(log)...)
 	a := startRun(t, api, "a", args...)
 	eventually(t, "a checks both shards", func() bool {

@@ -13,6 +13,15 @@ import (
 // default grace of 250 ms.
 var testDurations = []string{"--lease-duration=2s", "--renew-deadline=1500ms", "--retry-period=200ms"}
 
+// checkTimings are the work check's interval and timeout for tests in
+// real time. A check is a shell that runs in a few milliseconds, but on a
+// busy machine its start alone can take longer than the 50 ms that
+// --check-interval=100ms left it (its default timeout is half the
+// interval): the check then failed as timed out, a passing check counted
+// as a failure, and TestRunStuckCheckHandsOver read another message. A
+// second is more than a loaded machine takes to start a shell.
+var checkTimings = []string{"--check-interval=1s", "--check-timeout=1s"}
+
 // syncBuffer is a bytes.Buffer safe for concurrent writes (the log).
 type syncBuffer struct {
 	mu sync.Mutex

@@ -42,8 +42,8 @@ func TestRunStuckCheckHandsOver(t *testing.T) {
 	dir := t.TempDir()
 	log, checks := filepath.Join(dir, "log"), filepath.Join(dir, "checks")
 	check := `echo "$RELECT_IDENTITY" >> ` + checks + `; test ! -e ` + dir + `/fail-"$RELECT_IDENTITY"`
-	args := []string{"--restart=always", "--check=" + check, "--check-interval=100ms", "--check-failures=2", "--",
-		"sh", "-c", `trap 'echo "stop $RELECT_IDENTITY" >> ` + log + `; exit 0' TERM; echo "start $RELECT_IDENTITY" >> ` + log + `; while :; do sleep 0.05; done`}
+	args := append(slices.Clone(checkTimings), "--restart=always", "--check="+check, "--check-failures=2", "--",
+		"sh", "-c", `trap 'echo "stop $RELECT_IDENTITY" >> `+log+`; exit 0' TERM; echo "start $RELECT_IDENTITY" >> `+log+`; while :; do sleep 0.05; done`)
 	a := startRun(t, api, "a", args...)
 	eventually(t, "a's CMD started", func() bool { return slices.Contains(fileLines(log), "start a") })
 	b := startRun(t, api, "b", args...)
@@ -173,7 +173,7 @@ func TestSidecarCheck(t *testing.T) {
 	api := relecttest.NewLeaseAPI()
 	api.PutReleased("default", "job")
 	dir := t.TempDir()
-	flags := []string{"--check=test ! -e " + dir + `/fail-"$RELECT_IDENTITY"`, "--check-interval=100ms", "--check-failures=3"}
+	flags := append(slices.Clone(checkTimings), "--check=test ! -e "+dir+`/fail-"$RELECT_IDENTITY"`, "--check-failures=3")
 	a := startSidecar(t, api, "a", flags...)
 	eventually(t, "a leads", func() bool { return a.leader(t).Leading })
 	b := startSidecar(t, api, "b", flags...)
