@@ -130,41 +130,47 @@ func touch(t *testing.T, r *replica, name string) {
 // ends sees its context cancelled with the term's cause, and the lease is
 // still this replica's until it has returned: relect releases only after
 // the term's controllers returned, and Yield returns after the release.
+// In simulated time: the Reconcile's 100 ms sleep ends only once every
+// other goroutine is blocked, so a release that did not wait for it would
+// have been sent by then, however slow the machine (in real time, a slow
+// machine passed the test whatever the code did).
 func TestReleaseWaitsForReconcilers(t *testing.T) {
-	api := relecttest.NewLeaseAPI()
-	api.PutReleased(namespace, leaseName)
-	entered := make(chan struct{}, 1)
-	type seen struct {
-		holder string
-		cause  error
-	}
-	saw := make(chan seen, 1)
-	r := newReplica(t, api, "a", replicaOpts{objects: configMaps(1), noStart: true})
-	r.blocked = func(ctx context.Context) {
-		select {
-		case entered <- struct{}{}:
-		default:
-			return // only the first Reconcile waits
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased(namespace, leaseName)
+		entered := make(chan struct{}, 1)
+		type seen struct {
+			holder string
+			cause  error
 		}
-		<-ctx.Done()
-		time.Sleep(100 * time.Millisecond) // a slow return: the lease must wait for it
-		saw <- seen{api.Holder(namespace, leaseName), context.Cause(ctx)}
-	}
-	r.start()
-	r.awaitTerm()
-	<-entered
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := r.m.Elector().Yield(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s := <-saw
-	if s.holder != "a" {
-		t.Errorf("while the Reconcile was returning, the Lease was held by %q: released before the controller returned", s.holder)
-	}
-	if !errors.Is(s.cause, relect.ErrYielded) {
-		t.Errorf("the Reconcile's context ended with %v, want the term's cause, relect.ErrYielded", s.cause)
-	}
+		saw := make(chan seen, 1)
+		r := newReplica(t, api, "a", replicaOpts{objects: configMaps(1), noStart: true})
+		r.blocked = func(ctx context.Context) {
+			select {
+			case entered <- struct{}{}:
+			default:
+				return // only the first Reconcile waits
+			}
+			<-ctx.Done()
+			time.Sleep(100 * time.Millisecond) // a slow return: the lease must wait for it
+			saw <- seen{api.Holder(namespace, leaseName), context.Cause(ctx)}
+		}
+		r.start()
+		r.awaitTerm()
+		<-entered
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := r.m.Elector().Yield(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := <-saw
+		if s.holder != "a" {
+			t.Errorf("while the Reconcile was returning, the Lease was held by %q: released before the controller returned", s.holder)
+		}
+		if !errors.Is(s.cause, relect.ErrYielded) {
+			t.Errorf("the Reconcile's context ended with %v, want the term's cause, relect.ErrYielded", s.cause)
+		}
+	})
 }
 
 // TestAddRoutesRunnables: on the long-lived Manager, a runnable that needs
