@@ -3,6 +3,7 @@ package ctrlrt_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -206,7 +207,10 @@ func TestAddRoutesRunnables(t *testing.T) {
 	if err := r.m.Add(manager.RunnableFunc(nil)); err == nil {
 		t.Error("Add(manager.RunnableFunc(nil)): nil error; every term would panic starting it")
 	}
-	err := builder.ControllerManagedBy(r.m).For(&corev1.ConfigMap{}).Named("on-the-long-lived-manager").
+	// A name of its own in each run: controller-runtime keeps every name
+	// it validated in a process-wide set, and with -count=3 the second run
+	// got "controller with name ... already exists" instead.
+	err := builder.ControllerManagedBy(r.m).For(&corev1.ConfigMap{}).Named(fmt.Sprintf("on-the-long-lived-manager-%d", runs.Add(1))).
 		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }))
 	if !errors.Is(err, ctrlrt.ErrControllerOnManager) {
 		t.Errorf("a leader-only controller built on the Manager: %v, want ErrControllerOnManager", err)
@@ -235,6 +239,9 @@ func TestAddRoutesRunnables(t *testing.T) {
 		t.Errorf("the runnable that needs election started %d times in 3 terms, want 3", n)
 	}
 }
+
+// runs counts TestAddRoutesRunnables' runs, for its controller's name.
+var runs atomic.Int64
 
 type noElection manager.RunnableFunc
 

@@ -11,7 +11,9 @@
 # core, nproc). Each suite's output is kept in a log under
 # .cache/test-loaded/<run>/ (RELECT_TEST_LOGS to choose another directory),
 # deleted when every suite passed. Exits 1 if any suite failed, after a
-# summary: each suite's status, wall time and failing tests.
+# summary: each suite's status, wall time and failing tests. Each suite has
+# 30 min (-timeout), not go test's default 10, which the -count runs of a
+# package share.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -71,9 +73,9 @@ for _ in $(seq "$busy"); do
 done
 
 start=$(date +%s)
-suite cmd "." -race -count="$count" ./cmd/relect/...
-suite ctrlrt "ctrlrt" -race -count="$count" ./...
-suite root "." -race -count=1 .
+suite cmd "." -race -count="$count" -timeout=30m ./cmd/relect/...
+suite ctrlrt "ctrlrt" -race -count="$count" -timeout=30m ./...
+suite root "." -race -count=1 -timeout=30m .
 took=$(($(date +%s) - start))
 stop_loops
 

@@ -216,7 +216,7 @@ func TestRunStopsCmdGracefully(t *testing.T) {
 	// A margin of 8 s and a grace of 7 s: CMD takes 100 ms to stop. (A
 	// grace of 900 ms was a margin a loaded machine could miss: CMD, killed
 	// before it wrote its line, failed the test.)
-	r := startRun(t, api, "a", "--lease-duration=10s", "--renew-deadline=2s", "--grace=7s", "--signal=INT", "--",
+	r := startRun(t, api, "a", "--lease-duration=12s", "--renew-deadline=4s", "--grace=7s", "--signal=INT", "--",
 		"sh", "-c", `trap 'sleep 0.1; echo stopped >> `+log+`; exit 0' INT; echo started >> `+log+`; while :; do sleep 0.05; done`)
 	eventually(t, "CMD started", func() bool { return len(readLines(log)) > 0 })
 	r.cancel()
@@ -278,7 +278,7 @@ func TestRunSecondSignalKillsCmdAtOnce(t *testing.T) {
 	api.PutReleased("default", "job")
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	// A margin of 8 s and a grace of 7 s, which CMD, ignoring SIGTERM, would use up.
-	plan, _, err := parseRun([]string{"--identity=a", "--lease-duration=10s", "--renew-deadline=2s", "--retry-period=500ms", "--grace=7s",
+	plan, _, err := parseRun([]string{"--identity=a", "--lease-duration=12s", "--renew-deadline=4s", "--retry-period=500ms", "--grace=7s",
 		"default/job", "--", "sh", "-c", `trap '' TERM; echo $$ > ` + pidFile + `; while :; do sleep 0.05; done`}, io.Discard)
 	require.NoError(t, err)
 	hurry := make(chan struct{})

@@ -58,7 +58,7 @@ func TestSidecarShards(t *testing.T) {
 	api.PutReleased("default", "job")
 	a := startSidecar(t, api, "a", "--shards=2")
 	eventually(t, "a holds both shards", func() bool { return len(a.shards(t).Shards) == 2 })
-	const shardValidFor = 250 * time.Millisecond // (2 s − 1.5 s) / 2, below --valid-for (1.5 s)
+	const shardValidFor = 500 * time.Millisecond // (4 s − 3 s) / 2, below --valid-for (3 s)
 	before := time.Now()
 	st := a.shards(t)
 	answered := time.Now()
@@ -176,7 +176,7 @@ func TestSidecarShardsFile(t *testing.T) {
 	api.PutReleased("default", "job")
 	a := startSidecar(t, api, "a", "--shards=2")
 	eventually(t, "a's file lists both shards", func() bool { sh := a.fileShards(t); return sh != nil && len(*sh) == 2 })
-	const shardValidFor = 250 * time.Millisecond // as TestSidecarShards
+	const shardValidFor = 500 * time.Millisecond // as TestSidecarShards
 	read := time.Now()
 	first := *a.fileShards(t)
 	for _, h := range first {

@@ -9,9 +9,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Short durations for elections in real time: a margin of 500 ms, so a
-// default grace of 250 ms.
-var testDurations = []string{"--lease-duration=2s", "--renew-deadline=1500ms", "--retry-period=200ms"}
+// Short durations for elections in real time: a margin of 1 s, so a
+// default grace of 500 ms. A leader steps down when it has not renewed for
+// --renew-deadline: 3 s, which no stall of a busy machine reaches (with
+// 1.5 s, one could end a term a test expected to last).
+var testDurations = []string{"--lease-duration=4s", "--renew-deadline=3s", "--retry-period=200ms"}
 
 // checkTimings are the work check's interval and timeout for tests in
 // real time. A check is a shell that runs in a few milliseconds, but on a

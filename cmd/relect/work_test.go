@@ -110,7 +110,8 @@ func TestSidecarBeats(t *testing.T) {
 	st := a.leader(t)
 	assert.True(t, st.Leading, "nobody to hand over to: a leads on")
 	require.NotNil(t, st.WorkStuckSince)
-	assert.False(t, st.WorkStuckSince.Before(lastBeat.Add(window)), "stuck since %v, a window after the last beat (sent at %v)", st.WorkStuckSince, lastBeat)
+	// (The answer's times are in whole milliseconds.)
+	assert.False(t, st.WorkStuckSince.Before(lastBeat.Add(window).Truncate(time.Millisecond)), "stuck since %v, a window after the last beat (sent at %v)", st.WorkStuckSince, lastBeat)
 	assert.False(t, st.WorkStuckSince.After(time.Now()), "stuck since %v, in the future", st.WorkStuckSince)
 	eventually(t, "the file says stuck", func() bool { return a.fileState(t).WorkStuck })
 	eventually(t, "/healthz fails after --work-stuck-timeout", func() bool {
@@ -164,7 +165,7 @@ func TestSidecarBeats(t *testing.T) {
 	require.NotNil(t, st.WorkHoldUntil, "a holding leader's /leader says until when it holds")
 	inMinute := func(what string, at time.Time) {
 		t.Helper()
-		assert.False(t, at.Before(stoppedBeating.Add(time.Minute)), "%s %v: before a minute after the beats stopped (%v)", what, at, stoppedBeating)
+		assert.False(t, at.Before(stoppedBeating.Add(time.Minute).Truncate(time.Millisecond)), "%s %v: before a minute after the beats stopped (%v)", what, at, stoppedBeating)
 		assert.False(t, at.After(time.Now().Add(time.Minute)), "%s %v: more than a minute from now", what, at)
 	}
 	inMinute("hold until", *st.WorkHoldUntil)
