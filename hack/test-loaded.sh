@@ -11,9 +11,9 @@
 # core, nproc). Each suite's output is kept in a log under
 # .cache/test-loaded/<run>/ (RELECT_TEST_LOGS to choose another directory),
 # deleted when every suite passed. Exits 1 if any suite failed, after a
-# summary: each suite's status, wall time and failing tests. Each suite has
-# 30 min (-timeout), not go test's default 10, which the -count runs of a
-# package share.
+# summary: each suite's status, wall time, failing tests and its five
+# slowest tests (-v). Each suite has 30 min (-timeout), not go test's
+# default 10, which the -count runs of a package share.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -58,6 +58,9 @@ suite() {
 		grep -E '^(\s*--- FAIL|panic:|FAIL\s)' "$log" | sort | uniq -c | sed 's/^/        /' >"$log.fails" || true
 	fi
 	tail -n 3 "$log"
+	# The slowest tests, with -v: where a suite's time goes.
+	grep -E '^--- (PASS|FAIL): ' "$log" | sed -E 's/^--- (PASS|FAIL): (\S+) \(([0-9.]+)s\)$/\3 \2/' |
+		sort -rn | head -n 5 | awk '{printf "        %7.1f s  %s\n", $1, $2}' >"$log.slowest" || true
 }
 
 # Build first, without the loops: what is measured is the tests, not the
@@ -73,9 +76,9 @@ for _ in $(seq "$busy"); do
 done
 
 start=$(date +%s)
-suite cmd "." -race -count="$count" -timeout=30m ./cmd/relect/...
-suite ctrlrt "ctrlrt" -race -count="$count" -timeout=30m ./...
-suite root "." -race -count=1 -timeout=30m .
+suite cmd "." -race -count="$count" -timeout=30m -v ./cmd/relect/...
+suite ctrlrt "ctrlrt" -race -count="$count" -timeout=30m -v ./...
+suite root "." -race -count=1 -timeout=30m -v .
 took=$(($(date +%s) - start))
 stop_loops
 
@@ -86,6 +89,10 @@ for r in "${results[@]}"; do
 	name=$(awk '{print $2}' <<<"$r")
 	if [[ -s "$logs/$name.log.fails" ]]; then
 		cat "$logs/$name.log.fails"
+	fi
+	if [[ -s "$logs/$name.log.slowest" ]]; then
+		echo "      slowest:"
+		cat "$logs/$name.log.slowest"
 	fi
 done
 if [[ $failed -ne 0 ]]; then
