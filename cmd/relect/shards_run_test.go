@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -254,8 +255,12 @@ func TestRunShardsStuckCheckGivesShardsUp(t *testing.T) {
 		t.Fatalf("relect a exited (%d); it must stay a candidate", code)
 	default:
 	}
+	// That a stayed a candidate is seen, not only its exit not seen yet:
+	// its work healed, it runs both shards once b has left.
+	require.NoError(t, os.Remove(filepath.Join(dir, "fail-a")))
 	b.cancel()
 	assert.Equal(t, 0, b.exitCode(t))
+	eventually(t, "a runs both shards again once b has left", func() bool { return count(shardLog(t, log))["a"] == 2 })
 	t.Logf("the shard CMDs' log:\n%s", strings.Join(fileLines(log), "\n"))
 }
 

@@ -62,8 +62,14 @@ func TestRunStuckCheckHandsOver(t *testing.T) {
 	assert.Contains(t, a.log.String(), "the leader's work is stuck: handing over")
 	assert.Contains(t, a.log.String(), "the work check failed 2 times in a row: --check: exit status 1")
 	eventually(t, "a follows b", func() bool { return strings.Contains(a.log.String(), "leader=b") })
+	// That a stayed a candidate is seen, not only its exit not seen yet:
+	// its work healed, it takes the lease b releases, and its CMD starts.
+	require.NoError(t, os.Remove(filepath.Join(dir, "fail-a")))
 	b.cancel()
 	assert.Equal(t, 0, b.exitCode(t))
+	eventually(t, "a leads again once b has left", func() bool { return api.Holder("default", "job") == "a" })
+	eventually(t, "a's CMD started again", func() bool { return len(fileLines(log)) == 5 })
+	assert.Equal(t, []string{"start a", "stop a", "start b", "stop b", "start a"}, fileLines(log))
 }
 
 // post sends POST url and returns the status and the state answered.

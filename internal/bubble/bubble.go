@@ -14,8 +14,9 @@ import (
 
 // header matches a goroutine's header in runtime.Stack's dump, capturing
 // its bubble's id: "goroutine 7 [chan receive (durable), synctest bubble
-// 1]:" (Go 1.25 and later print the bubble of a goroutine in one).
-var header = regexp.MustCompile(`(?m)^goroutine \d+ \[[^\n]*, synctest bubble (\d+)\]:$`)
+// 1]:" (Go 1.25 and later print the bubble of a goroutine in one; with
+// GODEBUG=tracebacklabels=1 its labels follow).
+var header = regexp.MustCompile(`(?m)^goroutine \d+ \[.*, synctest bubble (\d+)\b`)
 
 // Goroutines returns how many goroutines belong to the caller's synctest
 // bubble, or 0 when the caller is not in one. The count includes the
