@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"runtime"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/internal/bubble"
 	"github.com/relect/relect/internal/defaults"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
@@ -500,12 +500,12 @@ func TestIdleFollowerGoroutines(t *testing.T) {
 		a.start()
 		time.Sleep(ld)
 		synctest.Wait()
-		before := runtime.NumGoroutine()
+		before := bubble.Goroutines() // the bubble's own, not the process's
 		b := newCandidate(t, api, "b", nil)
 		b.start() // the harness: Run's goroutine and an Events reader
 		time.Sleep(ld)
 		synctest.Wait()
-		own := runtime.NumGoroutine() - before - 2 - 1 // the harness's two, the fake watch's pump
+		own := bubble.Goroutines() - before - 2 - 1 // the harness's two, the fake watch's pump
 		t.Logf("an idle follower's own goroutines: %d", own)
 		assert.Zero(t, own, "none of relect's own")
 		// ... and it is registered all the same, and renews on time.
@@ -516,7 +516,7 @@ func TestIdleFollowerGoroutines(t *testing.T) {
 		require.NotNil(t, renewed)
 		assert.NotEqual(t, reg.ResourceVersion, renewed.ResourceVersion, "renewed within RegistrationRenewal + 10 %")
 		synctest.Wait()
-		assert.Zero(t, runtime.NumGoroutine()-before-2-1, "none left after the renewal")
+		assert.Zero(t, bubble.Goroutines()-before-2-1, "none left after the renewal")
 		stopAll(a, b)
 	})
 }

@@ -208,10 +208,16 @@ func TestDefaultIdentityUniquePerProcess(t *testing.T) {
 func TestLeaseClientSpeaksProtobuf(t *testing.T) {
 	var mu sync.Mutex
 	var got []string
+	// Run ends once the server has seen a request (it ended after 200 ms,
+	// and a machine too busy to send one by then failed the test), or
+	// after 30 s without one.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, r.Header.Get("Accept"))
+		cancel()
 		http.Error(w, "no", http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
@@ -219,8 +225,6 @@ func TestLeaseClientSpeaksProtobuf(t *testing.T) {
 	o.Client, o.Config = nil, &rest.Config{Host: srv.URL, ContentConfig: rest.ContentConfig{ContentType: "application/json"}}
 	e, err := relect.New(o)
 	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
 	_ = e.Run(ctx)
 	mu.Lock()
 	defer mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/relect/relect/ctrlrt"
@@ -90,78 +91,86 @@ func (r *lockReplica) stop(t *testing.T) {
 // its watch. When the leader stops (releasing the lease), a follower takes
 // it.
 func TestLockFollowersDoNotPoll(t *testing.T) {
-	api := relecttest.NewLeaseAPI()
-	api.PutReleased(namespace, leaseName)
-	var leading atomic.Int64
-	var overlap atomic.Bool
-	var rs []*lockReplica
-	for _, id := range []string{"a", "b", "c"} {
-		rs = append(rs, newLockReplica(t, api, id, &leading, &overlap))
-	}
-	defer func() {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased(namespace, leaseName)
+		var leading atomic.Int64
+		var overlap atomic.Bool
+		var rs []*lockReplica
+		for _, id := range []string{"a", "b", "c"} {
+			rs = append(rs, newLockReplica(t, api, id, &leading, &overlap))
+		}
+		defer func() {
+			for _, r := range rs {
+				if r.cancel != nil {
+					r.stop(t)
+				}
+			}
+		}()
+		holder := func() *lockReplica {
+			for _, r := range rs {
+				if api.Holder(namespace, leaseName) == r.id {
+					return r
+				}
+			}
+			return nil
+		}
+		eventually(t, "a leader", func() bool { return holder() != nil && leading.Load() == 1 })
+		leader := holder()
+		var followers []*lockReplica
 		for _, r := range rs {
-			if r.cancel != nil {
-				r.stop(t)
+			if r != leader {
+				followers = append(followers, r)
 			}
 		}
-	}()
-	holder := func() *lockReplica {
-		for _, r := range rs {
-			if api.Holder(namespace, leaseName) == r.id {
-				return r
+		eventually(t, "the followers' watches to answer", func() bool {
+			for _, f := range followers {
+				if f.lock.Stats().LocalGets == 0 {
+					return false
+				}
 			}
-		}
-		return nil
-	}
-	eventually(t, "a leader", func() bool { return holder() != nil && leading.Load() == 1 })
-	leader := holder()
-	var followers []*lockReplica
-	for _, r := range rs {
-		if r != leader {
-			followers = append(followers, r)
-		}
-	}
-	eventually(t, "the followers' watches to answer", func() bool {
+			return true
+		})
+
+		type count struct{ gets, local uint64 }
+		before := map[string]count{}
 		for _, f := range followers {
-			if f.lock.Stats().LocalGets == 0 {
-				return false
+			before[f.id] = count{uint64(f.handle.Calls(relecttest.VerbGet)), f.lock.Stats().LocalGets}
+		}
+		leaderWrites := leader.lock.Stats().Writes
+		time.Sleep(10 * electorTimings.RetryPeriod) // simulated: ten renewals exactly
+		for _, f := range followers {
+			gets, local := uint64(f.handle.Calls(relecttest.VerbGet)), f.lock.Stats().LocalGets
+			t.Logf("%s: %d Lease Gets sent, %d answered from the watch, over 10 retry periods", f.id, gets-before[f.id].gets, local-before[f.id].local)
+			if gets != before[f.id].gets {
+				t.Errorf("follower %s sent %d Lease Gets while the leader renewed", f.id, gets-before[f.id].gets)
+			}
+			// client-go's follower asks every RetryPeriod to 2.2 RetryPeriods
+			// (JitterUntil, factor 1.2): at least 4 times in 10.
+			if asked := local - before[f.id].local; asked < 4 {
+				t.Errorf("follower %s's elector asked its lock %d times in 10 retry periods, want at least 4", f.id, asked)
 			}
 		}
-		return true
-	})
-
-	type count struct{ gets, local uint64 }
-	before := map[string]count{}
-	for _, f := range followers {
-		before[f.id] = count{uint64(f.handle.Calls(relecttest.VerbGet)), f.lock.Stats().LocalGets}
-	}
-	leaderWrites := leader.lock.Stats().Writes
-	time.Sleep(10 * electorTimings.RetryPeriod) // ten renewals' worth of polls
-	for _, f := range followers {
-		gets, local := uint64(f.handle.Calls(relecttest.VerbGet)), f.lock.Stats().LocalGets
-		t.Logf("%s: %d Lease Gets sent, %d answered from the watch, over 10 retry periods", f.id, gets-before[f.id].gets, local-before[f.id].local)
-		if gets != before[f.id].gets {
-			t.Errorf("follower %s sent %d Lease Gets while the leader renewed", f.id, gets-before[f.id].gets)
+		// The leader renews every RetryPeriod (wait.Until), exactly in
+		// simulated time.
+		renewals := leader.lock.Stats().Writes - leaderWrites
+		t.Logf("leader %s: %d renewals over 10 retry periods", leader.id, renewals)
+		if renewals < 9 {
+			t.Errorf("the leader %s renewed %d times in 10 retry periods, want at least 9", leader.id, renewals)
 		}
-		if local == before[f.id].local {
-			t.Errorf("follower %s's elector did not ask its lock at all", f.id)
-		}
-	}
-	if leader.lock.Stats().Writes == leaderWrites {
-		t.Errorf("the leader %s did not renew", leader.id)
-	}
 
-	leader.stop(t)
-	leader.cancel = nil
-	eventually(t, "a new leader", func() bool {
-		h := holder()
-		return h != nil && h != leader && leading.Load() == 1
+		leader.stop(t)
+		leader.cancel = nil
+		eventually(t, "a new leader", func() bool {
+			h := holder()
+			return h != nil && h != leader && leading.Load() == 1
+		})
+		if overlap.Load() {
+			// client-go releases before it cancels the leader's context
+			// (LeaderElectionReleaseOnCancel): the Lock does not change that.
+			t.Logf("two managers ran their leader-election runnables at once, as client-go allows")
+		}
 	})
-	if overlap.Load() {
-		// client-go releases before it cancels the leader's context
-		// (LeaderElectionReleaseOnCancel): the Lock does not change that.
-		t.Logf("two managers ran their leader-election runnables at once, as client-go allows")
-	}
 }
 
 // TestNewLockRefusesBadOptions: each bad field is named.

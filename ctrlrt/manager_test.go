@@ -3,19 +3,21 @@ package ctrlrt_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/relect/relect"
 	"github.com/relect/relect/ctrlrt"
 	"github.com/relect/relect/fencing"
+	"github.com/relect/relect/internal/bubble"
 	"github.com/relect/relect/relecttest"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -129,41 +131,50 @@ func touch(t *testing.T, r *replica, name string) {
 // ends sees its context cancelled with the term's cause, and the lease is
 // still this replica's until it has returned: relect releases only after
 // the term's controllers returned, and Yield returns after the release.
+// In simulated time: the Reconcile's 100 ms sleep ends only once every
+// other goroutine is blocked, so a release that did not wait for it would
+// have been sent by then, however slow the machine (in real time, a slow
+// machine passed the test whatever the code did).
 func TestReleaseWaitsForReconcilers(t *testing.T) {
-	api := relecttest.NewLeaseAPI()
-	api.PutReleased(namespace, leaseName)
-	entered := make(chan struct{}, 1)
-	type seen struct {
-		holder string
-		cause  error
-	}
-	saw := make(chan seen, 1)
-	r := newReplica(t, api, "a", replicaOpts{objects: configMaps(1), noStart: true})
-	r.blocked = func(ctx context.Context) {
-		select {
-		case entered <- struct{}{}:
-		default:
-			return // only the first Reconcile waits
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased(namespace, leaseName)
+		entered := make(chan struct{}, 1)
+		type seen struct {
+			holder string
+			cause  error
 		}
-		<-ctx.Done()
-		time.Sleep(100 * time.Millisecond) // a slow return: the lease must wait for it
-		saw <- seen{api.Holder(namespace, leaseName), context.Cause(ctx)}
-	}
-	r.start()
-	r.awaitTerm()
-	<-entered
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := r.m.Elector().Yield(ctx); err != nil {
-		t.Fatal(err)
-	}
-	s := <-saw
-	if s.holder != "a" {
-		t.Errorf("while the Reconcile was returning, the Lease was held by %q: released before the controller returned", s.holder)
-	}
-	if !errors.Is(s.cause, relect.ErrYielded) {
-		t.Errorf("the Reconcile's context ended with %v, want the term's cause, relect.ErrYielded", s.cause)
-	}
+		saw := make(chan seen, 1)
+		r := newReplica(t, api, "a", replicaOpts{objects: configMaps(1), noStart: true})
+		r.blocked = func(ctx context.Context) {
+			select {
+			case entered <- struct{}{}:
+			default:
+				return // only the first Reconcile waits
+			}
+			<-ctx.Done()
+			time.Sleep(100 * time.Millisecond) // a slow return: the lease must wait for it
+			saw <- seen{api.Holder(namespace, leaseName), context.Cause(ctx)}
+		}
+		r.start()
+		r.awaitTerm()
+		<-entered
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := r.m.Elector().Yield(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s := <-saw
+		if s.holder != "a" {
+			t.Errorf("while the Reconcile was returning, the Lease was held by %q: released before the controller returned", s.holder)
+		}
+		if !errors.Is(s.cause, relect.ErrYielded) {
+			t.Errorf("the Reconcile's context ended with %v, want the term's cause, relect.ErrYielded", s.cause)
+		}
+		// The next term's controller at work before the test ends (see
+		// TestNoCampaignBeforeWarmInformers): its Reconcile has begun.
+		<-entered
+	})
 }
 
 // TestAddRoutesRunnables: on the long-lived Manager, a runnable that needs
@@ -199,7 +210,10 @@ func TestAddRoutesRunnables(t *testing.T) {
 	if err := r.m.Add(manager.RunnableFunc(nil)); err == nil {
 		t.Error("Add(manager.RunnableFunc(nil)): nil error; every term would panic starting it")
 	}
-	err := builder.ControllerManagedBy(r.m).For(&corev1.ConfigMap{}).Named("on-the-long-lived-manager").
+	// A name of its own in each run: controller-runtime keeps every name
+	// it validated in a process-wide set, and with -count=3 the second run
+	// got "controller with name ... already exists" instead.
+	err := builder.ControllerManagedBy(r.m).For(&corev1.ConfigMap{}).Named(fmt.Sprintf("on-the-long-lived-manager-%d", runs.Add(1))).
 		Complete(reconcile.Func(func(context.Context, reconcile.Request) (reconcile.Result, error) { return reconcile.Result{}, nil }))
 	if !errors.Is(err, ctrlrt.ErrControllerOnManager) {
 		t.Errorf("a leader-only controller built on the Manager: %v, want ErrControllerOnManager", err)
@@ -228,6 +242,9 @@ func TestAddRoutesRunnables(t *testing.T) {
 		t.Errorf("the runnable that needs election started %d times in 3 terms, want 3", n)
 	}
 }
+
+// runs counts TestAddRoutesRunnables' runs, for its controller's name.
+var runs atomic.Int64
 
 type noElection manager.RunnableFunc
 
@@ -392,30 +409,35 @@ func TestNewManagerReportsEveryProblemAtOnce(t *testing.T) {
 // of a term's controller, and of the informer's listener of its event
 // handler, ends with the term. (controller-runtime never removes a Kind
 // source's event handler; without ctrlrt's removal each term would leave
-// its listener's two goroutines behind.)
+// its listener's two goroutines behind.) In simulated time, once every
+// goroutine has settled (synctest.Wait), the bubble's own goroutines are
+// counted: none of another test's, and none still ending (it counted the
+// process's before, with a slack for goroutines still ending).
 func TestGoroutinesDoNotGrowWithTerms(t *testing.T) {
-	api := relecttest.NewLeaseAPI()
-	api.PutReleased(namespace, leaseName)
-	r := newReplica(t, api, "a", replicaOpts{objects: configMaps(3), options: func(o *ctrlrt.Options) {
-		o.Elector.BackoffMax = o.Elector.RetryPeriod // a lone candidate campaigns again at once
-	}})
-	var counts []int
-	for range 12 {
-		term, _ := r.awaitTerm()
-		r.awaitReconciled(term, 3)
-		counts = append(counts, runtime.NumGoroutine())
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		if err := r.m.Elector().Yield(ctx); err != nil {
-			t.Fatal(err)
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased(namespace, leaseName)
+		r := newReplica(t, api, "a", replicaOpts{objects: configMaps(3), options: func(o *ctrlrt.Options) {
+			o.Elector.BackoffMax = o.Elector.RetryPeriod // a lone candidate campaigns again at once
+		}})
+		var counts []int
+		for i := range 12 {
+			term, _ := r.awaitTerm()
+			r.awaitReconciled(term, 3)
+			synctest.Wait()
+			counts = append(counts, bubble.Goroutines())
+			if i < 11 { // the test ends in a term whose controller is at work (see TestNoCampaignBeforeWarmInformers)
+				r.yield()
+			}
 		}
-		cancel()
-	}
-	t.Logf("goroutines while leading, term after term: %v", counts)
-	// Goroutines that end asynchronously (a queue's shutdown, an HTTP
-	// connection's loops) may still be counted; growth would be steady.
-	if first, last := counts[1], counts[len(counts)-1]; last > first+2 {
-		t.Errorf("goroutines grew from %d (2nd term) to %d (12th term)", first, last)
-	}
+		t.Logf("goroutines while leading, term after term: %v", counts)
+		// relect's election runs a goroutine or two only at times (a
+		// timer's wait, a term's watch: 32 to 34 measured); a term that left
+		// one goroutine behind would add 11 by the 12th term.
+		if first, last := counts[0], counts[len(counts)-1]; last > first+2 {
+			t.Errorf("goroutines grew from %d (1st term) to %d (12th term)", first, last)
+		}
+	})
 }
 
 // TestReadinessWaitsForWarmInformers: a replica whose informers of
@@ -448,7 +470,8 @@ func TestReadinessWaitsForWarmInformers(t *testing.T) {
 	if code, body := probe("/healthz/" + ctrlrt.HealthzCheckName); code != http.StatusOK {
 		t.Errorf("liveness with the informers not synced: %d %q, want ok", code, body)
 	}
-	time.Sleep(5 * electorTimings.RetryPeriod) // it would have taken the released lease by now
+	// That it does not campaign meanwhile is TestNoCampaignBeforeWarmInformers's,
+	// in simulated time: a wait here would prove nothing on a busy machine.
 	if h := api.Holder(namespace, leaseName); h != "" {
 		t.Fatalf("%s took the lease before its informers synced", h)
 	}
@@ -585,4 +608,39 @@ func TestStuckReconcileHoldsUpTheReleaseNotTheNextLeader(t *testing.T) {
 	if err := <-yielded; !errors.Is(err, relect.ErrLeaseLost) {
 		t.Errorf("a's Yield: %v, want ErrLeaseLost (the Lease expired to b)", err)
 	}
+}
+
+// TestNoCampaignBeforeWarmInformers, in simulated time: a replica whose
+// informers have not synced sends no Lease request at all — not within 5
+// retry periods, not within 10 lease durations — and takes the released
+// lease within one retry period of their sync.
+func TestNoCampaignBeforeWarmInformers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased(namespace, leaseName)
+		r := newReplica(t, api, "a", replicaOpts{objects: configMaps(1), noStart: true})
+		r.cache.hold = make(chan struct{})
+		r.start()
+		time.Sleep(10 * electorTimings.LeaseDuration)
+		synctest.Wait()
+		if n := api.Client("a").TotalCalls(); n != 0 {
+			t.Errorf("%d Lease calls before the informers synced, want none", n)
+		}
+		if h := api.Holder(namespace, leaseName); h != "" {
+			t.Fatalf("%s took the lease before its informers synced", h)
+		}
+		synced := time.Now()
+		close(r.cache.hold)
+		term, _ := r.awaitTerm()
+		took := time.Since(synced)
+		t.Logf("took the lease %v after the informers synced", took)
+		if took > electorTimings.RetryPeriod {
+			t.Errorf("took the lease %v after the sync, want within one retry period (%v)", took, electorTimings.RetryPeriod)
+		}
+		// The term's controller at work before the test ends: a stop while
+		// its source still waits for its handler's sync would leave that
+		// wait (controller-runtime's goroutine, up to 100 ms) behind the
+		// manager's Start, and simulated time stops when the test returns.
+		r.awaitReconciled(term, 1)
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,24 +48,37 @@ func TestCheckCommand(t *testing.T) {
 }
 
 // A check that outlives its context is killed with everything it
-// started, and the call returns at once, saying so.
+// started, and the call returns at once, saying so. The context ends once
+// the check has started its child (it ended after 300 ms, which a busy
+// machine could take to start the shell: then no pid was written), and
+// "at once" is within 10 s: the child sleeps 30.
 func TestCheckCommandTimeout(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	c := newChecker(workCheck{command: `sleep 30 & echo $! > ` + pidFile + `; wait`})
+	c := newChecker(workCheck{command: `sleep 30 & echo $! > ` + pidFile + `.tmp; mv ` + pidFile + `.tmp ` + pidFile + `; wait`})
 	c.setEnv("a", leaseRef{namespace: "default", name: "job"})
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	start := time.Now()
+	var cancelled atomic.Int64 // UnixNano
+	go func() {
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			if _, err := os.Stat(pidFile); err == nil {
+				break
+			}
+		}
+		cancelled.Store(time.Now().UnixNano())
+		cancel()
+	}()
 	err := c.run(ctx)
-	took := time.Since(start)
+	took := time.Since(time.Unix(0, cancelled.Load()))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "--check: killed after")
-	assert.Less(t, took, 300*time.Millisecond+checkWaitDelay, "the call returns once its context is done")
+	assert.Less(t, took, 10*time.Second, "the call returns once its context is done, not when the check's child ends")
 	data, err := os.ReadFile(pidFile)
 	require.NoError(t, err)
 	child, err := strconv.Atoi(strings.TrimSpace(string(data)))
 	require.NoError(t, err)
 	eventually(t, "the check's child killed", func() bool { return !alive(child) })
+	t.Logf("the check returned %v after its context ended", took.Round(time.Millisecond))
 }
 
 // A check URL is healthy on a 2xx answer; another answer, or none, is a
@@ -88,19 +102,22 @@ func TestCheckURL(t *testing.T) {
 	defer srv.Close()
 	gone := httptest.NewServer(http.NotFoundHandler())
 	gone.Close()
+	// Every call has 30 s (300 ms was a margin a busy machine could miss
+	// on the answers that come), but the one that must time out: 300 ms.
 	for _, tc := range []struct {
 		name, url, want string
+		timeout         time.Duration
 	}{
-		{"2xx", srv.URL + "/ok", ""},
-		{"a redirect to 2xx", srv.URL + "/moved", ""},
-		{"503 with its reason", srv.URL + "/down", "GET " + srv.URL + "/down: 503 Service Unavailable: database unreachable"},
-		{"404", srv.URL + "/nothing", "404 Not Found"},
-		{"hangs past the timeout", srv.URL + "/slow", "context deadline exceeded"},
-		{"nobody listens", gone.URL + "/ok", "connection refused"},
+		{"2xx", srv.URL + "/ok", "", 30 * time.Second},
+		{"a redirect to 2xx", srv.URL + "/moved", "", 30 * time.Second},
+		{"503 with its reason", srv.URL + "/down", "GET " + srv.URL + "/down: 503 Service Unavailable: database unreachable", 30 * time.Second},
+		{"404", srv.URL + "/nothing", "404 Not Found", 30 * time.Second},
+		{"hangs past the timeout", srv.URL + "/slow", "context deadline exceeded", 300 * time.Millisecond},
+		{"nobody listens", gone.URL + "/ok", "connection refused", 30 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newChecker(workCheck{url: tc.url})
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
 			defer cancel()
 			err := c.run(ctx)
 			if tc.want == "" {

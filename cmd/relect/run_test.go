@@ -134,25 +134,28 @@ func TestRunTimeoutGivesUp(t *testing.T) {
 }
 
 // --timeout does not end a term that began within it: CMD, started, runs
-// past it, and relect exits with its status.
+// past it, and relect exits with its status. --timeout is 5 s, not the
+// second it was: a machine that took longer to take the released Lease
+// skipped the test, and one whose timer fired late passed it whatever
+// the code did; now 5 s to lead is a failure, and the test waits a whole
+// second past the timeout before it lets CMD end.
 func TestRunTimeoutSparesATerm(t *testing.T) {
 	api := relecttest.NewLeaseAPI()
 	api.PutReleased("default", "job")
 	dir := t.TempDir()
 	log, proceed := filepath.Join(dir, "log"), filepath.Join(dir, "proceed")
-	const timeout = time.Second
+	const timeout = 5 * time.Second
 	r := startRun(t, api, "a", "--timeout="+timeout.String(), "--",
 		"sh", "-c", `echo started >> `+log+`; while [ ! -e `+proceed+` ]; do sleep 0.02; done; echo done >> `+log+`; exit 5`)
 	for len(readLines(log)) == 0 {
 		select {
 		case code := <-r.done:
-			r.done <- code
-			require.Equal(t, exitTimedOut, code, "relect exited before CMD started")
-			t.Skipf("this machine took longer than --timeout (%v) to take a released lease", timeout)
+			r.done <- code // for the cleanup
+			t.Fatalf("relect exited (%d) before CMD started: it did not take a released lease within --timeout (%v)\n%s", code, timeout, r.log)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
-	time.Sleep(timeout + 100*time.Millisecond) // the timer, started before CMD, is past; CMD still runs
+	time.Sleep(timeout + time.Second) // the timer, started before CMD, is past; CMD still runs
 	require.NoError(t, os.WriteFile(proceed, nil, 0o644))
 	assert.Equal(t, 5, r.exitCode(t))
 	assert.Equal(t, []string{"started", "done"}, readLines(log))
@@ -210,8 +213,10 @@ func TestRunStopsCmdGracefully(t *testing.T) {
 			linesAtRelease = append([]string{}, readLines(log)...)
 		}
 	})
-	// A margin of 1 s and a grace of 900 ms: CMD takes 100 ms to stop.
-	r := startRun(t, api, "a", "--lease-duration=3s", "--renew-deadline=2s", "--grace=900ms", "--signal=INT", "--",
+	// A margin of 8 s and a grace of 7 s: CMD takes 100 ms to stop. (A
+	// grace of 900 ms was a margin a loaded machine could miss: CMD, killed
+	// before it wrote its line, failed the test.)
+	r := startRun(t, api, "a", "--lease-duration=12s", "--renew-deadline=4s", "--grace=7s", "--signal=INT", "--",
 		"sh", "-c", `trap 'sleep 0.1; echo stopped >> `+log+`; exit 0' INT; echo started >> `+log+`; while :; do sleep 0.05; done`)
 	eventually(t, "CMD started", func() bool { return len(readLines(log)) > 0 })
 	r.cancel()
@@ -273,7 +278,7 @@ func TestRunSecondSignalKillsCmdAtOnce(t *testing.T) {
 	api.PutReleased("default", "job")
 	pidFile := filepath.Join(t.TempDir(), "pid")
 	// A margin of 8 s and a grace of 7 s, which CMD, ignoring SIGTERM, would use up.
-	plan, _, err := parseRun([]string{"--identity=a", "--lease-duration=10s", "--renew-deadline=2s", "--retry-period=500ms", "--grace=7s",
+	plan, _, err := parseRun([]string{"--identity=a", "--lease-duration=12s", "--renew-deadline=4s", "--retry-period=500ms", "--grace=7s",
 		"default/job", "--", "sh", "-c", `trap '' TERM; echo $$ > ` + pidFile + `; while :; do sleep 0.05; done`}, io.Discard)
 	require.NoError(t, err)
 	hurry := make(chan struct{})

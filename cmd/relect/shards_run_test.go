@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -234,7 +235,7 @@ func TestRunShardsStuckCheckGivesShardsUp(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
 	check := `test ! -e ` + dir + `/fail-"$RELECT_IDENTITY"`
-	args := append([]string{"--shards=2", "--restart=always", "--check=" + check, "--check-interval=100ms", "--check-failures=2", "--"},
+	args := append(append(slices.Clone(checkTimings), "--shards=2", "--restart=always", "--check="+check, "--check-failures=2", "--"),
 		shardCmd(log)...)
 	a := startRun(t, api, "a", args...)
 	eventually(t, "a runs both shards", func() bool { return count(shardLog(t, log))["a"] == 2 })
@@ -254,8 +255,12 @@ func TestRunShardsStuckCheckGivesShardsUp(t *testing.T) {
 		t.Fatalf("relect a exited (%d); it must stay a candidate", code)
 	default:
 	}
+	// That a stayed a candidate is seen, not only its exit not seen yet:
+	// its work healed, it runs both shards once b has left.
+	require.NoError(t, os.Remove(filepath.Join(dir, "fail-a")))
 	b.cancel()
 	assert.Equal(t, 0, b.exitCode(t))
+	eventually(t, "a runs both shards again once b has left", func() bool { return count(shardLog(t, log))["a"] == 2 })
 	t.Logf("the shard CMDs' log:\n%s", strings.Join(fileLines(log), "\n"))
 }
 
@@ -266,7 +271,7 @@ func TestRunShardsCheckIsPerShard(t *testing.T) {
 	api.PutReleased("default", "job")
 	dir := t.TempDir()
 	log, checks := filepath.Join(dir, "log"), filepath.Join(dir, "checks")
-	args := append([]string{"--shards=2", "--restart=always", `--check=echo "$RELECT_SHARD" >>` + checks, "--check-interval=100ms", "--"},
+	args := append(append(slices.Clone(checkTimings), "--shards=2", "--restart=always", `--check=echo "$RELECT_SHARD" >>`+checks, "--"),
 		shardCmd(log)...)
 	a := startRun(t, api, "a", args...)
 	eventually(t, "a checks both shards", func() bool {

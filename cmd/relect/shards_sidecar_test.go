@@ -59,7 +59,8 @@ func TestSidecarShards(t *testing.T) {
 	api.PutReleased("default", "job")
 	a := startSidecar(t, api, "a", "--shards=2")
 	eventually(t, "a holds both shards", func() bool { return len(a.shards(t).Shards) == 2 })
-	const shardValidFor = 250 * time.Millisecond // (2 s − 1.5 s) / 2, below --valid-for (1.5 s)
+	const shardValidFor = 500 * time.Millisecond // (4 s − 3 s) / 2, below --valid-for (3 s)
+	before := time.Now()
 	st := a.shards(t)
 	answered := time.Now()
 	assert.Equal(t, "default/job", st.Lease)
@@ -70,7 +71,7 @@ func TestSidecarShards(t *testing.T) {
 		assert.NoError(t, err, "shard %s's fence %q", h.Shard, h.Fence)
 		require.NotNil(t, h.ValidUntil, "shard %s", h.Shard)
 		assert.False(t, h.ValidUntil.After(answered.Add(shardValidFor)), "shard %s: valid_until %v more than %v after the answer", h.Shard, h.ValidUntil, shardValidFor)
-		assert.True(t, h.ValidUntil.After(answered.Add(-time.Second)), "shard %s: valid_until %v", h.Shard, h.ValidUntil)
+		assert.True(t, h.ValidUntil.After(before.Add(-time.Second)), "shard %s: valid_until %v", h.Shard, h.ValidUntil)
 	}
 	assert.True(t, a.leader(t).Leading, "a leads the election too")
 
@@ -176,7 +177,7 @@ func TestSidecarShardsFile(t *testing.T) {
 	api.PutReleased("default", "job")
 	a := startSidecar(t, api, "a", "--shards=2")
 	eventually(t, "a's file lists both shards", func() bool { sh := a.fileShards(t); return sh != nil && len(*sh) == 2 })
-	const shardValidFor = 250 * time.Millisecond // as TestSidecarShards
+	const shardValidFor = 500 * time.Millisecond // as TestSidecarShards
 	read := time.Now()
 	first := *a.fileShards(t)
 	for _, h := range first {
