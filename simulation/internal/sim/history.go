@@ -231,6 +231,9 @@ type Applied struct {
 	StandbyKnown bool
 	// DeleteRegistration, StaleRegistration: the registration edited.
 	Registration string
+	// LineLeaves: the line it read and whom it made leave; LineHeal: whom
+	// it healed (Gone). Nil if skipped.
+	Line *LineGone
 }
 
 // CoverageKey is the action's (Action.CoverageKey), with a HandOver's told
@@ -264,6 +267,9 @@ func (h *History) Timeline(withCalls bool) string {
 		}
 		if a.Skipped != "" {
 			s += " (skipped: " + a.Skipped + ")"
+		}
+		if g := a.Line; g != nil {
+			s += g.describe()
 		}
 		add(a.At, "%s", s)
 	}
