@@ -47,6 +47,7 @@ func TestSimulationLineGone(t *testing.T) {
 	var (
 		mu       sync.Mutex
 		failures []string
+		seeds    []uint64 // failing
 		timeline string
 		tally    = map[sim.Kind]*lineGoneTally{}
 	)
@@ -67,6 +68,7 @@ func TestSimulationLineGone(t *testing.T) {
 					mu.Lock()
 					tallyLineGone(tally, s, h)
 					if len(vs) > 0 {
+						seeds = append(seeds, seed)
 						failures = append(failures, fmt.Sprintf("seed %d: %v\n    replay: RELECT_SIM_LINE_GONE_SEED=%d go test -run 'TestSimulationLineGone$' -v ./simulation", seed, vs, seed))
 						if timeline == "" {
 							timeline = fmt.Sprintf("schedule:\n%s\nhistory:\n%s", s, h.Timeline(false))
@@ -80,7 +82,8 @@ func TestSimulationLineGone(t *testing.T) {
 	t.Logf("%d schedules (seeds %d…%d) in %v", n, base, base+uint64(n)-1, time.Since(start).Round(time.Second))
 	t.Logf("\n%s", lineGoneTable(tally))
 	if len(failures) > 0 {
-		t.Errorf("relect violated the checkers in %d of %d schedules:\n%s\nthe first: %s", len(failures), n,
+		slices.Sort(seeds)
+		t.Errorf("relect violated the checkers in %d of %d schedules (seeds %v):\n%s\nthe first: %s", len(failures), n, seeds,
 			strings.Join(failures[:min(len(failures), 10)], "\n"), timeline)
 	}
 	for _, k := range lineGoneWays {
@@ -97,6 +100,7 @@ var lineGoneWays = []sim.Kind{sim.Stop, sim.Kill, sim.Partition}
 // lineGoneTally counts one way's runs.
 type lineGoneTally struct {
 	schedules, skipped, judged, late int
+	lateNoWarden                     int // late, the line naming no warden
 	excused                          map[string]int
 	// gaps are how long the outsiders took, beyond the lease's expiry
 	// after a kill or partition, in retry periods (the bound is 5);
@@ -125,6 +129,9 @@ func tallyLineGone(tally map[sim.Kind]*lineGoneTally, s *sim.Schedule, h *sim.Hi
 		c.judged++
 		if o.Late() {
 			c.late++
+			if o.Line.Warden == "" {
+				c.lateNoWarden++
+			}
 		}
 		if o.Led < 0 {
 			continue
@@ -142,7 +149,7 @@ func tallyLineGone(tally map[sim.Kind]*lineGoneTally, s *sim.Schedule, h *sim.Hi
 
 func lineGoneTable(tally map[sim.Kind]*lineGoneTally) string {
 	var b strings.Builder
-	b.WriteString("| line leaves by | schedules | skipped (no line) | judged | excused | late | outsider leads, RP after the stop or the lease's expiry: median / p99 / max (bound 5) | default durations: s after the stop or the last renewal: n, median / max (bound 10 s; LD + 10 s) |\n")
+	b.WriteString("| line leaves by | schedules | skipped (no line) | judged | excused | late (the line naming no warden) | outsider leads, RP after the stop or the lease's expiry: median / p99 / max (bound 5) | default durations: s after the stop or the last renewal: n, median / max (bound 10 s; LD + 10 s) |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|\n")
 	for _, k := range lineGoneWays {
 		c := tally[k]
@@ -150,7 +157,7 @@ func lineGoneTable(tally map[sim.Kind]*lineGoneTally) string {
 		for _, v := range c.excused {
 			excused += v
 		}
-		fmt.Fprintf(&b, "| %v | %d | %d | %d | %d | %d | %s | %d, %s |\n", k, c.schedules, c.skipped, c.judged, excused, c.late,
+		fmt.Fprintf(&b, "| %v | %d | %d | %d | %d | %d (%d) | %s | %d, %s |\n", k, c.schedules, c.skipped, c.judged, excused, c.late, c.lateNoWarden,
 			quantiles(c.gaps, "%.2f", 0.5, 0.99, 1), len(c.defaults), quantiles(c.defaults, "%.1f s", 0.5, 1))
 	}
 	for _, k := range lineGoneWays {

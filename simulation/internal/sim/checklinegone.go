@@ -25,6 +25,8 @@ type LineGoneOutcome struct {
 	Led time.Duration
 	// Leader is that outsider, −1 if none.
 	Leader int
+	// Line is what the LineLeaves resolved.
+	Line *LineGone
 }
 
 // Late reports whether the rule was judged and broken.
@@ -71,8 +73,8 @@ func CheckLineGone(h *History) []Violation {
 			what = fmt.Sprintf("the first outsider (%s) led at %s", CandidateName(o.Leader), fmtDur(o.Led))
 		}
 		out = append(out, Violation{Class: Liveness, Rule: "line-gone-late", At: o.Deadline,
-			Detail: fmt.Sprintf("the whole line left by %v at %s (counted from %s): %s, after the deadline %s",
-				o.Leave, fmtDur(o.At), fmtDur(o.From), what, fmtDur(o.Deadline))})
+			Detail: fmt.Sprintf("the whole line left by %v at %s (counted from %s): %s, after the deadline %s; the line: successors %v, keepers %v, warden %q",
+				o.Leave, fmtDur(o.At), fmtDur(o.From), what, fmtDur(o.Deadline), o.Line.Successors, o.Line.Keepers, o.Line.Warden)})
 	}
 	return out
 }
@@ -86,7 +88,7 @@ func LineGoneOutcomes(h *History) []LineGoneOutcome {
 		if a.Kind != LineLeaves || a.Line == nil {
 			continue
 		}
-		o := LineGoneOutcome{Leave: a.Leave, At: a.At, From: a.At, Led: -1, Leader: -1}
+		o := LineGoneOutcome{Leave: a.Leave, At: a.At, From: a.At, Led: -1, Leader: -1, Line: a.Line}
 		if a.Leave != Stop {
 			o.From = lastRenewal(h, a.Line.Holder, a.At)
 			o.Deadline = h.Timing.LeaseDuration
