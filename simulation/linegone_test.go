@@ -84,7 +84,7 @@ func TestSimulationLineGone(t *testing.T) {
 	if len(failures) > 0 {
 		slices.Sort(seeds)
 		t.Errorf("relect violated the checkers in %d of %d schedules (seeds %v):\n%s\nthe first: %s", len(failures), n, seeds,
-			strings.Join(failures[:min(len(failures), 10)], "\n"), timeline)
+			strings.Join(failures[:min(len(failures), 100)], "\n"), timeline)
 	}
 	for _, k := range lineGoneWays {
 		if c := tally[k]; c.schedules > 0 && c.judged*10 < c.schedules*9 {
@@ -101,6 +101,7 @@ var lineGoneWays = []sim.Kind{sim.Stop, sim.Kill, sim.Partition}
 type lineGoneTally struct {
 	schedules, skipped, judged, late int
 	lateNoWarden                     int // late, the line naming no warden
+	lateFromCrash                    int // late even counted from the kill or partition
 	excused                          map[string]int
 	// gaps are how long the outsiders took, beyond the lease's expiry
 	// after a kill or partition, in retry periods (the bound is 5);
@@ -132,6 +133,9 @@ func tallyLineGone(tally map[sim.Kind]*lineGoneTally, s *sim.Schedule, h *sim.Hi
 			if o.Line.Warden == "" {
 				c.lateNoWarden++
 			}
+			if o.Leave != sim.Stop && (o.Led < 0 || o.Led > o.At+h.Timing.LeaseDuration+sim.LineGoneAllowance(h.Timing)) {
+				c.lateFromCrash++
+			}
 		}
 		if o.Led < 0 {
 			continue
@@ -149,7 +153,7 @@ func tallyLineGone(tally map[sim.Kind]*lineGoneTally, s *sim.Schedule, h *sim.Hi
 
 func lineGoneTable(tally map[sim.Kind]*lineGoneTally) string {
 	var b strings.Builder
-	b.WriteString("| line leaves by | schedules | skipped (no line) | judged | excused | late (the line naming no warden) | outsider leads, RP after the stop or the lease's expiry: median / p99 / max (bound 5) | default durations: s after the stop or the last renewal: n, median / max (bound 10 s; LD + 10 s) |\n")
+	b.WriteString("| line leaves by | schedules | skipped (no line) | judged | excused | late (the line naming no warden; late counted from the kill or partition too) | outsider leads, RP after the stop or the lease's expiry: median / p99 / max (bound 5) | default durations: s after the stop or the last renewal: n, median / max (bound 10 s; LD + 10 s) |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|\n")
 	for _, k := range lineGoneWays {
 		c := tally[k]
@@ -157,7 +161,7 @@ func lineGoneTable(tally map[sim.Kind]*lineGoneTally) string {
 		for _, v := range c.excused {
 			excused += v
 		}
-		fmt.Fprintf(&b, "| %v | %d | %d | %d | %d | %d (%d) | %s | %d, %s |\n", k, c.schedules, c.skipped, c.judged, excused, c.late, c.lateNoWarden,
+		fmt.Fprintf(&b, "| %v | %d | %d | %d | %d | %d (%d; %d) | %s | %d, %s |\n", k, c.schedules, c.skipped, c.judged, excused, c.late, c.lateNoWarden, c.lateFromCrash,
 			quantiles(c.gaps, "%.2f", 0.5, 0.99, 1), len(c.defaults), quantiles(c.defaults, "%.1f s", 0.5, 1))
 	}
 	for _, k := range lineGoneWays {
