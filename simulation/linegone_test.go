@@ -3,6 +3,7 @@ package simulation_test
 import (
 	"cmp"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -30,8 +31,9 @@ import (
 // the rule judged fewer than nine runs in ten of a way (the test would not
 // exercise it). 100 schedules (20 with -race or -short);
 // RELECT_SIM_LINE_GONE_SCHEDULES for another count, RELECT_SIM_LINE_GONE_BASE
-// for the first seed, RELECT_SIM_LINE_GONE_SEED to replay one seed with
-// its timeline.
+// for the first seed, RELECT_SIM_LINE_GONE_SEEDS to play only the seeds
+// listed (commas), RELECT_SIM_LINE_GONE_SEED to replay one seed with its
+// timeline.
 func TestSimulationLineGone(t *testing.T) {
 	if v := envInt(t, "RELECT_SIM_LINE_GONE_SEED", -1); v >= 0 {
 		lineGoneReplay(t, uint64(v))
@@ -43,6 +45,18 @@ func TestSimulationLineGone(t *testing.T) {
 	}
 	n = envInt(t, "RELECT_SIM_LINE_GONE_SCHEDULES", n)
 	base := uint64(envInt(t, "RELECT_SIM_LINE_GONE_BASE", 0))
+	seedOf := func(i int) uint64 { return base + uint64(i) }
+	if list := os.Getenv("RELECT_SIM_LINE_GONE_SEEDS"); list != "" {
+		var only []uint64
+		for f := range strings.FieldsFuncSeq(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+			v, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				t.Fatalf("RELECT_SIM_LINE_GONE_SEEDS=%q: want seeds separated by commas", list)
+			}
+			only = append(only, v)
+		}
+		n, seedOf = len(only), func(i int) uint64 { return only[i] }
+	}
 	workers := runtime.GOMAXPROCS(0)
 	var (
 		mu       sync.Mutex
@@ -60,7 +74,7 @@ func TestSimulationLineGone(t *testing.T) {
 			t.Run(strconv.Itoa(w), func(t *testing.T) {
 				t.Parallel()
 				for i := w; i < n; i += workers {
-					seed := base + uint64(i)
+					seed := seedOf(i)
 					s := sim.GenerateLineGone(seed)
 					var h *sim.History
 					synctest.Test(t, func(t *testing.T) { h = sim.Play(s, sim.Relect) })
@@ -79,7 +93,7 @@ func TestSimulationLineGone(t *testing.T) {
 			})
 		}
 	})
-	t.Logf("%d schedules (seeds %d…%d) in %v", n, base, base+uint64(n)-1, time.Since(start).Round(time.Second))
+	t.Logf("%d schedules (seeds %d…%d) in %v", n, seedOf(0), seedOf(n-1), time.Since(start).Round(time.Second))
 	t.Logf("\n%s", lineGoneTable(tally))
 	if len(failures) > 0 {
 		slices.Sort(seeds)
@@ -101,6 +115,7 @@ var lineGoneWays = []sim.Kind{sim.Stop, sim.Kill, sim.Partition}
 type lineGoneTally struct {
 	schedules, skipped, judged, late int
 	lateNoWarden                     int // late, the line naming no warden
+	lateWardenGone                   int // late, the warden it names not running
 	lateFromCrash                    int // late even counted from the kill or partition
 	excused                          map[string]int
 	// gaps are how long the outsiders took, beyond the lease's expiry
@@ -130,8 +145,11 @@ func tallyLineGone(tally map[sim.Kind]*lineGoneTally, s *sim.Schedule, h *sim.Hi
 		c.judged++
 		if o.Late() {
 			c.late++
-			if o.Line.Warden == "" {
+			switch {
+			case o.Line.Warden == "":
 				c.lateNoWarden++
+			case !o.WardenRunning:
+				c.lateWardenGone++
 			}
 			if o.Leave != sim.Stop && (o.Led < 0 || o.Led > o.At+h.Timing.LeaseDuration+sim.LineGoneAllowance(h.Timing)) {
 				c.lateFromCrash++
@@ -153,7 +171,7 @@ func tallyLineGone(tally map[sim.Kind]*lineGoneTally, s *sim.Schedule, h *sim.Hi
 
 func lineGoneTable(tally map[sim.Kind]*lineGoneTally) string {
 	var b strings.Builder
-	b.WriteString("| line leaves by | schedules | skipped (no line) | judged | excused | late (the line naming no warden; late counted from the kill or partition too) | outsider leads, RP after the stop or the lease's expiry: median / p99 / max (bound 5) | default durations: s after the stop or the last renewal: n, median / max (bound 10 s; LD + 10 s) |\n")
+	b.WriteString("| line leaves by | schedules | skipped (no line) | judged | excused | late (the line naming no warden; a warden not running; late counted from the kill or partition too) | outsider leads, RP after the stop or the lease's expiry: median / p99 / max (bound 5) | default durations: s after the stop or the last renewal: n, median / max (bound 10 s; LD + 10 s) |\n")
 	b.WriteString("|---|---:|---:|---:|---:|---:|---|---|\n")
 	for _, k := range lineGoneWays {
 		c := tally[k]
@@ -161,7 +179,7 @@ func lineGoneTable(tally map[sim.Kind]*lineGoneTally) string {
 		for _, v := range c.excused {
 			excused += v
 		}
-		fmt.Fprintf(&b, "| %v | %d | %d | %d | %d | %d (%d; %d) | %s | %d, %s |\n", k, c.schedules, c.skipped, c.judged, excused, c.late, c.lateNoWarden, c.lateFromCrash,
+		fmt.Fprintf(&b, "| %v | %d | %d | %d | %d | %d (%d; %d; %d) | %s | %d, %s |\n", k, c.schedules, c.skipped, c.judged, excused, c.late, c.lateNoWarden, c.lateWardenGone, c.lateFromCrash,
 			quantiles(c.gaps, "%.2f", 0.5, 0.99, 1), len(c.defaults), quantiles(c.defaults, "%.1f s", 0.5, 1))
 	}
 	for _, k := range lineGoneWays {

@@ -25,8 +25,13 @@ type LineGoneOutcome struct {
 	Led time.Duration
 	// Leader is that outsider, −1 if none.
 	Leader int
-	// Line is what the LineLeaves resolved.
-	Line *LineGone
+	// Line is what the LineLeaves resolved. Warden is the candidate whose
+	// identity at At is the line's warden (−1: none), and WardenRunning
+	// whether it was running then: a candidate that left may stay the
+	// warden until its registration lapses.
+	Line          *LineGone
+	Warden        int
+	WardenRunning bool
 }
 
 // Late reports whether the rule was judged and broken.
@@ -73,8 +78,8 @@ func CheckLineGone(h *History) []Violation {
 			what = fmt.Sprintf("the first outsider (%s) led at %s", CandidateName(o.Leader), fmtDur(o.Led))
 		}
 		out = append(out, Violation{Class: Liveness, Rule: "line-gone-late", At: o.Deadline,
-			Detail: fmt.Sprintf("the whole line left by %v at %s (counted from %s): %s, after the deadline %s; the line: successors %v, keepers %v, warden %q",
-				o.Leave, fmtDur(o.At), fmtDur(o.From), what, fmtDur(o.Deadline), o.Line.Successors, o.Line.Keepers, o.Line.Warden)})
+			Detail: fmt.Sprintf("the whole line left by %v at %s (counted from %s): %s, after the deadline %s; the line: successors %v, keepers %v, warden %q (running: %v)",
+				o.Leave, fmtDur(o.At), fmtDur(o.From), what, fmtDur(o.Deadline), o.Line.Successors, o.Line.Keepers, o.Line.Warden, o.WardenRunning)})
 	}
 	return out
 }
@@ -88,7 +93,12 @@ func LineGoneOutcomes(h *History) []LineGoneOutcome {
 		if a.Kind != LineLeaves || a.Line == nil {
 			continue
 		}
-		o := LineGoneOutcome{Leave: a.Leave, At: a.At, From: a.At, Led: -1, Leader: -1, Line: a.Line}
+		o := LineGoneOutcome{Leave: a.Leave, At: a.At, From: a.At, Led: -1, Leader: -1, Line: a.Line, Warden: -1}
+		for c := range h.Candidates {
+			if a.Line.Warden != "" && identityAt(h, c, a.At) == a.Line.Warden {
+				o.Warden, o.WardenRunning = c, runsThrough(h, c, a.At, a.At)
+			}
+		}
 		if a.Leave != Stop {
 			o.From = lastRenewal(h, a.Line.Holder, a.At)
 			o.Deadline = h.Timing.LeaseDuration
