@@ -39,23 +39,9 @@ func TestSimulationLineGone(t *testing.T) {
 		lineGoneReplay(t, uint64(v))
 		return
 	}
-	n := 100
-	if race.Enabled || testing.Short() {
-		n = 20
-	}
-	n = envInt(t, "RELECT_SIM_LINE_GONE_SCHEDULES", n)
-	base := uint64(envInt(t, "RELECT_SIM_LINE_GONE_BASE", 0))
-	seedOf := func(i int) uint64 { return base + uint64(i) }
-	if list := os.Getenv("RELECT_SIM_LINE_GONE_SEEDS"); list != "" {
-		var only []uint64
-		for f := range strings.FieldsFuncSeq(list, func(r rune) bool { return r == ',' || r == ' ' }) {
-			v, err := strconv.ParseUint(f, 10, 64)
-			if err != nil {
-				t.Fatalf("RELECT_SIM_LINE_GONE_SEEDS=%q: want seeds separated by commas", list)
-			}
-			only = append(only, v)
-		}
-		n, seedOf = len(only), func(i int) uint64 { return only[i] }
+	n, seedOf := lineGoneSeeds(t)
+	if n == 0 {
+		t.Skip("no schedules asked for")
 	}
 	workers := runtime.GOMAXPROCS(0)
 	var (
@@ -106,6 +92,31 @@ func TestSimulationLineGone(t *testing.T) {
 				k, c.judged, c.schedules, c.excused, c.skipped)
 		}
 	}
+}
+
+// lineGoneSeeds returns how many schedules TestSimulationLineGone plays
+// and the seed of the i-th: RELECT_SIM_LINE_GONE_SEEDS's, else
+// RELECT_SIM_LINE_GONE_SCHEDULES from RELECT_SIM_LINE_GONE_BASE.
+func lineGoneSeeds(t *testing.T) (n int, seedOf func(i int) uint64) {
+	t.Helper()
+	if list := os.Getenv("RELECT_SIM_LINE_GONE_SEEDS"); list != "" {
+		var only []uint64
+		for f := range strings.FieldsFuncSeq(list, func(r rune) bool { return r == ',' || r == ' ' }) {
+			v, err := strconv.ParseUint(f, 10, 64)
+			if err != nil {
+				t.Fatalf("RELECT_SIM_LINE_GONE_SEEDS=%q: want seeds separated by commas", list)
+			}
+			only = append(only, v)
+		}
+		return len(only), func(i int) uint64 { return only[i] }
+	}
+	n = 100
+	if race.Enabled || testing.Short() {
+		n = 20
+	}
+	n = envInt(t, "RELECT_SIM_LINE_GONE_SCHEDULES", n)
+	base := uint64(envInt(t, "RELECT_SIM_LINE_GONE_BASE", 0))
+	return n, func(i int) uint64 { return base + uint64(i) }
 }
 
 // lineGoneWays are the ways the line leaves, in report order.
