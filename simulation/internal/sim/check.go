@@ -207,9 +207,13 @@ func CampaignGap(h *History) time.Duration {
 //     while it does not lead, it always has a Lease call in flight or
 //     starts one within CampaignGap;
 //   - handover: a successful HandOver to a live candidate that follows
-//     the Lease undisturbed makes it lead (see checkHandOverTaken).
+//     the Lease undisturbed makes it lead (see checkHandOverTaken);
+//   - line-gone: after everyone the line names leaves at once, a
+//     candidate it did not name leads within LineGoneAllowance (see
+//     CheckLineGone).
 func CheckLiveness(h *History) []Violation {
 	out := checkLeader(h)
+	out = append(out, CheckLineGone(h)...)
 	out = append(out, checkCampaigning(h)...)
 	out = append(out, checkHandOverTaken(h)...)
 	out = append(out, checkStepDownGaps(h)...)
@@ -470,7 +474,8 @@ func editedBetween(h *History, from, to time.Duration) bool {
 
 // faultWindows returns, per candidate, the intervals during which a fault
 // was active on its API handle: from FailNext, Fail, FailVerb, Latency or
-// Partition to the next Heal, from Pause to the next Resume (or to End).
+// Partition (a LineLeaves' included) to the next Heal (or LineHeal), from
+// Pause to the next Resume (or to End).
 func faultWindows(h *History) map[int][][2]time.Duration {
 	out := map[int][][2]time.Duration{}
 	openErr, openPause := map[int]time.Duration{}, map[int]time.Duration{}
@@ -493,6 +498,19 @@ func faultWindows(h *History) map[int][][2]time.Duration {
 			if from, ok := openPause[a.Target]; ok {
 				out[a.Target] = append(out[a.Target], [2]time.Duration{from, a.At})
 				delete(openPause, a.Target)
+			}
+		case LineLeaves: // a partition of each candidate it cut off
+			for _, c := range a.cut() {
+				if _, ok := openErr[c]; !ok {
+					openErr[c] = a.At
+				}
+			}
+		case LineHeal:
+			for _, c := range a.cut() {
+				if from, ok := openErr[c]; ok {
+					out[c] = append(out[c], [2]time.Duration{from, a.At})
+					delete(openErr, c)
+				}
 			}
 		}
 	}

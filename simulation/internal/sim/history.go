@@ -108,8 +108,15 @@ type Change struct {
 	// acquired yet), or "" if the record is not one.
 	HandOverTo string
 	// Line is the line of succession published with the record, first in
-	// line first (relect with its registry), or nil.
-	Line []string
+	// line first (relect with its registry), or nil; Keepers, Warden and
+	// Passed the keepers, the warden and the passed over it names, Posted
+	// whether it is posted to the line Lease (docs/design.md, "Only the
+	// line watches").
+	Line    []string
+	Keepers []string
+	Warden  string
+	Passed  []string
+	Posted  bool
 	// Streak is the stuck handovers in a row the line carries (relect's
 	// Options.Work): the leader that acquires this record holds
 	// Work.Cooldown × 2^(Streak−1) before it may hand over for stuck work.
@@ -231,6 +238,9 @@ type Applied struct {
 	StandbyKnown bool
 	// DeleteRegistration, StaleRegistration: the registration edited.
 	Registration string
+	// LineLeaves: the line it read and whom it made leave; LineHeal: whom
+	// it healed (Gone). Nil if skipped.
+	Line *LineGone
 }
 
 // CoverageKey is the action's (Action.CoverageKey), with a HandOver's told
@@ -265,6 +275,9 @@ func (h *History) Timeline(withCalls bool) string {
 		if a.Skipped != "" {
 			s += " (skipped: " + a.Skipped + ")"
 		}
+		if g := a.Line; g != nil {
+			s += g.describe()
+		}
 		add(a.At, "%s", s)
 	}
 	for i, c := range h.Changes {
@@ -284,6 +297,18 @@ func (h *History) Timeline(withCalls bool) string {
 			}
 			if c.Line != nil {
 				vis += fmt.Sprintf(" line=%v", c.Line)
+			}
+			if c.Keepers != nil {
+				vis += fmt.Sprintf(" keepers=%v", c.Keepers)
+			}
+			if c.Warden != "" {
+				vis += " warden=" + c.Warden
+			}
+			if c.Posted {
+				vis += " posted"
+			}
+			if c.Passed != nil {
+				vis += fmt.Sprintf(" passed=%v", c.Passed)
 			}
 			if c.Streak != 0 {
 				vis += fmt.Sprintf(" streak=%d", c.Streak)

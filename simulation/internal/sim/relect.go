@@ -134,7 +134,7 @@ const (
 )
 
 // successionOf fills in what relect's annotations of l say (Change's
-// HandOverTo, Line, Streak and Cooling), by relect's rules: an annotation
+// HandOverTo, Line, Keepers, Warden, Posted, Passed, Streak and Cooling), by relect's rules: an annotation
 // counts only if written with the record's leaseTransitions, and a
 // handover's only if it names the record's holder.
 func successionOf(l *coordinationv1.Lease, c *Change) {
@@ -163,11 +163,16 @@ func successionOf(l *coordinationv1.Lease, c *Change) {
 			ID      string `json:"id"`
 			Seconds int32  `json:"s"`
 		} `json:"cooling"`
+		Keep   []string `json:"keep"`
+		Ward   string   `json:"ward"`
+		Posted bool     `json:"posted"`
+		Passed []string `json:"passed"`
 	}
 	if raw, ok := l.Annotations[annotationSuccession]; ok && json.Unmarshal([]byte(raw), &sc) == nil && sc.Term == term {
 		for _, n := range sc.Next {
 			c.Line = append(c.Line, n.ID)
 		}
+		c.Keepers, c.Warden, c.Posted, c.Passed = sc.Keep, sc.Ward, sc.Posted, sc.Passed
 		c.Streak = int(sc.Streak)
 		for _, n := range sc.Cooling {
 			if n.Seconds > 0 {

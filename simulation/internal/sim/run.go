@@ -116,6 +116,9 @@ type runner struct {
 	deliveries sync.WaitGroup
 	// shards are the schedule's shards (shardrun.go); nil without.
 	shards *shardState
+	// lineCut are the candidates the last LineLeaves partitioned, until
+	// LineHeal (linegone.go); used by the goroutine that applies actions.
+	lineCut []int
 }
 
 type slot struct {
@@ -523,6 +526,10 @@ func (r *runner) apply(a Action) {
 		applied.Registration, applied.Skipped = r.editRegistration(a)
 	case HangWork, UnhangWork, FailCheck, HealCheck, FailDownstream, HealDownstream:
 		r.applyWork(a)
+	case LineLeaves:
+		r.lineLeaves(&applied)
+	case LineHeal:
+		r.lineHeal(&applied)
 	case ShardSetHolder, ShardStranger, ShardDelete, ShardEmptyHolder, ShardZeroDuration,
 		TableDelete, TableGarbage, TableGive, TableClear:
 		applied.Skipped = r.shards.edit(a)

@@ -222,6 +222,9 @@ type Action struct {
 	// The shard edits (shards.go): the index of the shard whose Lease,
 	// or whose entry in the shard table, is edited.
 	Shard int
+	// LineLeaves (linegone.go): how the line leaves: Stop, Kill or
+	// Partition.
+	Leave Kind
 }
 
 // CoverageKey names the fault the action injects, for coverage counts
@@ -252,6 +255,8 @@ func (a Action) CoverageKey() string {
 		if a.ForGood {
 			return "leave-by-" + a.Kind.String()
 		}
+	case LineLeaves:
+		return "line-leaves-by-" + a.Leave.String()
 	case Yield, HandOver:
 		if a.FailWrite {
 			return a.Kind.String() + "-write-fails"
@@ -336,6 +341,8 @@ func (a Action) describe() string {
 		if a.ForGood {
 			s += " (leaves for good)"
 		}
+	case LineLeaves:
+		s += " by " + a.Leave.String()
 	}
 	if a.Kind.IsShardEdit() {
 		s += a.describeShardEdit()
