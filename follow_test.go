@@ -70,10 +70,10 @@ func TestFollowersSendNoRequestsInSteadyState(t *testing.T) {
 		for _, f := range followers {
 			if f.name == warden {
 				// It reads the election's Lease every two retry periods,
-				// renews its registration at the first read a beat (2 LD)
-				// after the last — every 32 s at LD 15 s and RP 2 s — and
+				// renews its registration at the first read a beat (LD)
+				// after the last — every 16 s at LD 15 s and RP 2 s — and
 				// sends nothing else.
-				reads, beats := int(10*time.Minute/(2*rp)), int(10*time.Minute/(32*time.Second))
+				reads, beats := int(10*time.Minute/(2*rp)), int(10*time.Minute/(16*time.Second))
 				assert.InDelta(t, reads+beats, f.client.TotalCalls()-before[f.name], 1, "the warden: %d reads and %d beats", reads, beats)
 			} else {
 				assert.Equal(t, before[f.name], f.client.TotalCalls(), "%s: no request in 10 minutes", f.name)

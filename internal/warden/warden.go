@@ -41,10 +41,10 @@ type Key func(*coordinationv1.Lease) string
 func Period(retryPeriod time.Duration) time.Duration { return 2 * retryPeriod }
 
 // Beat is how often a warden renews its registration while the line names
-// it, so that the leader sees it alive: twice the lease duration (30 s by
+// it, so that the leader sees it alive: the lease duration (15 s by
 // default). A leader names another warden when it has not seen one renew
 // for three beats.
-func Beat(leaseDuration time.Duration) time.Duration { return 2 * leaseDuration }
+func Beat(leaseDuration time.Duration) time.Duration { return leaseDuration }
 
 // Warden is one follow of the line Lease by a candidate that the line may
 // name its warden. It is used by one goroutine; the zero value is not
@@ -78,7 +78,9 @@ func (w *Warden) Follow(line wire.Line) {
 	on := line.Succession != nil && !line.Withdrawn() && line.Succession.Warden == w.identity && w.identity != ""
 	switch {
 	case on && !w.on:
-		w.timer = time.NewTimer(w.period)
+		// The first read at once: a warden named just before the line
+		// leaves has a record to count from a period sooner.
+		w.timer = time.NewTimer(0)
 	case !on && w.on:
 		w.Stop()
 		w.key, w.beatAt, w.last = "", time.Time{}, nil
@@ -86,8 +88,9 @@ func (w *Warden) Follow(line wire.Line) {
 	w.on = on
 }
 
-// Due is a channel that receives when the next read is due; nil (never)
-// while the line does not name this candidate its warden.
+// Due is a channel that receives when the next read is due — at once when
+// the line names this candidate warden, then every period; nil (never)
+// while it does not.
 func (w *Warden) Due() <-chan time.Time {
 	if w.timer == nil {
 		return nil

@@ -84,8 +84,7 @@ func key(l *coordinationv1.Lease) string {
 func run(t *testing.T, w *warden.Warden, f *fakeLease, d time.Duration) (l *coordinationv1.Lease, since, at time.Time, ok bool) {
 	t.Helper()
 	end := time.After(d)
-	time.Sleep(rp / 2) // renewals fall between the warden's reads, every period
-	renew := time.NewTicker(rp)
+	renew := time.NewTimer(rp / 2) // renewals fall between the warden's reads
 	defer renew.Stop()
 	for {
 		select {
@@ -93,6 +92,7 @@ func run(t *testing.T, w *warden.Warden, f *fakeLease, d time.Duration) (l *coor
 			if f.renewing {
 				f.rv++
 			}
+			renew.Reset(rp)
 		case <-w.Due():
 			l, since, back, beat := w.Probe(t.Context(), f.read)
 			if beat {
@@ -126,16 +126,16 @@ func TestALeaderThatRenewsIsNeverSilent(t *testing.T) {
 		start := time.Now()
 		_, _, _, back := run(t, w, f, time.Hour+rp/2)
 		assert.False(t, back, "a renewal every retry period is seen between two reads two retry periods apart")
-		assert.Equal(t, int(time.Hour/warden.Period(rp)), f.reads, "one read every two retry periods")
+		assert.Equal(t, 1+int(time.Hour/warden.Period(rp)), f.reads, "one read at once, then one every two retry periods")
 		require.NotEmpty(t, f.beats)
-		assert.Equal(t, start.Add(warden.Period(rp)), f.beats[0], "a beat at its first read")
+		assert.Equal(t, start, f.beats[0], "a beat at its first read, at once")
 		// Then one at the first read a beat or more after the last:
-		// every 32 s, with reads every 4 s and a beat of 30 s.
+		// every 16 s, with reads every 4 s and a beat of 15 s.
 		every := (warden.Beat(ld) + warden.Period(rp) - 1) / warden.Period(rp) * warden.Period(rp)
 		for i := 1; i < len(f.beats); i++ {
 			assert.Equal(t, every, f.beats[i].Sub(f.beats[i-1]))
 		}
-		assert.Len(t, f.beats, 1+int((time.Hour-warden.Period(rp))/every))
+		assert.Len(t, f.beats, 1+int(time.Hour/every))
 	})
 }
 
@@ -194,7 +194,7 @@ func TestAMissingLeaseBringsTheWardenBack(t *testing.T) {
 		l, _, at, back := run(t, w, f, time.Hour)
 		require.True(t, back)
 		assert.Nil(t, l, "nothing observed: the follower reads it again")
-		assert.Equal(t, start.Add(warden.Period(rp)), at, "at the first read")
+		assert.Equal(t, start, at, "at the first read, at once")
 	})
 }
 
@@ -205,7 +205,7 @@ func TestAFailedReadIsTriedAgain(t *testing.T) {
 		f := &fakeLease{fail: errors.New("connection refused")}
 		_, _, _, back := run(t, w, f, time.Minute+rp/2)
 		assert.False(t, back, "a failed read says nothing of the lease")
-		assert.Equal(t, int(time.Minute/warden.Period(rp)), f.reads, "tried again every period")
+		assert.Equal(t, 1+int(time.Minute/warden.Period(rp)), f.reads, "tried again every period")
 		assert.Empty(t, f.beats, "a warden that cannot read does not beat: the leader names another")
 	})
 }
