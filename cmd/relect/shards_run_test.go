@@ -235,8 +235,12 @@ func TestRunShardsStuckCheckGivesShardsUp(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "log")
 	check := `test ! -e ` + dir + `/fail-"$RELECT_IDENTITY"`
-	args := append(append(slices.Clone(checkTimings), "--shards=2", "--restart=always", "--check="+check, "--check-failures=2", "--"),
-		shardCmd(log)...)
+	// A cooldown of 10 s: long beside the second below in which a must
+	// take nothing back, short enough that a takes its shard back, once b
+	// has left, within eventually's 20 s (the only candidate left is
+	// passed over for it until then, and the shard waits).
+	args := append(append(slices.Clone(checkTimings), "--shards=2", "--restart=always", "--check="+check, "--check-failures=2",
+		"--work-cooldown=10s", "--"), shardCmd(log)...)
 	a := startRun(t, api, "a", args...)
 	eventually(t, "a runs both shards", func() bool { return count(shardLog(t, log))["a"] == 2 })
 	b := startRun(t, api, "b", args...)
@@ -247,7 +251,7 @@ func TestRunShardsStuckCheckGivesShardsUp(t *testing.T) {
 
 	touch(t, filepath.Join(dir, "fail-a"))
 	eventually(t, "b runs both shards", func() bool { return count(shardLog(t, log))["b"] == 2 })
-	time.Sleep(time.Second) // a, passed over for --work-cooldown (1m), takes none back
+	time.Sleep(time.Second) // a, passed over for --work-cooldown (10 s), takes none back
 	assert.Equal(t, map[string]int{"b": 2}, count(shardLog(t, log)))
 	assert.Contains(t, a.log.String(), "the work check failed 2 times in a row")
 	select {

@@ -35,15 +35,18 @@ func lineNaming(id string) wire.Line {
 // renews every retry period until stopped (renewing false), or released;
 // labels, edited by hand (a write that is no renewal), bump rv alone.
 type fakeLease struct {
-	rv       int
-	editing  bool // a label is edited before every read
-	labels   int
-	renewing bool
-	released bool
-	missing  bool
-	fail     error
-	reads    int
-	beats    []time.Time
+	// stopAt and releaseAt, if set, are when the leader stops renewing,
+	// and when it releases (run applies them on its own goroutine).
+	stopAt, releaseAt time.Time
+	rv                int
+	editing           bool // a label is edited before every read
+	labels            int
+	renewing          bool
+	released          bool
+	missing           bool
+	fail              error
+	reads             int
+	beats             []time.Time
 }
 
 func (f *fakeLease) read(context.Context) (*coordinationv1.Lease, error) {
@@ -89,6 +92,14 @@ func run(t *testing.T, w *warden.Warden, f *fakeLease, d time.Duration) (l *coor
 	for {
 		select {
 		case <-renew.C:
+			now := time.Now()
+			if !f.stopAt.IsZero() && !now.Before(f.stopAt) {
+				f.renewing = false
+			}
+			if !f.releaseAt.IsZero() && !now.Before(f.releaseAt) && !f.released {
+				f.renewing, f.released = false, true
+				f.rv++
+			}
 			if f.renewing {
 				f.rv++
 			}
@@ -145,7 +156,7 @@ func TestASilentLeaseBringsTheWardenBack(t *testing.T) {
 		defer w.Stop()
 		f := &fakeLease{renewing: true, rv: 7}
 		start := time.Now()
-		time.AfterFunc(time.Minute+rp, func() { f.renewing = false }) // the leader's last renewal at 61 s
+		f.stopAt = start.Add(time.Minute + rp) // the leader's last renewal at 61 s
 		l, since, at, back := run(t, w, f, time.Hour)
 		require.True(t, back)
 		assert.Equal(t, strconv.Itoa(f.rv), l.ResourceVersion, "the last record")
@@ -162,7 +173,7 @@ func TestALabelEditDoesNotHideSilence(t *testing.T) {
 		defer w.Stop()
 		f := &fakeLease{renewing: true, rv: 7, editing: true}
 		start := time.Now()
-		time.AfterFunc(time.Minute+rp, func() { f.renewing = false }) // the leader's last renewal at 61 s
+		f.stopAt = start.Add(time.Minute + rp) // the leader's last renewal at 61 s
 		_, since, at, back := run(t, w, f, time.Hour)
 		require.True(t, back, "a label edited at every read")
 		assert.Equal(t, start.Add(time.Minute+2*rp), since, "observed since the first read that found the last record")
@@ -176,7 +187,7 @@ func TestAReleaseBringsTheWardenBackAtOnce(t *testing.T) {
 		defer w.Stop()
 		f := &fakeLease{renewing: true}
 		start := time.Now()
-		time.AfterFunc(time.Minute+rp, func() { f.renewing, f.released = false, true; f.rv++ })
+		f.releaseAt = start.Add(time.Minute + rp) // released at 61 s, the renewal's instant
 		l, since, at, back := run(t, w, f, time.Hour)
 		require.True(t, back)
 		assert.True(t, wire.Released(l))
