@@ -261,9 +261,11 @@ type lineage struct {
 	lineOff      bool
 	linePostedRV string
 	// wardenNamed is the warden this leader last named, since
-	// wardenNamedSince (lineage.warden).
+	// wardenNamedSince (lineage.warden); wardenChosen whether this leader
+	// chose it, rather than took it over from the line it observed.
 	wardenNamed      string
 	wardenNamedSince time.Time
+	wardenChosen     bool
 	// passedOver are the successors that were in line before this
 	// candidate when it acquired, and so did not take their turn: likely
 	// dead. They are left out of the lines it publishes until their
@@ -624,14 +626,12 @@ func (g *lineage) keepers(cfg *config, term int32, now time.Time, next []success
 // from the leader's view, a live candidate that can ward (it registered
 // so: wire.AnnotationWards) and may lead, and that s does not name
 // (neither this candidate, the passed over, the cooling nor the excepted):
-// the line observed's warden while it qualifies and beats — its
-// registration was seen changed within wardenLapse, or it was named within
-// wardenLapse, its time to read and beat once — else the one whose
-// identity hashed with the term is lowest, chosen apart from priority as
-// the keeper is. Before a view, the line observed's, if it qualifies. ""
-// if there is none. It records whom it named, and when (wardenNamed): a
-// warden that stops beating — crashed, or cut off from the Lease API — is
-// replaced within wardenLapse.
+// the line observed's warden while it qualifies and beats (wardenBeats),
+// else the one whose identity hashed with the term is lowest, chosen apart
+// from priority as the keeper is. Before a view, the line observed's, if
+// it qualifies. "" if there is none. It records whom it named, and when
+// (wardenNamed): a warden that stops beating — crashed, or cut off from
+// the Lease API — is replaced within wardenLapse.
 func (g *lineage) warden(cfg *config, term int32, now time.Time, s *succession, except []string) string {
 	qualifies := func(id string) bool {
 		_, cool := g.cooling[id]
@@ -644,12 +644,8 @@ func (g *lineage) warden(cfg *config, term int32, now time.Time, s *succession, 
 	if g.view == nil {
 		return kept
 	}
-	lapse := wardenLapse(cfg)
-	if c := g.viewed(kept); c != nil && c.wards && !c.Standby && c.live(now) {
-		named := g.wardenNamedAt(kept, now) // before the test: its grace starts once
-		if now.Sub(c.seenAt) < lapse || now.Sub(named) < lapse {
-			return kept
-		}
+	if c := g.viewed(kept); c != nil && c.wards && !c.Standby && c.live(now) && g.wardenBeats(c, now, wardenLapse(cfg)) {
+		return kept
 	}
 	best := ""
 	for _, c := range g.view {
@@ -659,19 +655,35 @@ func (g *lineage) warden(cfg *config, term int32, now time.Time, s *succession, 
 		}
 	}
 	if best != "" {
-		g.wardenNamed, g.wardenNamedSince = best, now
+		g.wardenNamed, g.wardenNamedSince, g.wardenChosen = best, now, true
 	}
 	return best
 }
 
-// wardenNamedAt is when this leader named id its warden: as recorded
-// (wardenNamed), else now, the first time it is asked — a warden it took
-// over from the line observed gets its time to beat from there.
-func (g *lineage) wardenNamedAt(id string, now time.Time) time.Time {
-	if g.wardenNamed != id {
-		g.wardenNamed, g.wardenNamedSince = id, now
+// wardenBeats reports whether c, the warden of the line observed, beats:
+// named by this leader within lapse (its time to read and beat once), or
+// its registration renewed within lapse. A renewal counts when this
+// leader saw the registration change (on its own clock); for a warden it
+// took over from the line observed, also only if the registration's
+// renewTime (the warden's clock) is within lapse. A new leader's view
+// sees every registration anew at its start, and without renewTime a
+// warden that had stopped beating before would get a fresh lapse from
+// each new leader, and stay named through a change of leader — the very
+// time the line may all be gone (the simulation's seed 11587: a warden
+// crashed 15 s before the line left, named by two leaders in turn). A
+// warden whose clock lags by most of a lapse may be replaced once by a
+// new leader; that costs one line write, not safety.
+func (g *lineage) wardenBeats(c *seenCandidate, now time.Time, lapse time.Duration) bool {
+	if g.wardenNamed != c.Identity {
+		g.wardenNamed, g.wardenNamedSince, g.wardenChosen = c.Identity, now, false
 	}
-	return g.wardenNamedSince
+	if g.wardenChosen && now.Sub(g.wardenNamedSince) < lapse {
+		return true
+	}
+	if now.Sub(c.seenAt) >= lapse {
+		return false
+	}
+	return g.wardenChosen || c.RenewedAt.IsZero() || now.Sub(c.RenewedAt) < lapse
 }
 
 // wardenLapse is how long a warden may go without a renewal of its

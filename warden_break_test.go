@@ -321,6 +321,36 @@ func TestBreakCrashedWardenStaysNamed(t *testing.T) {
 	})
 }
 
+// LIVENESS (the simulation's seed 11587, fixed): the warden crashes, and
+// 20 s later the leader alone crashes. A new leader's view sees every
+// registration anew at its start; it counted the warden's silence from
+// there, so the dead warden stayed named for three more beats (a crash of
+// the whole line meanwhile waited for the line Lease to go stale). It now
+// also reads the registration's renewTime of a warden it takes over: the
+// line names another within three beats of the crashed warden's last
+// (3 × LD + RP after the crash).
+func TestBreakWardenCrashedBeforeAChangeOfLeader(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs, line, warden := wardenFleet(t, api, 12, nil)
+		crash(warden)
+		crashed := time.Now()
+		time.Sleep(20 * time.Second)
+		crash(line[0])
+		alive := others(cs, []*candidate{warden, line[0]})
+		took, who := newLeaderAfter(t, alive, time.Now(), 2*time.Minute)
+		require.NotEmpty(t, who, "a successor leads after the leader's crash")
+		t.Logf("the leader crashed 20 s after warden %s: %s leads %v later", warden.name, who, took)
+		for lineOf(t, api).Warden == warden.name && time.Since(crashed) < time.Hour {
+			time.Sleep(time.Second)
+		}
+		named := time.Since(crashed)
+		t.Logf("the crashed warden %s stayed named %v after its crash (now %q)", warden.name, named, lineOf(t, api).Warden)
+		assert.LessOrEqual(t, named, 3*ld+rp, "replaced three beats after its last, across the change of leader")
+		healAndStop(cs...)
+	})
+}
+
 // LIVENESS (finding 2 of the break-it pass, fixed): the warden cannot read
 // the election's Lease — the apiserver sheds its reads (429), fails them
 // (500), refuses them (403: RBAC with resourceNames), or they hang past
