@@ -266,6 +266,13 @@ type lineage struct {
 	wardenNamed      string
 	wardenNamedSince time.Time
 	wardenChosen     bool
+	// silentWardens are the wardens this leader replaced for not beating:
+	// identity → their registration's resourceVersion then, and when. One
+	// is named again only after every other candidate, until its
+	// registration is seen at another version (it wrote since: it lives),
+	// so that two dead registrations are not named in turn for as long as
+	// they stay in view.
+	silentWardens map[string]silence
 	// passedOver are the successors that were in line before this
 	// candidate when it acquired, and so did not take their turn: likely
 	// dead. They are left out of the lines it publishes until their
@@ -627,8 +634,7 @@ func (g *lineage) keepers(cfg *config, term int32, now time.Time, next []success
 // so: wire.AnnotationWards) and may lead, and that s does not name
 // (neither this candidate, the passed over, the cooling nor the excepted):
 // the line observed's warden while it qualifies and beats (wardenBeats),
-// else the one whose identity hashed with the term is lowest, chosen apart
-// from priority as the keeper is. Before a view, the line observed's, if
+// else the first by wardenBefore. Before a view, the line observed's, if
 // it qualifies. "" if there is none. It records whom it named, and when
 // (wardenNamed): a warden that stops beating — crashed, or cut off from
 // the Lease API — is replaced within wardenLapse.
@@ -644,46 +650,92 @@ func (g *lineage) warden(cfg *config, term int32, now time.Time, s *succession, 
 	if g.view == nil {
 		return kept
 	}
-	if c := g.viewed(kept); c != nil && c.wards && !c.Standby && c.live(now) && g.wardenBeats(c, now, wardenLapse(cfg)) {
-		return kept
+	if c := g.viewed(kept); c != nil && c.wards && !c.Standby && c.live(now) {
+		if g.wardenBeats(cfg, c, now) {
+			return kept
+		}
+		if g.silentWardens == nil {
+			g.silentWardens = map[string]silence{}
+		}
+		g.silentWardens[kept] = silence{rv: c.rv, at: now}
 	}
-	best := ""
+	var best *seenCandidate
 	for _, c := range g.view {
 		if c.wards && !c.Standby && c.live(now) && qualifies(c.Identity) && c.Identity != kept &&
-			(best == "" || keeperHash(c.Identity, term) < keeperHash(best, term)) {
-			best = c.Identity
+			(best == nil || g.wardenBefore(c, best, term)) {
+			best = c
 		}
 	}
-	if best != "" {
-		g.wardenNamed, g.wardenNamedSince, g.wardenChosen = best, now, true
+	if best == nil {
+		return ""
 	}
-	return best
+	g.wardenNamed, g.wardenNamedSince, g.wardenChosen = best.Identity, now, true
+	return best.Identity
+}
+
+// silence is when a warden was replaced for not beating, and its
+// registration's resourceVersion then.
+type silence struct {
+	rv string
+	at time.Time
+}
+
+// silentSince returns when c was replaced as the warden for not beating,
+// if it has not written its registration since (else zero).
+func (g *lineage) silentSince(c *seenCandidate) time.Time {
+	sl, ok := g.silentWardens[c.Identity]
+	if ok && sl.rv != c.rv {
+		delete(g.silentWardens, c.Identity)
+		return time.Time{}
+	}
+	return sl.at
+}
+
+// wardenBefore orders the candidates a leader may name its warden: one
+// not replaced for silence since it last wrote its registration before
+// one that was (the one replaced longest ago first), then the one whose
+// registration was renewed last (by renewTime, its own clock: the one
+// most recently known alive), then by identity hashed with the term,
+// apart from priority, as the keeper is.
+func (g *lineage) wardenBefore(a, b *seenCandidate, term int32) bool {
+	sa, sb := g.silentSince(a), g.silentSince(b)
+	if !sa.Equal(sb) {
+		return sa.IsZero() || (!sb.IsZero() && sa.Before(sb))
+	}
+	if !a.RenewedAt.Equal(b.RenewedAt) {
+		return a.RenewedAt.After(b.RenewedAt)
+	}
+	return keeperHash(a.Identity, term) < keeperHash(b.Identity, term)
 }
 
 // wardenBeats reports whether c, the warden of the line observed, beats:
 // named by this leader within lapse (its time to read and beat once), or
 // its registration renewed within lapse. A renewal counts when this
 // leader saw the registration change (on its own clock); for a warden it
-// took over from the line observed, also only if the registration's
-// renewTime (the warden's clock) is within lapse. A new leader's view
-// sees every registration anew at its start, and without renewTime a
-// warden that had stopped beating before would get a fresh lapse from
-// each new leader, and stay named through a change of leader — the very
-// time the line may all be gone (the simulation's seed 11587: a warden
-// crashed 15 s before the line left, named by two leaders in turn). A
-// warden whose clock lags by most of a lapse may be replaced once by a
-// new leader; that costs one line write, not safety.
-func (g *lineage) wardenBeats(c *seenCandidate, now time.Time, lapse time.Duration) bool {
+// took over from the line observed, only if the registration's renewTime
+// (the warden's clock) is within lapse too. A new leader's view sees every
+// registration anew at its start, and without renewTime a warden that had
+// stopped beating before would get a fresh lapse from each new leader and
+// stay named through a change of leader — the very time the line may all
+// be gone (the simulation's seed 11587). A warden whose clock lags by most
+// of a lapse may be replaced once by a new leader; that costs one line
+// write, not safety. (A newly named warden beats at its first read, but
+// the leader waits a lapse for it all the same: a warden that cannot read
+// the line Lease — shed by the apiserver — never learns it is named, and a
+// shorter wait would change wardens, and bring the shed followers back
+// together, more often under that very load: TestShedLineReadsAreSpread.)
+func (g *lineage) wardenBeats(cfg *config, c *seenCandidate, now time.Time) bool {
 	if g.wardenNamed != c.Identity {
 		g.wardenNamed, g.wardenNamedSince, g.wardenChosen = c.Identity, now, false
 	}
-	if g.wardenChosen && now.Sub(g.wardenNamedSince) < lapse {
-		return true
-	}
-	if now.Sub(c.seenAt) >= lapse {
+	lapse := wardenLapse(cfg)
+	switch {
+	case g.wardenChosen:
+		return now.Sub(g.wardenNamedSince) < lapse || now.Sub(c.seenAt) < lapse
+	case now.Sub(c.seenAt) >= lapse:
 		return false
 	}
-	return g.wardenChosen || c.RenewedAt.IsZero() || now.Sub(c.RenewedAt) < lapse
+	return c.RenewedAt.IsZero() || now.Sub(c.RenewedAt) < lapse
 }
 
 // wardenLapse is how long a warden may go without a renewal of its

@@ -44,7 +44,20 @@ const (
 	ExcuseNoSurvivor = "no outsider runs, unfaulted and not standing by, through the window"
 	ExcuseEdited     = "the election's Lease edited by hand in the window"
 	ExcuseShort      = "the run ends before the deadline"
+	// ExcuseWardenJustLeft: the warden the line names had left, or was cut
+	// off, and it did so, or was named, within its replacement window
+	// (WardenWindow) before the line left: the documented limit of one
+	// warden (docs/design.md, "The whole line gone": a fleet then waits
+	// for the line Lease to go stale).
+	ExcuseWardenJustLeft = "the warden gone, and gone or named within its replacement window before the line left (the limit of one warden)"
 )
+
+// WardenWindow is how long a warden that left or was cut off may stay
+// named, as docs/design.md promises it: the leader names another when it
+// has not seen it beat for three beats of a LeaseDuration each, at its
+// next renewal; two retry periods more cover that renewal and the beat's
+// own read.
+func WardenWindow(t Timing) time.Duration { return 3*t.LeaseDuration + 2*t.RetryPeriod }
 
 // CheckLineGone: after a LineLeaves (linegone.go) at T that made the line
 // leave — the holder of the election's Lease, its successors and its
@@ -64,9 +77,12 @@ const (
 // fault is on its API handle (faultWindows). A hand edit of the election's
 // Lease in [From, deadline] excuses it too (an edit may name a stranger or
 // set a renew time an hour ahead: the Lease then tells nobody it is free).
-// Nothing else does: in particular not a warden that is itself cut off,
-// while another outsider is not (the design has one warden; such a run
-// would be a finding), and not a slow or empty registry.
+// So does a warden that is gone (left, or cut off) and went so, or was
+// named, within WardenWindow before T (ExcuseWardenJustLeft: the
+// documented limit of one warden; a warden gone and named earlier is the
+// leader's to replace, and is judged). Nothing
+// else does: in particular not a warden cut off longer, while another
+// outsider is not, and not a slow or empty registry.
 func CheckLineGone(h *History) []Violation {
 	var out []Violation
 	for _, o := range LineGoneOutcomes(h) {
@@ -114,6 +130,8 @@ func LineGoneOutcomes(h *History) []LineGoneOutcome {
 			o.Excuse = ExcuseNoSurvivor
 		case editedBetween(h, o.From, o.Deadline):
 			o.Excuse = ExcuseEdited
+		case o.Warden >= 0 && wardenGoneWithin(h, faults[o.Warden], o.Warden, a.Line.Warden, o.At, WardenWindow(h.Timing)):
+			o.Excuse = ExcuseWardenJustLeft
 		case h.End < o.Deadline:
 			o.Excuse = ExcuseShort
 		}
@@ -125,6 +143,50 @@ func LineGoneOutcomes(h *History) []LineGoneOutcome {
 		out = append(out, o)
 	}
 	return out
+}
+
+// wardenGoneWithin reports whether candidate c, the warden id, at at, is
+// not running or has a fault on its API handle (faults: its fault
+// windows), and either left or was cut off, or was named the warden, no
+// earlier than window before at: a leader names a warden without knowing
+// it is alive (a crashed candidate's registration stays in view), and
+// finds it dead three beats later.
+func wardenGoneWithin(h *History, faults [][2]time.Duration, c int, id string, at, window time.Duration) bool {
+	gone := time.Duration(-1)
+	if !runsThrough(h, c, at, at) {
+		for _, r := range h.Runs {
+			if r.Candidate == c && r.Start <= at && r.Cancelled >= 0 && r.Cancelled <= at {
+				gone = max(gone, r.Cancelled)
+			}
+		}
+	}
+	for _, f := range faults {
+		if f[0] <= at && at <= f[1] {
+			gone = max(gone, f[0])
+		}
+	}
+	if gone < 0 {
+		return false
+	}
+	return at-max(gone, namedSince(h, id, at)) <= window
+}
+
+// namedSince returns when the election's Lease began to name id its
+// warden without a break up to at, −1 if it did not name it at at.
+func namedSince(h *History, id string, at time.Duration) time.Duration {
+	since := time.Duration(-1)
+	for _, c := range h.Changes {
+		if c.At > at {
+			break
+		}
+		switch {
+		case c.Warden != id:
+			since = -1
+		case since < 0:
+			since = c.At
+		}
+	}
+	return since
 }
 
 // lastRenewal returns when holder last wrote the election's Lease, up to

@@ -62,6 +62,37 @@ func TestCheckLineGone(t *testing.T) {
 			h.Runs = append(h.Runs, Run{Candidate: 6, ID: 6, Start: 0, Cancelled: h.End})
 			h.Actions = append(h.Actions, Applied{Action: Action{At: 105 * s, Kind: Partition, Target: 5}, At: 105 * s})
 		}, []string{"liveness/line-gone-late"}},
+		{"excused: the warden killed within its window (3 LD + 2 RP = 49 s)", Stop, 0, func(h *History) {
+			wardenC6(h)
+			h.Runs[6].Cancelled = 101*s - 49*s
+		}, nil},
+		{"not excused: the warden killed before its window", Stop, 0, func(h *History) {
+			wardenC6(h)
+			h.Runs[6].Cancelled = 101*s - 49*s - 1
+		}, []string{"liveness/line-gone-late"}},
+		{"excused: the warden cut off within its window", Kill, 0, func(h *History) {
+			wardenC6(h)
+			h.Actions = append(h.Actions, Applied{Action: Action{At: 60 * s, Kind: Partition, Target: 6}, At: 60 * s})
+		}, nil},
+		{"not excused: the warden cut off before its window", Kill, 0, func(h *History) {
+			wardenC6(h)
+			h.Actions = append(h.Actions, Applied{Action: Action{At: 50 * s, Kind: Partition, Target: 6}, At: 50 * s})
+		}, []string{"liveness/line-gone-late"}},
+		{"excused: a warden long gone, named within its window", Stop, 0, func(h *History) {
+			wardenC6(h)
+			h.Runs[6].Cancelled = 20 * s
+			h.Changes = []Change{{At: 60 * s, Holder: "c0", Warden: "c5"}, {At: 98 * s, Holder: "c0", Warden: "c6"}, {At: 100 * s, Holder: "c0", Warden: "c6"}}
+		}, nil},
+		{"not excused: a warden long gone, named before its window", Stop, 0, func(h *History) {
+			wardenC6(h)
+			h.Runs[6].Cancelled = 20 * s
+			h.Changes = []Change{{At: 51 * s, Holder: "c0", Warden: "c6"}, {At: 98 * s, Holder: "c0", Warden: "c6"}, {At: 100 * s, Holder: "c0", Warden: "c6"}}
+		}, []string{"liveness/line-gone-late"}},
+		{"not excused: the warden's fault healed before the line left", Kill, 0, func(h *History) {
+			wardenC6(h)
+			h.Actions = append(h.Actions, Applied{Action: Action{At: 90 * s, Kind: Partition, Target: 6}, At: 90 * s},
+				Applied{Action: Action{At: 95 * s, Kind: Heal, Target: 6}, At: 95 * s})
+		}, []string{"liveness/line-gone-late"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := lineGoneHistory(tc.leave)
@@ -76,6 +107,14 @@ func TestCheckLineGone(t *testing.T) {
 			}
 		})
 	}
+}
+
+// wardenC6 adds c6 to a lineGoneHistory as the line's warden, c5 staying
+// the outsider who could lead.
+func wardenC6(h *History) {
+	h.Candidates, h.Standby = 7, append(h.Standby, false)
+	h.Runs = append(h.Runs, Run{Candidate: 6, ID: 6, Identity: "c6", Start: 0, Cancelled: h.End})
+	h.Actions[0].Line.Warden = "c6"
 }
 
 // A LineLeaves that was skipped (no line to read) is not judged; a
