@@ -404,23 +404,34 @@ func (f *follower) record() *record {
 // is nobody's term) — plus this candidate's turn in the line of succession
 // (turn).
 func (f *follower) expiry() time.Time {
+	free, turns := f.freeAt()
+	if !turns {
+		return free
+	}
+	return free.Add(turn(f.lease, f.cfg.identity, f.cfg.successionStep, f.standsBack()))
+}
+
+// freeAt is when the record observed leaves the lease free (expiry's
+// terms); turns reports whether this candidate's turn in line counts from
+// there (else freeAt is expiry itself).
+func (f *follower) freeAt() (_ time.Time, turns bool) {
 	rec := f.record()
 	switch {
 	case !f.known:
-		return time.Time{}
+		return time.Time{}, false
 	case rec == nil:
 		if at := f.up.createAllowedAt(); f.watchedMissing && !at.IsZero() {
-			return at
+			return at, false
 		}
-		return time.Now().Add(never) // not watched missing yet
+		return time.Now().Add(never), false // not watched missing yet
 	case f.up.ours(rec):
-		return time.Time{}
+		return time.Time{}, false
 	}
 	own := time.Duration(f.cfg.leaseSeconds) * time.Second
 	var free time.Time
 	switch h := handOverOf(f.lease); {
 	case h != nil && h.To == f.cfg.identity:
-		return time.Time{}
+		return time.Time{}, false
 	case h != nil:
 		// Nobody leads during a handover: its record's short duration is
 		// the named successor's time to take the lease, then succession
@@ -435,7 +446,7 @@ func (f *follower) expiry() time.Time {
 	default:
 		free = f.observedAt.Add(max(time.Duration(rec.LeaseDurationSeconds)*time.Second, own))
 	}
-	return free.Add(turn(f.lease, f.cfg.identity, f.cfg.successionStep, f.standsBack()))
+	return free, true
 }
 
 // standsBack reports whether this candidate lets the others go first when

@@ -285,11 +285,16 @@ func listLine(ctx context.Context, cfg *config, gw *gateway) (*coordinationv1.Le
 // record it observed posts a line that names neither this candidate nor
 // anyone it could not be told of (the holder is the line's leader, not
 // this candidate), nothing is due, a try that did not match is not being
-// held back, and, after a line that went stale, the follower has seen the
-// election's Lease change since it came back.
+// held back, the record observed has not expired (its holder may be gone
+// with its whole line: the follower stays for its turn), and, after a line
+// that went stale, the follower has seen the election's Lease change since
+// it came back.
 func (f *follower) mayFollowLine() bool {
 	if !f.cfg.registry || f.lease == nil || f.stale || f.needRead || f.lineHold > 0 || time.Now().Before(f.lineRetryAt) {
 		return false
+	}
+	if free, turns := f.freeAt(); turns && !time.Now().Before(free) {
+		return false // the holder may be gone, with its line: stay for the turn
 	}
 	sc := postedFor(f.lease)
 	return sc != nil && !sc.Names(f.cfg.identity) && sc.From != f.cfg.identity && !f.due()
@@ -316,6 +321,12 @@ func (f *follower) followLine(ctx context.Context) error {
 	}
 	f.lineRetry.reset()
 	f.stopWatch()
+	// Named the warden, it reads the election's Lease from here on; the
+	// record it watched counts from when it first saw it (Seed).
+	ward := warden.New(f.cfg.identity, warden.Period(f.cfg.RetryPeriod), warden.Beat(f.cfg.LeaseDuration), line,
+		func(l *coordinationv1.Lease) string { return string(recordKey(recordOf(l))) })
+	defer ward.Stop()
+	ward.Seed(f.lease, f.observedAt)
 	// What it knew of the election's Lease ages from here: it is read
 	// again before anything is done with it.
 	f.known, f.lease, f.key, f.needRead = false, nil, nil, true
@@ -340,7 +351,7 @@ func (f *follower) followLine(ctx context.Context) error {
 			return ctx.Err()
 		}
 		listed = false
-		out, err := f.readLineWatch(ctx, w, &rv, line)
+		out, err := f.readLineWatch(ctx, w, &rv, line, ward)
 		w.Stop()
 		switch {
 		case out.silent != nil:
@@ -407,9 +418,10 @@ type lineExit struct {
 // readLineWatch reads the line Lease's watch w until the follower must
 // watch the election's Lease again, the server closes the watch (resume
 // from *rv), or ctx is done (its error); see lineExit. line is the line
-// last observed. While the line names this candidate its warden, it also
-// reads the election's Lease every warden.Period.
-func (f *follower) readLineWatch(ctx context.Context, w watch.Interface, rv *string, line wire.Line) (lineExit, error) {
+// last observed. While the line names this candidate its warden (ward,
+// the follow phase's, kept across the watch's resumptions), it also reads
+// the election's Lease every warden.Period.
+func (f *follower) readLineWatch(ctx context.Context, w watch.Interface, rv *string, line wire.Line, ward *warden.Warden) (lineExit, error) {
 	// Spread by up to a tenth of the refresh, so that the followers of a
 	// line gone stale do not all come back at one instant.
 	staleAfter := func(line wire.Line) time.Duration {
@@ -418,9 +430,6 @@ func (f *follower) readLineWatch(ctx context.Context, w watch.Interface, rv *str
 	}
 	timer := time.NewTimer(staleAfter(line))
 	defer timer.Stop()
-	ward := warden.New(f.cfg.identity, warden.Period(f.cfg.RetryPeriod), warden.Beat(f.cfg.LeaseDuration), line,
-		func(l *coordinationv1.Lease) string { return string(recordKey(recordOf(l))) })
-	defer ward.Stop()
 	for {
 		select {
 		case <-ctx.Done():

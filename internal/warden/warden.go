@@ -102,10 +102,10 @@ func (w *Warden) Due() <-chan time.Time {
 // candidate must renew its registration now (beat: the read succeeded, and
 // the last beat since it was named is a beat period ago, or there was
 // none), and whether it must watch the election's Lease again (back): the Lease is missing (l nil), or
-// released (l, since now), or holds the same record (by key) as at the
-// last read, a period ago or more (l, and since: when a read first found
-// that record — the follower's observation of it may start there, as it
-// was already that record then). A write that changes no record (a label,
+// released (l, since now), or holds the same record (by key) as the last
+// read (or Seed) found, a period ago or more (l, and since: when a read
+// first found that record — the follower's observation of it may start
+// there, as it was already that record then). A write that changes no record (a label,
 // an annotation) does not hide a leader that stopped renewing. A failed
 // read is tried again a period later.
 func (w *Warden) Probe(ctx context.Context, read Reader) (l *coordinationv1.Lease, since time.Time, back, beat bool) {
@@ -130,11 +130,27 @@ func (w *Warden) Probe(ctx context.Context, read Reader) (l *coordinationv1.Leas
 		return got, now, true, beat
 	}
 	key := w.keyOf(got)
-	if w.key != "" && key == w.key {
+	switch {
+	case w.key == "" || key != w.key:
+		w.key, w.since, w.last = key, now, got
+	case now.Sub(w.since) >= w.period:
 		return got, w.since, true, beat
 	}
-	w.key, w.since, w.last = key, now, got
 	return nil, time.Time{}, false, beat
+}
+
+// Seed gives the warden what its candidate observed of the election's
+// Lease before it followed the line: l, a record it watched unchanged
+// since since. A first read that finds the same record counts from there
+// — it was that record then already — instead of from the read: a
+// candidate named warden just as the line leaves (it watched the Lease
+// when the line was posted, and followed the line a few seconds later)
+// loses none of its observation. Nil l, or a released one, seeds nothing.
+func (w *Warden) Seed(l *coordinationv1.Lease, since time.Time) {
+	if l == nil || wire.Released(l) || since.IsZero() {
+		return
+	}
+	w.key, w.since, w.last = w.keyOf(l), since, l
 }
 
 // Last returns the Lease the last successful read found, and since when

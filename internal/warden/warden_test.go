@@ -238,3 +238,61 @@ func TestALineThatNamesAnotherWardenStopsTheReads(t *testing.T) {
 		assert.Nil(t, w.Due())
 	})
 }
+
+// Seed: a candidate named warden just as the line leaves had watched the
+// election's Lease before it followed the line. A first read that finds
+// the record it watched counts from when it first saw it — at once if
+// that is a period ago or more, else at the next read — and a read that
+// finds another record counts from the read.
+func TestSeed(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		seenAgo   time.Duration // the seed's since, before the first read
+		same      bool          // the first read finds the seeded record
+		wantReads int           // reads until back
+		wantSince time.Duration // since, before the first read
+	}{
+		{"seen long ago: back at the first read, since the seed", 5 * rp, true, 1, 5 * rp},
+		{"seen just now: back at the second, since the seed", rp / 2, true, 2, rp / 2},
+		{"another record: back at the second, since the first read", 5 * rp, false, 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := &fakeLease{rv: 7}
+				seeded, _ := f.read(context.Background())
+				if !tc.same {
+					f.rv = 8 // the leader renewed once more, then stopped
+				}
+				w := warden.New("w", warden.Period(rp), warden.Beat(ld), lineNaming("w"), key)
+				defer w.Stop()
+				start := time.Now()
+				w.Seed(seeded, start.Add(-tc.seenAgo))
+				for reads := 1; reads <= 3; reads++ {
+					<-w.Due()
+					l, since, back, _ := w.Probe(context.Background(), f.read)
+					if !back {
+						continue
+					}
+					require.NotNil(t, l)
+					assert.Equal(t, tc.wantReads, reads, "reads until back")
+					assert.Equal(t, start.Add(-tc.wantSince), since, "since")
+					return
+				}
+				t.Fatal("never back")
+			})
+		})
+	}
+}
+
+// A released or missing seed seeds nothing.
+func TestSeedNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := &fakeLease{rv: 7}
+		w := warden.New("w", warden.Period(rp), warden.Beat(ld), lineNaming("w"), key)
+		defer w.Stop()
+		w.Seed(nil, time.Now().Add(-time.Hour))
+		<-w.Due()
+		_, _, back, _ := w.Probe(context.Background(), f.read)
+		assert.False(t, back, "the first read of a record is no silence")
+	})
+}
