@@ -31,22 +31,21 @@ import (
 
 // Request is an operator's request to the leader of a Lease to step down:
 // to Yield, or to HandOver to To. RequestYield and RequestHandOver write
-// it; PendingRequest reads it.
-type Request struct {
-	// Holder is the leader it is addressed to, and Term that leader's term
-	// (the Lease's leaseTransitions) when it was written: any other leader,
-	// or a later term, ignores it.
-	Holder string `json:"holder"`
-	Term   int32  `json:"term"`
-	// To is the candidate to hand over to; empty asks for a Yield.
-	To string `json:"to,omitempty"`
-	// Unregistered hands over to To even if the leader does not know it
-	// from the registry (relect.HandOverOptions.Unregistered).
-	Unregistered bool `json:"unregistered,omitempty"`
-	// By and At say who asked and when, by the asker's clock, for people.
-	By string    `json:"by,omitempty"`
-	At time.Time `json:"at"`
-}
+// it; PendingRequest reads it. It is the annotation relect.io/request, as
+// JSON, and its fields are:
+//
+//   - Holder is the leader it is addressed to, and Term that leader's term
+//     (the Lease's leaseTransitions) when it was written: any other leader,
+//     or a later term, ignores it.
+//   - To is the candidate to hand over to; empty asks for a Yield.
+//   - Unregistered hands over to To even if the leader does not know it
+//     from the registry (relect.HandOverOptions.Unregistered).
+//   - By and At say who asked and when, by the asker's clock, for people.
+//
+// It is the type relect's candidates read the annotation into (defined in
+// an internal package the library shares), so that what an operator writes
+// and what a leader reads are one definition.
+type Request = wire.Request
 
 // ErrNoLeader is returned by RequestYield and RequestHandOver when the
 // Lease has no holder to ask: it is missing, released, or a handover
@@ -109,7 +108,7 @@ func request(ctx context.Context, client kubernetes.Interface, namespace, name s
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}
 		}
-		raw, _ := json.Marshal(wire.Request(r))
+		raw, _ := json.Marshal(r)
 		l.Annotations[wire.AnnotationRequest] = string(raw)
 		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 		if apierrors.IsConflict(err) && try < 5 {
@@ -141,7 +140,7 @@ func WithdrawRequest(ctx context.Context, client kubernetes.Interface, namespace
 		}
 		var there wire.Request
 		raw, ok := l.Annotations[wire.AnnotationRequest]
-		if !ok || json.Unmarshal([]byte(raw), &there) != nil || !wire.SameRequest(there, wire.Request(r)) {
+		if !ok || json.Unmarshal([]byte(raw), &there) != nil || !wire.SameRequest(there, r) {
 			return false, nil
 		}
 		delete(l.Annotations, wire.AnnotationRequest)
@@ -157,6 +156,5 @@ func WithdrawRequest(ctx context.Context, client kubernetes.Interface, namespace
 // holder has yet to honour or refuse: one addressed to that holder and its
 // term. ok is false if there is none, or only a stale one.
 func PendingRequest(l *coordinationv1.Lease) (r Request, ok bool) {
-	w, ok := wire.PendingRequest(l)
-	return Request(w), ok
+	return wire.PendingRequest(l)
 }

@@ -314,7 +314,7 @@ func TestRequestIgnoredByAClientGoLeader(t *testing.T) {
 		time.Sleep(time.Minute)
 		req := pending(api)
 		require.NotNil(t, req, "pending while cg's term lasts")
-		assert.Equal(t, requestStatus{Action: "yield", Holder: "cg", Term: 1, By: "alice", At: req.At}, *req)
+		assert.Equal(t, requestStatus{Action: "yield", Request: operator.Request{Holder: "cg", Term: 1, By: "alice", At: req.At}}, *req)
 
 		// A stop signal while waiting (for a handover this time).
 		ctx, stop := context.WithCancelCause(context.Background())

@@ -161,19 +161,12 @@ type leaseStatus struct {
 	ShardsError string            `json:"shards_error,omitempty"`
 }
 
-// requestStatus is a pending request (operator.Request).
+// requestStatus is a pending request: operator.Request's fields, with
+// Action before them.
 type requestStatus struct {
 	// Action is "yield" or "handover".
 	Action string `json:"action"`
-	// Holder and Term are the leader and term it is addressed to.
-	Holder string `json:"holder"`
-	Term   int32  `json:"term"`
-	// To is the candidate to hand over to.
-	To           string `json:"to,omitempty"`
-	Unregistered bool   `json:"unregistered,omitempty"`
-	// By and At say who asked, and when by the asker's clock.
-	By string    `json:"by,omitempty"`
-	At time.Time `json:"at"`
+	operator.Request
 }
 
 // requestOf returns the request pending in lease, or nil.
@@ -186,7 +179,8 @@ func requestOf(lease *coordinationv1.Lease) *requestStatus {
 	if r.To != "" {
 		action = "handover"
 	}
-	return &requestStatus{Action: action, Holder: r.Holder, Term: r.Term, To: r.To, Unregistered: r.Unregistered, By: r.By, At: r.At.UTC()}
+	r.At = r.At.UTC()
+	return &requestStatus{Action: action, Request: r}
 }
 
 // candidateStatus is one registered candidate.

@@ -143,7 +143,8 @@ type FenceMark struct {
 
 // Request is the content of AnnotationRequest: an operator's request to
 // the leader Holder, in its term Term, to step down (To empty: Yield) or
-// hand over to To.
+// hand over to To. It is public as operator.Request (an alias), whose doc
+// is its users' reference: the one definition of the request.
 type Request struct {
 	Holder       string    `json:"holder"`
 	Term         int32     `json:"term"`
