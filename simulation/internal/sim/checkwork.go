@@ -180,7 +180,7 @@ func StuckEpisodes(h *History) []StuckEpisode {
 		if i := acquiredFrom(h, id, tm.Start); i >= 0 && h.Impl == Relect.String() {
 			streak = h.Changes[i].Streak
 		}
-		hold := h.Work.cooldown(streak)
+		hold := h.Work.hold(streak)
 		var best *StuckEpisode
 		end := tm.Cancelled
 		if end < 0 {
@@ -469,15 +469,13 @@ type Chain struct {
 }
 
 // tooSoon returns the first k (1-based) whose handover came sooner after
-// the chain's first than the cooldowns of the streak allow — relect's
-// documented rule, the k-th no sooner than cooldown(1) + … +
-// cooldown(k−1) after the first (WorkOptions.Cooldown), since each
-// leader after a stuck handover holds for its streak's cooldown from its
-// start — and that least span; 0 if none did.
+// the chain's first than relect promises — the k-th no sooner than
+// Work.leastSpan(k) after the first (WorkOptions.Cooldown; docs/design.md,
+// "Safety, and the bound on handovers") — and that least span; 0 if none
+// did.
 func (c Chain) tooSoon(w Work) (k int, least time.Duration) {
 	for i := 1; i < len(c.At); i++ {
-		least += w.cooldown(i)
-		if c.At[i]-c.At[0] < least {
+		if least = w.leastSpan(i + 1); c.At[i]-c.At[0] < least {
 			return i + 1, least
 		}
 	}
@@ -583,7 +581,7 @@ func releaseWritten(h *History, e Event) int {
 }
 
 // checkOutages (stuck-handovers): in a fleet-wide outage, the k-th stuck
-// handover in a row comes no sooner than cooldown(1) + … + cooldown(k−1)
+// handover in a row comes no sooner than the promised Work.leastSpan(k)
 // after the first (Chain.tooSoon); so no run of them is longer than its
 // bound, Work.StuckHandoverBound of its span.
 func checkOutages(h *History) []Violation {

@@ -28,6 +28,47 @@ func TestStuckHandoverBound(t *testing.T) {
 	}
 }
 
+// TestWorkPromise: the checkers' figures are the documented ones — the
+// defaults of WorkOptions' zero fields, "4 in 10 minutes, 6 in an hour"
+// with the default minute (docs/design.md), the hold of streak k — and the
+// bound in a span agrees with the least spans it counts.
+func TestWorkPromise(t *testing.T) {
+	w := Work{BeatWindow: 10 * s}.withDefaults() // every default
+	if w.Cooldown != time.Minute || w.MaxCooldown != time.Hour {
+		t.Errorf("defaults: cooldown %v, max %v; documented: 1 minute, 1 hour", w.Cooldown, w.MaxCooldown)
+	}
+	if c := (Work{Check: true}).withDefaults(); c.CheckInterval != 10*s || c.CheckTimeout != 5*s || c.CheckFailures != 3 {
+		t.Errorf("defaults: check every %v, timeout %v, %d failures; documented: 10 s, 5 s, 3", c.CheckInterval, c.CheckTimeout, c.CheckFailures)
+	}
+	for span, want := range map[time.Duration]int{10 * time.Minute: 4, time.Hour: 6} {
+		if got := w.StuckHandoverBound(span); got != want {
+			t.Errorf("default work: %d stuck handovers in %v, documented %d", got, span, want)
+		}
+	}
+	for k, want := range map[int]time.Duration{0: 0, 1: time.Minute, 2: 2 * time.Minute, 6: 32 * time.Minute, 7: time.Hour, 100: time.Hour} {
+		if got := w.hold(k); got != want {
+			t.Errorf("hold of streak %d: %v, want %v", k, got, want)
+		}
+	}
+	// leastSpan(k) is the holds of the k−1 leaders before the k-th, and
+	// the bound in a span the last k whose least span fits in it.
+	for _, w := range []Work{w, Work{BeatWindow: 10 * s, Cooldown: 20 * s, MaxCooldown: 100 * s}.withDefaults(),
+		Work{BeatWindow: 10 * s, Cooldown: time.Minute, MaxCooldown: time.Minute}.withDefaults()} {
+		var sum time.Duration
+		for k := 1; k <= 12; k++ {
+			if got := w.leastSpan(k); got != sum {
+				t.Errorf("cooldown %v, max %v: least span to the %d-th handover %v, the holds before it sum to %v", w.Cooldown, w.MaxCooldown, k, got, sum)
+			}
+			for _, span := range []time.Duration{sum, sum + w.hold(k) - 1} {
+				if got := w.StuckHandoverBound(span); got != k {
+					t.Errorf("cooldown %v, max %v: bound in %v is %d, want %d", w.Cooldown, w.MaxCooldown, span, got, k)
+				}
+			}
+			sum += w.hold(k)
+		}
+	}
+}
+
 // workHistory: relect's c0 leads from 1 s (acquiring a released record
 // whose line carries streak), renewing every 2 s, and its work hangs at
 // 20 s for good; c1 runs, follows and is registered. With a BeatWindow of
@@ -182,6 +223,41 @@ func TestCheckWorkOutage(t *testing.T) {
 			if got := rules(CheckWork(h)); !slices.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v; outages %+v", got, tc.want, Outages(h))
 			}
+		})
+	}
+}
+
+// TestCheckWorkOutageCatchesABrokenRelect: handovers spaced as a relect
+// that broke its documented promise would space them are reported — the
+// checker's bound is its own, not relect's code.
+func TestCheckWorkOutageCatchesABrokenRelect(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		work Work // what the schedule asked of relect (its zero fields: the defaults)
+		at   []time.Duration
+		want time.Duration // the handover reported
+	}{
+		// relect's default Cooldown broken to 30 s: the documented minute
+		// is what the checker holds it to.
+		{"a default cooldown of 30 s", Work{BeatWindow: 10 * s, BeatEvery: 5 * s},
+			[]time.Duration{20 * s, 50 * s, 110 * s, 230 * s, 470 * s}, 50 * s},
+		// The cooldown growing by one Cooldown, not doubling: 1, 2, 3
+		// minutes where 1, 2, 4 are promised.
+		{"linear, not doubling", Work{BeatWindow: 10 * s, BeatEvery: 5 * s, Cooldown: time.Minute},
+			[]time.Duration{20 * s, 80 * s, 200 * s, 380 * s}, 380 * s},
+		// MaxCooldown of 4 minutes capping at 2: 1, 2, 2 minutes where 1,
+		// 2, 4 are promised.
+		{"capped too soon", Work{BeatWindow: 10 * s, BeatEvery: 5 * s, Cooldown: time.Minute, MaxCooldown: 4 * time.Minute},
+			[]time.Duration{20 * s, 80 * s, 200 * s, 320 * s}, 320 * s},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := outageHistory(tc.at)
+			h.Work = tc.work.withDefaults()
+			got := CheckWork(h)
+			if len(got) != 1 || got[0].Rule != "stuck-handovers" || got[0].At != tc.want {
+				t.Fatalf("got %v, want stuck-handovers at %v", got, tc.want)
+			}
+			t.Logf("reported: %s", got[0].Detail)
 		})
 	}
 }

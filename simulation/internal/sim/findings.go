@@ -219,7 +219,7 @@ func firstLeader(h *History, v Violation) int {
 //     term's records, or its stuck release: relect publishes none then);
 //   - StreakEndsUnseen: a stuck release of the chain's published a streak
 //     no longer than the one its term inherited, k ≥ 1, while that term's
-//     hold, cooldown(k), was shorter than the time its work takes to be
+//     hold, Work.hold(k), was shorter than the time its work takes to be
 //     seen stuck (BeatWindow; CheckFailures × CheckInterval +
 //     CheckTimeout): the streak ended at the hold, unseen.
 func explainStreak(h *History, v Violation) Finding {
@@ -250,7 +250,7 @@ func explainStreak(h *History, v Violation) Finding {
 				if i := acquiredFrom(h, id, start); i >= 0 {
 					k = h.Changes[i].Streak
 				}
-				if k >= 1 && h.Changes[rel].Streak <= k && h.Work.cooldown(k) < detect {
+				if k >= 1 && h.Changes[rel].Streak <= k && h.Work.hold(k) < detect {
 					return StreakEndsUnseen
 				}
 			}
@@ -283,7 +283,7 @@ func stepDownGapOf(h *History, v Violation) time.Duration {
 // pollerRetook reports whether, in [from, to], a term of a polling
 // candidate — its elector's watch of the Lease was refused (403) before —
 // ended for stuck work before the hold of the record it acquired (a
-// streak k ≥ 1: cooldown(k)) had passed: PollerRetakes.
+// streak k ≥ 1: Work.hold(k)) had passed: PollerRetakes.
 func pollerRetook(h *History, from, to time.Duration) bool {
 	for _, e := range h.Events {
 		if e.Kind != Stopped || e.Cause != CauseWorkStuck || e.At < from || e.At > to || !polling(h, e.Run, e.At) {
@@ -291,7 +291,7 @@ func pollerRetook(h *History, from, to time.Duration) bool {
 		}
 		start := termStartOf(h, e)
 		id := identityAt(h, e.Candidate, e.At)
-		if i := acquiredFrom(h, id, start); i >= 0 && h.Changes[i].Streak >= 1 && e.At-start < h.Work.cooldown(h.Changes[i].Streak) {
+		if i := acquiredFrom(h, id, start); i >= 0 && h.Changes[i].Streak >= 1 && e.At-start < h.Work.hold(h.Changes[i].Streak) {
 			return true
 		}
 	}

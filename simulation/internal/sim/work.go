@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/relect/relect/internal/defaults"
-
 	"github.com/relect/relect"
 )
 
@@ -33,7 +31,8 @@ type Work struct {
 	// Check: relect runs the candidate's work check (WorkOptions.Check)
 	// every CheckInterval, each call bounded by CheckTimeout;
 	// CheckFailures failures in a row mean stuck. Zero fields select
-	// relect's defaults (withDefaults).
+	// relect's defaults (relect applies them; the checkers apply the
+	// documented ones: withDefaults, workpromise.go).
 	Check         bool
 	CheckInterval time.Duration
 	CheckTimeout  time.Duration
@@ -46,32 +45,6 @@ type Work struct {
 
 // On reports whether w asks for work liveness at all.
 func (w Work) On() bool { return w.BeatWindow > 0 || w.Check }
-
-// withDefaults applies relect's defaults to the zero fields of w, as
-// relect.New does (options.go, resolveWork); w unchanged if it is off.
-func (w Work) withDefaults() Work {
-	if !w.On() {
-		return w
-	}
-	if w.Check {
-		if w.CheckInterval == 0 {
-			w.CheckInterval = defaults.WorkCheckInterval
-		}
-		if w.CheckTimeout == 0 {
-			w.CheckTimeout = w.CheckInterval / 2
-		}
-		if w.CheckFailures == 0 {
-			w.CheckFailures = defaults.WorkCheckFailures
-		}
-	}
-	if w.Cooldown == 0 {
-		w.Cooldown = defaults.WorkCooldown
-	}
-	if w.MaxCooldown == 0 {
-		w.MaxCooldown = max(defaults.WorkMaxCooldown, w.Cooldown)
-	}
-	return w
-}
 
 // options is w as relect.Options.Work, with check as the work check.
 func (w Work) options(check func(context.Context) error) relect.WorkOptions {
@@ -98,39 +71,6 @@ func (w Work) String() string {
 		s += fmt.Sprintf("check-interval=%v check-timeout=%v check-failures=%d ", w.CheckInterval, w.CheckTimeout, w.CheckFailures)
 	}
 	return s + fmt.Sprintf("cooldown=%v max-cooldown=%v", w.Cooldown, w.MaxCooldown)
-}
-
-// cooldown returns the hold of the leader after the k-th stuck handover
-// in a row (relect's cooldown of a streak k): Cooldown × 2^(k−1), at most
-// MaxCooldown; zero for k < 1. w must have its defaults applied.
-func (w Work) cooldown(k int) time.Duration {
-	if k < 1 {
-		return 0
-	}
-	d := w.Cooldown
-	for i := 1; i < k && d < w.MaxCooldown; i++ {
-		d *= 2
-	}
-	return min(d, w.MaxCooldown)
-}
-
-// StuckHandoverBound is the most stuck handovers in a row that relect's
-// cooldowns allow within a span t when the work fails everywhere: the
-// first at once, the (k+1)-th no sooner than cooldown(k) after the k-th
-// (the leader after it holds that long), so 1 + the largest m with
-// cooldown(1) + … + cooldown(m) ≤ t. Without the cap (MaxCooldown) that is
-// ⌊log2(t/Cooldown + 1)⌋ + 1, the bound WorkOptions.Cooldown documents. w
-// must have its defaults applied.
-func (w Work) StuckHandoverBound(t time.Duration) int {
-	n, sum := 1, time.Duration(0)
-	for {
-		next := w.cooldown(n)
-		if next <= 0 || sum+next > t {
-			return n
-		}
-		sum += next
-		n++
-	}
 }
 
 // detection returns how long after its work became stuck relect may take
