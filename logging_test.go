@@ -1,52 +1,32 @@
 package relect_test
 
 import (
-	"context"
-	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/internal/testlog"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
-// recordHandler keeps every record's message.
-type recordHandler struct {
-	mu   *sync.Mutex
-	msgs *[]string
-}
-
-func (h recordHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h recordHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	*h.msgs = append(*h.msgs, r.Message)
-	return nil
-}
-func (h recordHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h recordHandler) WithGroup(string) slog.Handler      { return h }
-
 // The wrapped client-go elector's klog output reaches Options.Logger, next to
 // relect's own records.
 func TestClientGoLogsReachTheSlogLogger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var msgs []string
+		logs := &testlog.Handler{Level: testlog.All}
 		api := newAPI()
 		a := newCandidate(t, api, "a", func(o *relect.Options) {
-			o.Logger = slog.New(recordHandler{&mu, &msgs})
+			o.Logger = slog.New(logs)
 		})
 		a.start()
 		synctest.Wait()
 		a.stop()
-		mu.Lock()
-		defer mu.Unlock()
+		msgs := logs.Messages()
 		assert.Contains(t, msgs, "Successfully acquired lease", "client-go's klog line")
 		assert.Contains(t, msgs, "relect: started-leading", "relect's own line")
 	})
@@ -58,14 +38,8 @@ func TestClientGoLogsReachTheSlogLogger(t *testing.T) {
 // degraded as a warning.
 func TestLogLevelsForOperators(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var recs []slog.Record
-		h := slog.NewTextHandler(io.Discard, nil) // Info and above, as an operator's
-		logger := slog.New(levelFilter{h, func(r slog.Record) {
-			mu.Lock()
-			defer mu.Unlock()
-			recs = append(recs, r.Clone())
-		}})
+		logs := &testlog.Handler{Level: slog.LevelInfo} // Info and above, as an operator's
+		logger := slog.New(logs)
 		api := relecttest.NewLeaseAPI() // no Lease: the missing-Lease wait
 		a := newCandidate(t, api, "a", func(o *relect.Options) { o.Logger = logger })
 		a.start()
@@ -78,10 +52,8 @@ func TestLogLevelsForOperators(t *testing.T) {
 		a.client.Heal()
 		a.stop()
 
-		mu.Lock()
-		defer mu.Unlock()
 		missing, warnedAt, degraded := 0, []int64{}, 0
-		for _, r := range recs {
+		for _, r := range logs.Records() {
 			switch {
 			case strings.HasPrefix(r.Message, "relect: waiting for the missing Lease"):
 				missing++
@@ -111,20 +83,6 @@ func TestLogLevelsForOperators(t *testing.T) {
 	})
 }
 
-// levelFilter passes the records its handler is enabled for to keep.
-type levelFilter struct {
-	h    slog.Handler
-	keep func(slog.Record)
-}
-
-func (f levelFilter) Enabled(ctx context.Context, l slog.Level) bool { return f.h.Enabled(ctx, l) }
-func (f levelFilter) Handle(_ context.Context, r slog.Record) error {
-	f.keep(r)
-	return nil
-}
-func (f levelFilter) WithAttrs([]slog.Attr) slog.Handler { return f }
-func (f levelFilter) WithGroup(string) slog.Handler      { return f }
-
 func hasAttr(r slog.Record, key string) bool {
 	found := false
 	r.Attrs(func(a slog.Attr) bool {
@@ -139,14 +97,9 @@ func hasAttr(r slog.Record, key string) bool {
 // Info records, not client-go's lines. Nothing at all was logged.
 func TestNoLoggerWarnsToTheDefaultLogger(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var recs []slog.Record
+		logs := &testlog.Handler{Level: slog.LevelDebug}
 		prev := slog.Default()
-		slog.SetDefault(slog.New(levelFilter{slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug}), func(r slog.Record) {
-			mu.Lock()
-			defer mu.Unlock()
-			recs = append(recs, r.Clone())
-		}}))
+		slog.SetDefault(slog.New(logs))
 		defer slog.SetDefault(prev)
 		w := &worker{}
 		a := newCandidate(t, newAPI(), "a", func(o *relect.Options) {
@@ -162,10 +115,8 @@ func TestNoLoggerWarnsToTheDefaultLogger(t *testing.T) {
 		synctest.Wait()
 		a.client.Heal()
 		a.stop()
-		mu.Lock()
-		defer mu.Unlock()
 		var msgs []string
-		for _, r := range recs {
+		for _, r := range logs.Records() {
 			assert.GreaterOrEqual(t, r.Level, slog.LevelWarn, "only warnings and errors: %s", r.Message)
 			msgs = append(msgs, r.Message)
 		}

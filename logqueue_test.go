@@ -1,35 +1,15 @@
 package relect
 
 import (
-	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 
+	"github.com/relect/relect/internal/testlog"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// blockingHandler keeps every record it handles, and blocks in Handle
-// until release is closed.
-type blockingHandler struct {
-	release chan struct{}
-	mu      *sync.Mutex
-	recs    *[]slog.Record
-}
-
-func (h blockingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h blockingHandler) Handle(_ context.Context, r slog.Record) error {
-	<-h.release
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	*h.recs = append(*h.recs, r)
-	return nil
-}
-func (h blockingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
 
 // When a slow handler lets more than maxQueuedLogs records wait, the
 // warning that reports the oldest dropped says what they were: how many,
@@ -37,9 +17,8 @@ func (h blockingHandler) WithGroup(string) slog.Handler      { return h }
 // only ("log records dropped: the Logger's handler was too slow").
 func TestDroppedLogsSayWhatWasDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var recs []slog.Record
-		h := blockingHandler{make(chan struct{}), &mu, &recs}
+		release := make(chan struct{})
+		h := &testlog.Handler{Level: testlog.All, Wait: func() { <-release }}
 		q := newLogQueue(h)
 		stop := q.start()
 		q.log(slog.LevelInfo, "first") // the handler blocks on it
@@ -51,8 +30,9 @@ func TestDroppedLogsSayWhatWasDropped(t *testing.T) {
 				q.log(slog.LevelDebug, "relect: the work check failed")
 			}
 		}
-		close(h.release)
+		close(release)
 		stop()
+		recs := h.Records()
 
 		var warning *slog.Record
 		for i, r := range recs {

@@ -12,18 +12,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/internal/testlog"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
@@ -1138,20 +1137,18 @@ func TestBreakRegistrationsDeleted(t *testing.T) {
 // doubling to BackoffMax), each of which carries the whole table again.
 func TestBreakTableRefusedIsLogged(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		var mu sync.Mutex
-		var refused []slog.Record
-		logger := slog.New(levelFilter{slog.NewTextHandler(io.Discard, nil), func(r slog.Record) {
-			mu.Lock()
-			defer mu.Unlock()
-			if strings.Contains(r.Message, "refuses the shard table") {
-				refused = append(refused, r.Clone())
+		logs := &testlog.Handler{Level: slog.LevelInfo}
+		logger := slog.New(logs)
+		refused := func() []slog.Record {
+			var out []slog.Record
+			for _, r := range logs.Records() {
+				if strings.Contains(r.Message, "refuses the shard table") {
+					out = append(out, r)
+				}
 			}
-		}})
-		said := func() int {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(refused)
+			return out
 		}
+		said := func() int { return len(refused()) }
 		api := newAPI()
 		b := newShardBook(t)
 		cs := shardFleet(t, api, b, 3, 6, func(i int, o *relect.Options) { o.Logger = logger })
@@ -1179,9 +1176,7 @@ func TestBreakTableRefusedIsLogged(t *testing.T) {
 		time.Sleep(time.Hour)
 		synctest.Wait()
 		require.Equal(t, 1, said(), "said once")
-		mu.Lock()
-		first := refused[0]
-		mu.Unlock()
+		first := refused()[0]
 		assert.Equal(t, slog.LevelError, first.Level)
 		var reason string
 		first.Attrs(func(a slog.Attr) bool {

@@ -7,59 +7,18 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/internal/testlog"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
-
-// warnLog keeps the records at Warn and above that a fleet logs.
-type warnLog struct {
-	mu   *sync.Mutex
-	msgs *[]string
-}
-
-func newWarnLog() warnLog { return warnLog{mu: &sync.Mutex{}, msgs: &[]string{}} }
-
-func (h warnLog) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
-func (h warnLog) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	*h.msgs = append(*h.msgs, b.String())
-	return nil
-}
-func (h warnLog) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h warnLog) WithGroup(string) slog.Handler      { return h }
-
-// naming returns the records that contain every one of words.
-func (h warnLog) naming(words ...string) []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	var out []string
-next:
-	for _, m := range *h.msgs {
-		for _, w := range words {
-			if !strings.Contains(m, w) {
-				continue next
-			}
-		}
-		out = append(out, m)
-	}
-	return out
-}
 
 // failingBook is a shardBook whose shard "1" returns 8 s after each start,
 // counting its terms.
@@ -85,7 +44,7 @@ func TestShardRunKeepsReturning(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newAPI()
 		b := newShardBook(t)
-		logs := newWarnLog()
+		logs := &testlog.Handler{Level: slog.LevelWarn}
 		var mu sync.Mutex
 		terms := 0
 		cs := shardFleet(t, api, b, 3, 4, func(i int, o *relect.Options) {
@@ -115,7 +74,7 @@ func TestShardRunKeepsReturning(t *testing.T) {
 		mu.Lock()
 		n := terms - terms0
 		mu.Unlock()
-		warns := logs.naming("keeps failing", "shard=1", "failuresInARow=")
+		warns := logs.Naming("keeps failing", "shard=1", "failuresInARow=")
 		// Each candidate's own failures of the shard are passed over for
 		// at least LD × 2^(i−1) after its i-th: at most ⌊log₂(T/LD + 1)⌋ + 1
 		// each in T.
@@ -190,7 +149,7 @@ func TestShardWorkStuckEverywhereIsPaced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newAPI()
 		b := newShardBook(t)
-		logs := newWarnLog()
+		logs := &testlog.Handler{Level: slog.LevelWarn}
 		const c = time.Minute
 		var mu sync.Mutex
 		var starts []time.Time
@@ -239,7 +198,7 @@ func TestShardWorkStuckEverywhereIsPaced(t *testing.T) {
 		mu.Unlock()
 		bound := int(math.Log2(float64(T/c)+1)) + 1
 		t.Logf("a shard stuck everywhere, Cooldown %v: %d moves in %v (the doubling rule allows %d), healthy %v → %v, %d Warn records naming it",
-			c, moves, T, bound, before, healthy(), len(logs.naming("keeps failing", "shard=1")))
+			c, moves, T, bound, before, healthy(), len(logs.Naming("keeps failing", "shard=1")))
 		assert.LessOrEqual(t, moves, bound)
 		assert.Equal(t, before, healthy(), "a healthy shard moved")
 		stopAll(cs...)

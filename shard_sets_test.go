@@ -1,7 +1,6 @@
 package relect_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/internal/testlog"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 )
@@ -86,7 +86,7 @@ func TestShardSetsDiffer(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newAPI()
 		b := newShardBook(t)
-		logs := newWarnLog()
+		logs := &testlog.Handler{Level: slog.LevelWarn}
 		cs := shardFleet(t, api, b, 3, 8, func(i int, o *relect.Options) {
 			o.Logger = slog.New(logs)
 			if i == 2 {
@@ -102,14 +102,14 @@ func TestShardSetsDiffer(t *testing.T) {
 		gaps := gw.end()
 		held := b.held()
 		t.Logf("a candidate on 4 shards beside 2 on 8, 10 min: held %v, gaps %v, %d warnings naming it, table differ %v",
-			held, gaps, len(logs.naming("another shard set", "candidate=c02", "candidateShards=4", "leaderShards=8")), tableOf(api).Differ)
+			held, gaps, len(logs.Naming("another shard set", "candidate=c02", "candidateShards=4", "leaderShards=8")), tableOf(api).Differ)
 		assert.Empty(t, gaps, "a shard of the leader's set went unheld")
 		assert.NotZero(t, held["c02"], "c02 runs shards of the leader's set it runs")
 		for _, sh := range shardsOf(b, "c02") {
 			n, _ := strconv.Atoi(sh)
 			assert.Less(t, n, 4, "c02 was given shard %s, which it does not run", sh)
 		}
-		assert.Len(t, logs.naming("another shard set", "candidate=c02", "candidateShards=4", "leaderShards=8"), 1, "warned once")
+		assert.Len(t, logs.Naming("another shard set", "candidate=c02", "candidateShards=4", "leaderShards=8"), 1, "warned once")
 		assert.Equal(t, 1, cs[0].e.Stats().ShardSetsDiffer)
 		assert.Equal(t, map[string]int{"c02": 4}, tableOf(api).Differ)
 		assert.Zero(t, b.overlaps)
@@ -202,27 +202,6 @@ func TestShardSetRollingUpdate(t *testing.T) {
 	}
 }
 
-// levelLog keeps every record with its level.
-type levelLog struct {
-	mu   *sync.Mutex
-	recs *[]string
-}
-
-func (h levelLog) Enabled(context.Context, slog.Level) bool { return true }
-func (h levelLog) Handle(_ context.Context, r slog.Record) error {
-	line := r.Level.String() + " " + r.Message
-	r.Attrs(func(a slog.Attr) bool {
-		line += fmt.Sprintf(" %s=%v", a.Key, a.Value)
-		return true
-	})
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	*h.recs = append(*h.recs, line)
-	return nil
-}
-func (h levelLog) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h levelLog) WithGroup(string) slog.Handler      { return h }
-
 // TestShardLogsSpeakShards: a shard's log lines carry the shard; at Info a
 // shard says only its terms (client-go's acquire lines and new-leader go
 // to Debug); a move by the table says that the leader gave the shard to
@@ -231,10 +210,9 @@ func TestShardLogsSpeakShards(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := newAPI()
 		b := newShardBook(t)
-		var mu sync.Mutex
-		var recs []string
+		logs := &testlog.Handler{Level: testlog.All}
 		cs := shardFleet(t, api, b, 2, 4, func(i int, o *relect.Options) {
-			o.Logger = slog.New(levelLog{&mu, &recs})
+			o.Logger = slog.New(logs)
 		})
 		waitFor(t, 4*ld, "balanced", func() bool { return isBalanced(b, 4, 2) })
 		// A third candidate joins: the table moves a shard to it.
@@ -244,9 +222,8 @@ func TestShardLogsSpeakShards(t *testing.T) {
 		})
 		c.start()
 		waitFor(t, 3*ld, "c02 holds a shard", func() bool { return b.held()["c02"] > 0 })
-		mu.Lock()
 		var moved, infoOther []string
-		for _, r := range recs {
+		for _, r := range logs.Lines() {
 			if !strings.Contains(r, " shard=") {
 				continue
 			}
@@ -257,7 +234,6 @@ func TestShardLogsSpeakShards(t *testing.T) {
 				infoOther = append(infoOther, r)
 			}
 		}
-		mu.Unlock()
 		t.Logf("a move by the table: %q", moved)
 		assert.NotEmpty(t, moved, "the move says the leader gave the shard to another candidate")
 		assert.Empty(t, infoOther, "a shard's other lines are at Debug")
