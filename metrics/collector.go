@@ -67,6 +67,31 @@ func NewCollector(e *relect.Elector, opts Options) (*Collector, error) {
 	if e == nil {
 		return nil, errors.New("relect/metrics: NewCollector: nil Elector")
 	}
+	opts, err := resolve(e, opts)
+	if err != nil {
+		return nil, err
+	}
+	labels := prometheus.Labels{LabelLeaseNamespace: opts.Namespace, LabelLease: opts.Name}
+	infoLabels := prometheus.Labels{LabelLeaseNamespace: opts.Namespace, LabelLease: opts.Name, LabelIdentity: e.Identity()}
+	if opts.IdentityLabel {
+		labels = infoLabels
+	}
+	desc := func(name, help string, variable ...string) *prometheus.Desc {
+		return prometheus.NewDesc("relect_"+name, help, variable, labels)
+	}
+	c := &Collector{e: e}
+	c.info = prometheus.NewDesc("relect_info",
+		"Always 1; its identity label is the holder identity the candidate writes into the Lease.",
+		nil, infoLabels)
+	c.describeElection(desc)
+	c.describeWork(desc)
+	c.describeShards(desc)
+	return c, nil
+}
+
+// resolve applies the defaults of opts from e's Lease, and says what is
+// still missing.
+func resolve(e *relect.Elector, opts Options) (Options, error) {
 	ns, name := e.Lease()
 	if opts.Namespace == "" {
 		opts.Namespace = ns
@@ -81,73 +106,75 @@ func NewCollector(e *relect.Elector, opts Options) (*Collector, error) {
 	if opts.Name == "" {
 		errs = append(errs, errors.New("relect/metrics: Options.Name is empty and the Elector's Lease has none"))
 	}
-	if len(errs) > 0 {
-		return nil, errors.Join(errs...)
-	}
+	return opts, errors.Join(errs...)
+}
 
-	labels := prometheus.Labels{LabelLeaseNamespace: opts.Namespace, LabelLease: opts.Name}
-	infoLabels := prometheus.Labels{LabelLeaseNamespace: opts.Namespace, LabelLease: opts.Name, LabelIdentity: e.Identity()}
-	if opts.IdentityLabel {
-		labels = infoLabels
-	}
-	desc := func(name, help string, variable ...string) *prometheus.Desc {
-		return prometheus.NewDesc("relect_"+name, help, variable, labels)
-	}
-	return &Collector{
-		e: e,
-		info: prometheus.NewDesc("relect_info",
-			"Always 1; its identity label is the holder identity the candidate writes into the Lease.",
-			nil, infoLabels),
-		isLeader: desc("is_leader",
-			"1 while this candidate leads (Elector.IsLeader), else 0."),
-		term: desc("term",
-			"Number of the current term, the Lease's leaseTransitions at acquisition (for people: storage checks the term's fence); 0 when not leading."),
-		termsStarted: desc("terms_started_total",
-			"Terms this candidate has led (OnStartedLeading calls)."),
-		calls: desc("api_calls_total",
-			"Lease API calls by verb and result (relect.CallKey), whether they succeeded or not.",
-			LabelVerb, LabelResult),
-		bucketWait: desc("token_bucket_wait_seconds_total",
-			"Seconds Lease API calls waited on the token bucket (Options.RateLimit, RateBurst)."),
-		backoffs: desc("backoffs_total",
-			"Backoff waits before a campaign."),
-		backoffSeconds: desc("backoff_seconds_total",
-			"Seconds of backoff waits before a campaign, counted when each wait begins."),
-		droppedEvents: desc("dropped_events_total",
-			"Events dropped because the Events channel's buffer was full."),
-		lastRenewal: desc("last_renewal_timestamp_seconds",
-			"Unix time at which the last successful write naming this candidate (acquisition or renewal) was sent; absent until the first."),
-		lastContact: desc("last_contact_timestamp_seconds",
-			"Unix time at which this candidate last heard from the Lease API: an answer to a call (NotFound and conflicts included) or an event on one of its watches; absent until the first."),
-		termRemaining: desc("term_remaining_seconds",
-			"Seconds until the current term's validity ends unless renewed (on the process's monotonic clock); 0 when not leading."),
-		consecutiveFailures: desc("consecutive_failures",
-			"Lease API calls that failed in a row; hearing from the API (an answer, a watch event) resets it."),
-		degraded: desc("degraded",
-			"1 from Options.DegradedAfter failed Lease API calls in a row until this candidate next hears from the API, else 0."),
-		workStuck: desc("work_stuck",
-			"1 while this candidate leads and its work is stuck (Options.Work): no beat within BeatWindow, or the check failing CheckFailures times in a row; else 0."),
-		workStuckHandovers: desc("work_stuck_handovers_total",
-			"Terms this candidate ended, handing the lease to the line of succession, because its work was stuck (Options.Work)."),
-		workCheckFailures: desc("work_check_failures",
-			"Calls of Options.Work.Check that failed in a row (it runs while this candidate leads or is in the line of succession); 0 after one succeeds."),
-		workLastBeat: desc("work_last_beat_timestamp_seconds",
-			"Unix time at which the current term's work last called relect.Beat; absent when no term's work runs, and before its first beat."),
-		shardsHeld: desc("shards_held",
-			"Shards this candidate holds now (Options.Shards; relect.Elector.Shards)."),
-		shardMoves: desc("shard_moves_total",
-			"Shards whose holder this candidate's shard table changed, over its terms as leader."),
-		shardGaps: desc("shard_gaps_total",
-			"Times this candidate, as leader, saw a shard's Lease taken after it was free (released, missing or expired)."),
-		shardGapSeconds: desc("shard_gap_seconds_total",
-			"Seconds shards went without a holder before being taken, as this candidate observed them as leader (shard_gaps_total counts the gaps)."),
-		shardsFailing: desc("shards_failing",
-			"Shards whose work keeps failing (their holder gave them up: stuck, or Run returned or panicked), as this candidate, leading, last planned; 0 on a follower."),
-		shardSetsDiffer: desc("shard_sets_differ",
-			"Registered candidates whose shard set (ShardOptions.Count or Names) differs from this leader's, as it last planned; 0 on a follower."),
-		shardFailures: desc("shard_failures_total",
-			"Times a holder gave a shard up because its work failed, as this candidate saw them as leader."),
-	}, nil
+// descFunc makes the descriptor of metric relect_name, with the
+// Collector's constant labels and the variable labels given.
+type descFunc func(name, help string, variable ...string) *prometheus.Desc
+
+// describeElection sets the descriptors of the election's metrics: the
+// term, the calls and their pacing, contact with the API.
+func (c *Collector) describeElection(desc descFunc) {
+	c.isLeader = desc("is_leader",
+		"1 while this candidate leads (Elector.IsLeader), else 0.")
+	c.term = desc("term",
+		"Number of the current term, the Lease's leaseTransitions at acquisition (for people: storage checks the term's fence); 0 when not leading.")
+	c.termsStarted = desc("terms_started_total",
+		"Terms this candidate has led (OnStartedLeading calls).")
+	c.calls = desc("api_calls_total",
+		"Lease API calls by verb and result (relect.CallKey), whether they succeeded or not.",
+		LabelVerb, LabelResult)
+	c.bucketWait = desc("token_bucket_wait_seconds_total",
+		"Seconds Lease API calls waited on the token bucket (Options.RateLimit, RateBurst).")
+	c.backoffs = desc("backoffs_total",
+		"Backoff waits before a campaign.")
+	c.backoffSeconds = desc("backoff_seconds_total",
+		"Seconds of backoff waits before a campaign, counted when each wait begins.")
+	c.droppedEvents = desc("dropped_events_total",
+		"Events dropped because the Events channel's buffer was full.")
+	c.lastRenewal = desc("last_renewal_timestamp_seconds",
+		"Unix time at which the last successful write naming this candidate (acquisition or renewal) was sent; absent until the first.")
+	c.lastContact = desc("last_contact_timestamp_seconds",
+		"Unix time at which this candidate last heard from the Lease API: an answer to a call (NotFound and conflicts included) or an event on one of its watches; absent until the first.")
+	c.termRemaining = desc("term_remaining_seconds",
+		"Seconds until the current term's validity ends unless renewed (on the process's monotonic clock); 0 when not leading.")
+	c.consecutiveFailures = desc("consecutive_failures",
+		"Lease API calls that failed in a row; hearing from the API (an answer, a watch event) resets it.")
+	c.degraded = desc("degraded",
+		"1 from Options.DegradedAfter failed Lease API calls in a row until this candidate next hears from the API, else 0.")
+}
+
+// describeWork sets the descriptors of work liveness's metrics
+// (Options.Work).
+func (c *Collector) describeWork(desc descFunc) {
+	c.workStuck = desc("work_stuck",
+		"1 while this candidate leads and its work is stuck (Options.Work): no beat within BeatWindow, or the check failing CheckFailures times in a row; else 0.")
+	c.workStuckHandovers = desc("work_stuck_handovers_total",
+		"Terms this candidate ended, handing the lease to the line of succession, because its work was stuck (Options.Work).")
+	c.workCheckFailures = desc("work_check_failures",
+		"Calls of Options.Work.Check that failed in a row (it runs while this candidate leads or is in the line of succession); 0 after one succeeds.")
+	c.workLastBeat = desc("work_last_beat_timestamp_seconds",
+		"Unix time at which the current term's work last called relect.Beat; absent when no term's work runs, and before its first beat.")
+}
+
+// describeShards sets the descriptors of the shards' metrics
+// (Options.Shards).
+func (c *Collector) describeShards(desc descFunc) {
+	c.shardsHeld = desc("shards_held",
+		"Shards this candidate holds now (Options.Shards; relect.Elector.Shards).")
+	c.shardMoves = desc("shard_moves_total",
+		"Shards whose holder this candidate's shard table changed, over its terms as leader.")
+	c.shardGaps = desc("shard_gaps_total",
+		"Times this candidate, as leader, saw a shard's Lease taken after it was free (released, missing or expired).")
+	c.shardGapSeconds = desc("shard_gap_seconds_total",
+		"Seconds shards went without a holder before being taken, as this candidate observed them as leader (shard_gaps_total counts the gaps).")
+	c.shardsFailing = desc("shards_failing",
+		"Shards whose work keeps failing (their holder gave them up: stuck, or Run returned or panicked), as this candidate, leading, last planned; 0 on a follower.")
+	c.shardSetsDiffer = desc("shard_sets_differ",
+		"Registered candidates whose shard set (ShardOptions.Count or Names) differs from this leader's, as it last planned; 0 on a follower.")
+	c.shardFailures = desc("shard_failures_total",
+		"Times a holder gave a shard up because its work failed, as this candidate saw them as leader.")
 }
 
 // Describe sends the descriptors of every metric the Collector can send.

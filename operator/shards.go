@@ -157,6 +157,15 @@ func ListShards(ctx context.Context, client kubernetes.Interface, namespace, nam
 // Leases items of the election's Lease name, judged at now.
 func shardTableOf(name string, tl *coordinationv1.Lease, items []coordinationv1.Lease, now time.Time) ShardTable {
 	out := ShardTable{At: now}
+	table := out.readTable(tl)
+	out.Shards = shardsOf(name, table, items, now)
+	return out
+}
+
+// readTable sets out's facts of the table Lease tl (nil: missing): who
+// wrote it and when, the shards out, the shard sets that differ; it
+// returns the table tl carries (the zero Table if none).
+func (out *ShardTable) readTable(tl *coordinationv1.Lease) wire.Table {
 	var table wire.Table
 	if tl != nil {
 		out.Writer, out.Term = wire.Holder(tl), wire.Transitions(tl)
@@ -173,6 +182,13 @@ func shardTableOf(name string, tl *coordinationv1.Lease, items []coordinationv1.
 	if len(table.Differ) > 0 {
 		out.Differ, out.Set = table.Differ, table.Set
 	}
+	return table
+}
+
+// shardsOf returns the shards that table names, with what their Leases
+// among items (of the election's Lease name) say at now, sorted by name;
+// nil if there are none.
+func shardsOf(name string, table wire.Table, items []coordinationv1.Lease, now time.Time) []Shard {
 	byName := map[string]*Shard{}
 	shard := func(sh string) *Shard {
 		s := byName[sh]
@@ -209,14 +225,14 @@ func shardTableOf(name string, tl *coordinationv1.Lease, items []coordinationv1.
 		}
 		readShardLease(shard(sh), l, now)
 	}
-	out.Shards = make([]Shard, 0, len(byName))
+	if len(byName) == 0 {
+		return nil
+	}
+	out := make([]Shard, 0, len(byName))
 	for _, s := range byName {
-		out.Shards = append(out.Shards, *s)
+		out = append(out, *s)
 	}
-	slices.SortFunc(out.Shards, func(a, b Shard) int { return compareShardNames(a.Name, b.Name) })
-	if len(out.Shards) == 0 {
-		out.Shards = nil
-	}
+	slices.SortFunc(out, func(a, b Shard) int { return compareShardNames(a.Name, b.Name) })
 	return out
 }
 

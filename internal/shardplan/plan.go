@@ -96,84 +96,140 @@ func AssignPaced(shards []string, current map[string]string, cands []Candidate, 
 	if runs == nil {
 		runs = func(string, string) bool { return true }
 	}
-	out := make(map[string]string, len(shards))
+	a := newAssignment(len(shards), current, cands, avoid, resting, runs)
 	if len(cands) == 0 {
-		return out
+		return a.out
 	}
-	known := make(map[string]bool, len(cands))
+	healthy, apart, held := a.split(shards, failing)
+	a.q = quotas(len(shards), cands, held, resting)
+	for _, sh := range a.keep(a.fewestRunnersFirst(healthy)) {
+		a.give(sh, func(id string) bool { return !resting[id] }, func(string) bool { return true })
+	}
+	for _, sh := range apart {
+		a.placeApart(sh)
+	}
+	return a.out
+}
+
+// assignment is one call of AssignPaced: what it was given, the quotas,
+// and the shards given so far.
+type assignment struct {
+	current map[string]string
+	cands   []Candidate
+	avoid   map[string][]string
+	resting map[string]bool
+	runs    func(identity, shard string) bool
+	known   map[string]bool // the identities of cands
+	ids     []string        // the same, sorted
+	q       map[string]int  // each candidate's quota
+	got     map[string]int  // the healthy shards given to each so far
+	out     map[string]string
+}
+
+func newAssignment(n int, current map[string]string, cands []Candidate, avoid map[string][]string, resting map[string]bool,
+	runs func(identity, shard string) bool) *assignment {
+	a := &assignment{current: current, cands: cands, avoid: avoid, resting: resting, runs: runs,
+		known: make(map[string]bool, len(cands)), got: map[string]int{}, out: make(map[string]string, n)}
 	for _, c := range cands {
-		known[c.Identity] = true
+		a.known[c.Identity] = true
+		a.ids = append(a.ids, c.Identity)
 	}
-	var healthy, apart []string
-	held := map[string]int{}
+	slices.Sort(a.ids)
+	return a
+}
+
+// holder returns sh's current holder if it may keep sh: one of the
+// candidates, and one that runs sh.
+func (a *assignment) holder(sh string) (string, bool) {
+	h := a.current[sh]
+	return h, a.known[h] && a.runs(h, sh)
+}
+
+// split parts shards into the healthy and those placed apart (avoid names
+// someone for them, or they are failing), and counts the healthy shards
+// each candidate holds and may keep.
+func (a *assignment) split(shards []string, failing map[string]bool) (healthy, apart []string, held map[string]int) {
+	held = map[string]int{}
 	for _, sh := range shards {
-		if len(avoid[sh]) > 0 || failing[sh] {
+		if len(a.avoid[sh]) > 0 || failing[sh] {
 			apart = append(apart, sh)
 			continue
 		}
 		healthy = append(healthy, sh)
-		if h := current[sh]; known[h] && runs(h, sh) {
+		if h, ok := a.holder(sh); ok {
 			held[h]++
 		}
 	}
-	q := quotas(len(shards), cands, held, resting)
-	// A holder over its quota keeps first the shards the fewest
-	// candidates run (their sets may differ), so that what it sheds can
-	// go to one below its quota; with one set, the order of shards.
+	return healthy, apart, held
+}
+
+// fewestRunnersFirst orders healthy (in place, stably) by how many
+// candidates run each: a holder over its quota keeps first the shards
+// the fewest candidates run (their sets may differ), so that what it
+// sheds can go to one below its quota; with one set, the order of shards.
+func (a *assignment) fewestRunnersFirst(healthy []string) []string {
 	runners := map[string]int{}
 	for _, sh := range healthy {
-		for _, c := range cands {
-			if runs(c.Identity, sh) {
+		for _, c := range a.cands {
+			if a.runs(c.Identity, sh) {
 				runners[sh]++
 			}
 		}
 	}
-	slices.SortStableFunc(healthy, func(a, b string) int { return cmp.Compare(runners[a], runners[b]) })
-	got := map[string]int{}
-	var pool []string
+	slices.SortStableFunc(healthy, func(x, y string) int { return cmp.Compare(runners[x], runners[y]) })
+	return healthy
+}
+
+// keep leaves each of healthy with its holder while that holder is within
+// its quota, and returns the others, in order: the pool to give.
+func (a *assignment) keep(healthy []string) (pool []string) {
 	for _, sh := range healthy {
-		if h := current[sh]; known[h] && runs(h, sh) && got[h] < q[h] {
-			out[sh] = h
-			got[h]++
+		if h, ok := a.holder(sh); ok && a.got[h] < a.q[h] {
+			a.out[sh] = h
+			a.got[h]++
 			continue
 		}
 		pool = append(pool, sh)
 	}
-	ids := make([]string, 0, len(cands))
-	for _, c := range cands {
-		ids = append(ids, c.Identity)
-	}
-	slices.Sort(ids)
-	pick := func(ok func(id string) bool) string {
-		best, deficit := "", 0
-		for _, id := range ids {
-			if d := q[id] - got[id]; ok(id) && (best == "" || d > deficit) {
-				best, deficit = id, d
-			}
-		}
-		return best
-	}
-	give := func(sh string, rules ...func(id string) bool) {
-		for _, ok := range rules {
-			if best := pick(func(id string) bool { return runs(id, sh) && ok(id) }); best != "" {
-				out[sh] = best
-				got[best]++
-				return
-			}
+	return pool
+}
+
+// pick returns the candidate furthest below its quota (ties by identity)
+// among those ok accepts, or "".
+func (a *assignment) pick(ok func(id string) bool) string {
+	best, deficit := "", 0
+	for _, id := range a.ids {
+		if d := a.q[id] - a.got[id]; ok(id) && (best == "" || d > deficit) {
+			best, deficit = id, d
 		}
 	}
-	for _, sh := range pool {
-		give(sh, func(id string) bool { return !resting[id] }, func(string) bool { return true })
-	}
-	for _, sh := range apart {
-		if h := current[sh]; known[h] && runs(h, sh) && !slices.Contains(avoid[sh], h) {
-			out[sh] = h
-			continue
+	return best
+}
+
+// give gives sh to the candidate pick chooses among those that run sh
+// and the first of rules accepts that accepts any; to none if none does.
+func (a *assignment) give(sh string, rules ...func(id string) bool) {
+	for _, ok := range rules {
+		if best := a.pick(func(id string) bool { return a.runs(id, sh) && ok(id) }); best != "" {
+			a.out[sh] = best
+			a.got[best]++
+			return
 		}
-		give(sh, func(id string) bool { return !resting[id] && !slices.Contains(avoid[sh], id) },
-			func(id string) bool { return !slices.Contains(avoid[sh], id) }, func(string) bool { return true })
 	}
-	return out
+}
+
+// placeApart gives a shard placed apart, outside the quotas: it stays with
+// its holder unless avoid names that one, else goes to one avoid does not
+// name and that is not resting, else to one avoid does not name, else to
+// any.
+func (a *assignment) placeApart(sh string) {
+	avoided := func(id string) bool { return slices.Contains(a.avoid[sh], id) }
+	if h, ok := a.holder(sh); ok && !avoided(h) {
+		a.out[sh] = h
+		return
+	}
+	a.give(sh, func(id string) bool { return !a.resting[id] && !avoided(id) },
+		func(id string) bool { return !avoided(id) }, func(string) bool { return true })
 }
 
 // quotas is Quotas of s shards for cands, a resting candidate's being what
