@@ -136,6 +136,17 @@ func (c *checker) setEnv(identity string, lease leaseRef) {
 	}
 }
 
+// install makes c the work check of opts: each shard's with shards,
+// else the election's. It does nothing on a nil checker.
+func (c *checker) install(opts *relect.Options, shards bool) {
+	switch {
+	case c != nil && shards:
+		opts.Shards.Work.Check = c.run
+	case c != nil:
+		opts.Work.Check = c.run
+	}
+}
+
 // run checks once: nil when healthy, else an error that says why, with
 // the last line the command printed or the start of the answer's body.
 // It returns by the time ctx is done, having killed the command (and its

@@ -237,6 +237,16 @@ func usagef(format string, args ...any) error {
 	return &usageError{msg: fmt.Sprintf(format, args...)}
 }
 
+// joinUsage is one usage error that says each of errs, a line each, in
+// order: every bad flag reported at once.
+func joinUsage(errs []error) error {
+	msgs := make([]string, len(errs))
+	for i, err := range errs {
+		msgs[i] = err.Error()
+	}
+	return usagef("%s", strings.Join(msgs, "\n"))
+}
+
 // report prints err for the command named cmd and returns the exit code it
 // calls for: 2 for a usage error (with a pointer to the help), 1 otherwise.
 func report(stderr io.Writer, cmd string, err error) int {

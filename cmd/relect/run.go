@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/relect/relect/internal/defaults"
 
 	"github.com/relect/relect"
+	"github.com/spf13/pflag"
 )
 
 const runHead = `Usage: relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]
@@ -241,20 +241,8 @@ func (e *cmdError) Error() string { return e.err.Error() }
 // up last, so that a bad flag is reported first.
 func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error) {
 	p := &runPlan{}
-	var signal, restart string
 	fs := newFlagSet("run")
-	p.cluster.define(fs)
-	defineOptions(fs, &p.s, electionFlags)
-	fs.StringVar(&signal, "signal", "TERM", "signal sent to CMD's process group when the term ends (name or number)")
-	fs.DurationVar(&p.grace, "grace", 0, "how long CMD has to exit after --signal before its process group is killed; less than --lease-duration − --renew-deadline (default: half of that)")
-	fs.StringVar(&restart, "restart", string(restartNever),
-		"when CMD exits by itself while leading: never (release the Lease and exit with CMD's status: a job), always (run it again: a service), or on-failure (again unless its status is 0)")
-	fs.DurationVar(&p.restartDelay, "restart-delay", time.Second, "pause before CMD is run again (--restart); 0 runs it again at once")
-	fs.DurationVar(&p.timeout, "timeout", 0, "give up, exiting 124, if this candidate has not begun to lead this long after starting; 0 never gives up (default: campaign until stopped)")
-	fs.StringVar(&p.httpAddr, "http-addr", "", "address to serve GET /leader, /shards, /healthz and /metrics on, e.g. :4040 (every interface, for the kubelet's probes); all read-only: run serves nothing that changes the election (default: none)")
-	defineOptions(fs, &p.s, workFlags, healthFlags, shardFlags)
-	p.logs.define(fs)
-
+	signal, restart := p.define(fs)
 	helped, err := parseFlags(fs, args, runHead, runTail, stdout)
 	if helped || err != nil {
 		if err != nil && !slices.Contains(args, "--") {
@@ -262,77 +250,107 @@ func parseRun(args []string, stdout io.Writer) (_ *runPlan, helped bool, _ error
 		}
 		return nil, helped, err
 	}
-
-	var errs []string
-	bad := func(err error) { errs = append(errs, err.Error()) }
-	positional, dash := fs.Args(), fs.ArgsLenAtDash()
-	switch {
-	case dash < 0:
-		bad(usagef("missing -- before CMD: relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]"))
-	case dash == 0:
-		bad(usagef("missing LEASE (NAMESPACE/NAME) before --"))
-	case dash > 1:
-		bad(usagef("want one LEASE before --, got %d arguments: %q", dash, positional[:dash]))
-	case dash == len(positional):
-		bad(usagef("missing CMD after --"))
-	}
-	if dash >= 1 {
-		lease, err := parseLease(positional[0])
-		if err != nil {
-			bad(err)
-		}
-		p.lease = lease
-		p.argv = positional[dash:]
-	}
-	if p.signal, err = parseSignal(signal); err != nil {
-		bad(err)
-	}
-	switch p.policy = restartPolicy(restart); p.policy {
-	case restartAlways, restartOnFailure, restartNever:
-	default:
-		bad(usagef("--restart %q: want always, on-failure or never", restart))
-	}
-	if p.restartDelay < 0 {
-		bad(usagef("--restart-delay %v is negative", p.restartDelay))
-	}
-	if p.timeout < 0 {
-		bad(usagef("--timeout %v is negative", p.timeout))
-	}
-	if p.httpAddr != "" {
-		if err := checkHTTPAddr(p.httpAddr); err != nil {
-			bad(err)
-		}
-	}
-	for _, err := range p.s.refuseZeros(fs, electionFlags, workFlags, healthFlags, shardFlags) {
-		bad(err)
-	}
-	if fs.Changed("grace") && p.grace == 0 {
-		bad(zeroFlagError(fs, "grace", "half of --lease-duration − --renew-deadline"))
-	} else if err := p.resolveGrace(); err != nil {
-		bad(err)
-	}
-	for _, err := range p.s.resolveWork(fs) {
-		bad(err)
-	}
-	for _, err := range p.s.resolveShards(fs) {
-		bad(err)
-	}
-	if p.s.shardsOn() && p.timeout > 0 {
-		bad(usagef("--timeout and --shards (or --shard-names) are both given: --timeout gives up when this candidate has not led, but with shards the leader runs no CMD, and a candidate may rightly hold no shard"))
-	}
-	if err := p.s.defaultWorkStopTimeout(p.grace, "grace"); err != nil { // CMD may take the grace period to stop
-		bad(err)
-	}
-	if _, _, err := p.logs.loggers(io.Discard); err != nil {
-		bad(err)
-	}
+	errs := p.parseArgs(fs)
+	errs = append(errs, p.checkFlags(*signal, *restart)...)
+	errs = append(errs, p.resolve(fs)...)
 	if len(errs) > 0 {
-		return nil, false, usagef("%s", strings.Join(errs, "\n"))
+		return nil, false, joinUsage(errs)
 	}
 	if err := lookCmd(p.argv[0]); err != nil {
 		return nil, false, err
 	}
 	return p, false, nil
+}
+
+// define defines run's flags on fs, into p; --signal and --restart are
+// returned as given, for checkFlags.
+func (p *runPlan) define(fs *pflag.FlagSet) (signal, restart *string) {
+	p.cluster.define(fs)
+	defineOptions(fs, &p.s, electionFlags)
+	signal = fs.String("signal", "TERM", "signal sent to CMD's process group when the term ends (name or number)")
+	fs.DurationVar(&p.grace, "grace", 0, "how long CMD has to exit after --signal before its process group is killed; less than --lease-duration − --renew-deadline (default: half of that)")
+	restart = fs.String("restart", string(restartNever),
+		"when CMD exits by itself while leading: never (release the Lease and exit with CMD's status: a job), always (run it again: a service), or on-failure (again unless its status is 0)")
+	fs.DurationVar(&p.restartDelay, "restart-delay", time.Second, "pause before CMD is run again (--restart); 0 runs it again at once")
+	fs.DurationVar(&p.timeout, "timeout", 0, "give up, exiting 124, if this candidate has not begun to lead this long after starting; 0 never gives up (default: campaign until stopped)")
+	fs.StringVar(&p.httpAddr, "http-addr", "", "address to serve GET /leader, /shards, /healthz and /metrics on, e.g. :4040 (every interface, for the kubelet's probes); all read-only: run serves nothing that changes the election (default: none)")
+	defineOptions(fs, &p.s, workFlags, healthFlags, shardFlags)
+	p.logs.define(fs)
+	return signal, restart
+}
+
+// parseArgs sets p's Lease and CMD from the arguments fs parsed:
+// NAMESPACE/NAME -- CMD [ARGS...].
+func (p *runPlan) parseArgs(fs *pflag.FlagSet) (errs []error) {
+	positional, dash := fs.Args(), fs.ArgsLenAtDash()
+	switch {
+	case dash < 0:
+		errs = append(errs, usagef("missing -- before CMD: relect run [flags] NAMESPACE/NAME -- CMD [ARGS...]"))
+	case dash == 0:
+		errs = append(errs, usagef("missing LEASE (NAMESPACE/NAME) before --"))
+	case dash > 1:
+		errs = append(errs, usagef("want one LEASE before --, got %d arguments: %q", dash, positional[:dash]))
+	case dash == len(positional):
+		errs = append(errs, usagef("missing CMD after --"))
+	}
+	if dash >= 1 {
+		lease, err := parseLease(positional[0])
+		if err != nil {
+			errs = append(errs, err)
+		}
+		p.lease = lease
+		p.argv = positional[dash:]
+	}
+	return errs
+}
+
+// checkFlags sets and checks run's own flags, each on its own.
+func (p *runPlan) checkFlags(signal, restart string) (errs []error) {
+	var err error
+	if p.signal, err = parseSignal(signal); err != nil {
+		errs = append(errs, err)
+	}
+	switch p.policy = restartPolicy(restart); p.policy {
+	case restartAlways, restartOnFailure, restartNever:
+	default:
+		errs = append(errs, usagef("--restart %q: want always, on-failure or never", restart))
+	}
+	if p.restartDelay < 0 {
+		errs = append(errs, usagef("--restart-delay %v is negative", p.restartDelay))
+	}
+	if p.timeout < 0 {
+		errs = append(errs, usagef("--timeout %v is negative", p.timeout))
+	}
+	if p.httpAddr != "" {
+		if err := checkHTTPAddr(p.httpAddr); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errs
+}
+
+// resolve applies the defaults that depend on other flags and checks the
+// flags against each other: the zeros refused, --grace, work liveness,
+// shards, and the loggers.
+func (p *runPlan) resolve(fs *pflag.FlagSet) (errs []error) {
+	errs = append(errs, p.s.refuseZeros(fs, electionFlags, workFlags, healthFlags, shardFlags)...)
+	if fs.Changed("grace") && p.grace == 0 {
+		errs = append(errs, zeroFlagError(fs, "grace", "half of --lease-duration − --renew-deadline"))
+	} else if err := p.resolveGrace(); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, p.s.resolveWork(fs)...)
+	errs = append(errs, p.s.resolveShards(fs)...)
+	if p.s.shardsOn() && p.timeout > 0 {
+		errs = append(errs, usagef("--timeout and --shards (or --shard-names) are both given: --timeout gives up when this candidate has not led, but with shards the leader runs no CMD, and a candidate may rightly hold no shard"))
+	}
+	if err := p.s.defaultWorkStopTimeout(p.grace, "grace"); err != nil { // CMD may take the grace period to stop
+		errs = append(errs, err)
+	}
+	if _, _, err := p.logs.loggers(io.Discard); err != nil {
+		errs = append(errs, err)
+	}
+	return errs
 }
 
 // resolveGrace checks --grace against the safety margin and applies its
@@ -392,31 +410,14 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 		plan: plan, env: os.Environ(), stdout: stdout, stderr: stderr,
 		log: log, stopRun: stop, led: make(chan struct{}), hurry: hurryOf(ctx),
 	}
-	opts := plan.s.opts
-	opts.Config, opts.Client = conn.Config, conn.Client
-	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
-	opts.OnStartedLeading, opts.OnStoppedLeading = r.lead, r.stopped
-	shards := plan.s.shardsOn()
-	if shards {
-		// CMD runs once per shard held; the leader runs none of its own
-		// (it assigns the shards), but its term shows in /leader.
-		opts.OnStartedLeading, opts.Shards.Run = r.assign, r.runShard
-	}
-	opts.Logger = libLog
 	check := newChecker(plan.s.check)
-	switch {
-	case check != nil && shards:
-		opts.Shards.Work.Check = check.run
-	case check != nil:
-		opts.Work.Check = check.run
-	}
-	e, err := newElector(opts, plan.s.health)
+	e, err := newElector(r.options(conn, libLog, check), plan.s.health)
 	if err != nil {
 		return report(stderr, "run", err)
 	}
 	check.setEnv(e.Identity(), plan.lease) // before Run, which alone calls it
 	r.identity, r.view = e.Identity(), newLeaderView(e, plan.lease, 0)
-	if shards {
+	if plan.s.shardsOn() {
 		r.shards = newShardView(e, plan.lease, 0)
 	}
 	httpAddr := "" // the address bound, logged: the port chosen for :0
@@ -428,7 +429,34 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 		defer srv.stop()
 		httpAddr = srv.addr
 	}
+	return r.exitCode(ctx, r.campaign(ctx, e, httpAddr))
+}
 
+// options are the Elector's Options for r's plan: connected through conn
+// (its Config or Client), with r's callbacks, logging to libLog, and
+// check (nil: none) as the work check — of the shards, with shards.
+func (r *runner) options(conn relect.Options, libLog *slog.Logger, check *checker) relect.Options {
+	plan := r.plan
+	opts := plan.s.opts
+	opts.Config, opts.Client = conn.Config, conn.Client
+	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
+	opts.OnStartedLeading, opts.OnStoppedLeading = r.lead, r.stopped
+	shards := plan.s.shardsOn()
+	if shards {
+		// CMD runs once per shard held; the leader runs none of its own
+		// (it assigns the shards), but its term shows in /leader.
+		opts.OnStartedLeading, opts.Shards.Run = r.assign, r.runShard
+	}
+	opts.Logger = libLog
+	check.install(&opts, shards)
+	return opts
+}
+
+// campaign runs e until ctx is done or the runner stops it, with its
+// events logged and --timeout counting; it returns Run's error once every
+// goroutine it started has returned. httpAddr is logged.
+func (r *runner) campaign(ctx context.Context, e *relect.Elector, httpAddr string) error {
+	plan, log := r.plan, r.log
 	events := e.Events()
 	pumped := make(chan struct{})
 	go func() {
@@ -442,23 +470,29 @@ func runElection(ctx context.Context, plan *runPlan, conn relect.Options, stdout
 	log.Info("campaigning", "lease", plan.lease.String(), "identity", r.identity, "cmd", plan.argv, "http_addr", httpAddr,
 		"grace", plan.grace, "restart", plan.policy, "timeout", plan.timeout, "parent_death_signal", parentDeathSignal,
 		"shards", shardsAttr(plan.s))
-	err = e.Run(ctx)
-	stop(nil) // ends timeOut
+	err := e.Run(ctx)
+	r.stopRun(nil) // ends timeOut
 	timer.Wait()
 	<-pumped
+	return err
+}
 
+// exitCode is run's exit code once Run returned err: CMD's status if it
+// ended relect, 1 for a failed HTTP server, exitTimedOut if --timeout
+// passed (ctx's cause), else 0.
+func (r *runner) exitCode(ctx context.Context, err error) int {
 	if st, ok := r.finalStatus(); ok {
-		log.Info("exiting with CMD's status", "status", st.code)
+		r.log.Info("exiting with CMD's status", "status", st.code)
 		return st.code
 	}
 	if errors.Is(err, errHTTP) {
-		return report(stderr, "run", err)
+		return report(r.stderr, "run", err)
 	}
 	if errors.Is(context.Cause(ctx), errTimedOut) {
-		log.Warn("gave up: this candidate did not lead within --timeout; CMD never ran", "timeout", plan.timeout, "exit", exitTimedOut)
+		r.log.Warn("gave up: this candidate did not lead within --timeout; CMD never ran", "timeout", r.plan.timeout, "exit", exitTimedOut)
 		return exitTimedOut
 	}
-	log.Info("stopped")
+	r.log.Info("stopped")
 	return exitOK
 }
 

@@ -6,7 +6,6 @@ import (
 	"io"
 	"log/slog"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/relect/relect/internal/defaults"
@@ -187,9 +186,26 @@ func sidecarCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	return sidecarElection(ctx, plan, relect.Options{Config: cfg}, stderr)
 }
 
+// parseSidecar parses and checks the command line, everything but the
+// kubeconfig and the library's own validation (relect.New).
 func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool, _ error) {
 	p := &sidecarPlan{}
 	fs := newFlagSet("sidecar")
+	p.define(fs)
+	helped, err := parseFlags(fs, args, sidecarHead, sidecarTail, stdout)
+	if helped || err != nil {
+		return nil, helped, err
+	}
+	errs := p.parseArgs(fs)
+	errs = append(errs, p.resolve(fs)...)
+	if len(errs) > 0 {
+		return nil, false, joinUsage(errs)
+	}
+	return p, false, nil
+}
+
+// define defines sidecar's flags on fs, into p.
+func (p *sidecarPlan) define(fs *pflag.FlagSet) {
 	p.cluster.define(fs)
 	defineOptions(fs, &p.s, electionFlags, standbyFlags)
 	fs.StringVar(&p.httpAddr, "http-addr", ":4040", "address to serve the read-only endpoints on, GET /leader, /shards, /healthz and /metrics: every interface by default, for the kubelet's probes and Prometheus on the pod IP")
@@ -199,55 +215,52 @@ func parseSidecar(args []string, stdout io.Writer) (_ *sidecarPlan, helped bool,
 	fs.DurationVar(&p.validFor, "valid-for", 0, "longest validity handed out: each valid_until is at most this long after the answer, and a graceful stop keeps the lease until the latest one has passed, so a handover leaves no leader for up to this long; programs must ask again within it to go on acting; at most --renew-deadline (default: --renew-deadline)")
 	defineOptions(fs, &p.s, beatFlags, workFlags, healthFlags, shardFlags)
 	p.logs.define(fs)
-	helped, err := parseFlags(fs, args, sidecarHead, sidecarTail, stdout)
-	if helped || err != nil {
-		return nil, helped, err
-	}
-	var errs []string
+}
+
+// parseArgs sets p's Lease from the one argument fs parsed.
+func (p *sidecarPlan) parseArgs(fs *pflag.FlagSet) (errs []error) {
 	if fs.NArg() != 1 {
-		errs = append(errs, usagef("want one LEASE (NAMESPACE/NAME), got %d arguments: %q", fs.NArg(), fs.Args()).Error())
+		errs = append(errs, usagef("want one LEASE (NAMESPACE/NAME), got %d arguments: %q", fs.NArg(), fs.Args()))
 	}
 	if fs.NArg() >= 1 {
 		lease, err := parseLease(fs.Arg(0))
 		if err != nil {
-			errs = append(errs, err.Error())
+			errs = append(errs, err)
 		}
 		p.lease = lease
 	}
-	for _, err := range p.s.refuseZeros(fs, electionFlags, beatFlags, workFlags, healthFlags, shardFlags) {
-		errs = append(errs, err.Error())
-	}
+	return errs
+}
+
+// resolve checks the flags, on their own and against each other, and
+// applies the defaults that depend on other flags: the zeros refused,
+// --valid-for, the addresses, work liveness, shards, and the loggers.
+func (p *sidecarPlan) resolve(fs *pflag.FlagSet) (errs []error) {
+	errs = append(errs, p.s.refuseZeros(fs, electionFlags, beatFlags, workFlags, healthFlags, shardFlags)...)
 	if fs.Changed("valid-for") && p.validFor == 0 {
-		errs = append(errs, zeroFlagError(fs, "valid-for", "--renew-deadline").Error())
+		errs = append(errs, zeroFlagError(fs, "valid-for", "--renew-deadline"))
 	} else if err := p.resolveValidFor(); err != nil {
-		errs = append(errs, err.Error())
+		errs = append(errs, err)
 	}
 	// The work waits up to --valid-for after its term (holdTerm).
 	if err := p.s.defaultWorkStopTimeout(p.validFor, "valid-for"); err != nil {
-		errs = append(errs, err.Error())
+		errs = append(errs, err)
 	}
 	if p.httpAddr == "" {
-		errs = append(errs, "--http-addr is empty: the sidecar serves /leader, /healthz and /metrics")
+		errs = append(errs, errors.New("--http-addr is empty: the sidecar serves /leader, /healthz and /metrics"))
 	} else if err := checkHTTPAddr(p.httpAddr); err != nil {
-		errs = append(errs, err.Error())
+		errs = append(errs, err)
 	}
 	if err := p.checkControl(fs); err != nil {
-		errs = append(errs, err.Error())
+		errs = append(errs, err)
 	}
-	for _, err := range p.s.resolveWork(fs) {
-		errs = append(errs, err.Error())
-	}
-	for _, err := range p.s.resolveShards(fs) {
-		errs = append(errs, err.Error())
-	}
+	errs = append(errs, p.s.resolveWork(fs)...)
+	errs = append(errs, p.s.resolveShards(fs)...)
 	p.resolveShardValidFor()
 	if _, _, err := p.logs.loggers(io.Discard); err != nil {
-		errs = append(errs, err.Error())
+		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return nil, false, usagef("%s", strings.Join(errs, "\n"))
-	}
-	return p, false, nil
+	return errs
 }
 
 // resolveShardValidFor sets the validity of a shard's answer: --valid-for,
@@ -325,62 +338,103 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 	}
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
-	var view *leaderView
-	opts := plan.s.opts
-	opts.Config, opts.Client = conn.Config, conn.Client
-	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
-	hurry := hurryOf(ctx)
-	opts.OnStartedLeading = func(ctx context.Context) { holdTerm(ctx, view, log, hurry) }
-	var shards *shardView
-	if plan.s.shardsOn() {
-		opts.Shards.Run = func(ctx context.Context) { holdShard(ctx, shards, log, hurry) }
-	}
-	opts.Logger = libLog
+	sc := &sidecar{plan: plan, log: log, hurry: hurryOf(ctx)}
 	check := newChecker(plan.s.check)
-	switch {
-	case check != nil && plan.s.shardsOn():
-		opts.Shards.Work.Check = check.run
-	case check != nil:
-		opts.Work.Check = check.run
-	}
-	e, err := newElector(opts, plan.s.health)
+	e, err := newElector(sc.options(conn, libLog, check), plan.s.health)
 	if err != nil {
 		return report(stderr, "sidecar", err)
 	}
 	check.setEnv(e.Identity(), plan.lease) // before Run, which alone calls it
-	view = newLeaderView(e, plan.lease, plan.validFor)
-	if plan.s.shardsOn() {
-		shards = newShardView(e, plan.lease, plan.shardValidFor)
-		shards.changed = view.signal
+	if err := sc.views(e); err != nil {
+		return report(stderr, "sidecar", err)
 	}
-
-	var file *stateFile
-	if plan.file != "" {
-		file = &stateFile{path: plan.file, shards: shards}
-		if err := file.write(view.state()); err != nil {
-			return report(stderr, "sidecar", err)
-		}
-	}
-	beats := plan.s.opts.Work.BeatWindow > 0
 	controlAddr := "" // the address bound: the port chosen for :0
-	if beats {
-		ctl, err := startControl(plan.controlAddr, view, plan.exposeControl, func(err error) { stop(err) })
+	if plan.s.opts.Work.BeatWindow > 0 {
+		ctl, err := sc.startControl(func(err error) { stop(err) })
 		if err != nil {
 			return report(stderr, "sidecar", err)
 		}
 		defer ctl.stop()
 		controlAddr = ctl.addr
-		if plan.exposeControl {
-			log.Warn("POST /beat is served on an address that is not loopback (--expose-control): whoever reaches it can keep a leader whose work is stuck leading",
-				"control_addr", controlAddr)
-		}
 	}
-	srv, err := startHTTP(plan.httpAddr, e, view, shards, plan.s.health, controlAddr, func(err error) { stop(err) })
+	srv, err := startHTTP(plan.httpAddr, e, sc.view, sc.shards, plan.s.health, controlAddr, func(err error) { stop(err) })
 	if err != nil {
 		return report(stderr, "sidecar", err)
 	}
 	defer srv.stop()
+	if err := sc.campaign(ctx, e, srv.addr, controlAddr); errors.Is(err, errHTTP) {
+		return report(stderr, "sidecar", err)
+	}
+	log.Info("stopped")
+	return exitOK
+}
 
+// sidecar is one sidecar's election: what its terms and shards hold, and
+// what it serves from. view, shards and file are set before Run (views),
+// and only read after.
+type sidecar struct {
+	plan   *sidecarPlan
+	log    *slog.Logger
+	hurry  <-chan struct{} // closed: stop holding at once (hurryOf)
+	view   *leaderView
+	shards *shardView // with shards only
+	file   *stateFile // with --file only
+}
+
+// options are the Elector's Options for sc's plan: connected through conn
+// (its Config or Client), each term and shard held (holdTerm, holdShard),
+// logging to libLog, and check (nil: none) as the work check.
+func (sc *sidecar) options(conn relect.Options, libLog *slog.Logger, check *checker) relect.Options {
+	plan := sc.plan
+	opts := plan.s.opts
+	opts.Config, opts.Client = conn.Config, conn.Client
+	opts.Namespace, opts.Name = plan.lease.namespace, plan.lease.name
+	opts.OnStartedLeading = func(ctx context.Context) { holdTerm(ctx, sc.view, sc.log, sc.hurry) }
+	if plan.s.shardsOn() {
+		opts.Shards.Run = func(ctx context.Context) { holdShard(ctx, sc.shards, sc.log, sc.hurry) }
+	}
+	opts.Logger = libLog
+	check.install(&opts, plan.s.shardsOn())
+	return opts
+}
+
+// views sets sc's views of e — the leader's, the shards' with shards —
+// and its --file, written once now.
+func (sc *sidecar) views(e *relect.Elector) error {
+	plan := sc.plan
+	sc.view = newLeaderView(e, plan.lease, plan.validFor)
+	if plan.s.shardsOn() {
+		sc.shards = newShardView(e, plan.lease, plan.shardValidFor)
+		sc.shards.changed = sc.view.signal
+	}
+	if plan.file != "" {
+		sc.file = &stateFile{path: plan.file, shards: sc.shards}
+		if err := sc.file.write(sc.view.state()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// startControl serves POST /beat on --control-addr; fail is told if the
+// server fails.
+func (sc *sidecar) startControl(fail func(error)) (*httpServer, error) {
+	ctl, err := startControl(sc.plan.controlAddr, sc.view, sc.plan.exposeControl, fail)
+	if err != nil {
+		return nil, err
+	}
+	if sc.plan.exposeControl {
+		sc.log.Warn("POST /beat is served on an address that is not loopback (--expose-control): whoever reaches it can keep a leader whose work is stuck leading",
+			"control_addr", ctl.addr)
+	}
+	return ctl, nil
+}
+
+// campaign runs e until ctx is done, its events and validities kept in
+// sc's views and file; it returns Run's error once its goroutine has
+// returned. httpAddr and controlAddr are logged.
+func (sc *sidecar) campaign(ctx context.Context, e *relect.Elector, httpAddr, controlAddr string) error {
+	plan := sc.plan
 	events := e.Events()
 	pumped := make(chan struct{})
 	go func() {
@@ -389,20 +443,16 @@ func sidecarElection(ctx context.Context, plan *sidecarPlan, conn relect.Options
 		// validity handed out lasts --valid-for (a shard's, shardValidFor:
 		// no longer): look four times as often as the shorter.
 		tick := min(orDefault(plan.s.opts.RetryPeriod, defaults.RetryPeriod), plan.validFor) / 4
-		if shards != nil {
+		if sc.shards != nil {
 			tick = min(tick, plan.shardValidFor/4)
 		}
-		pump(events, log, view, file, max(tick, 10*time.Millisecond))
+		pump(events, sc.log, sc.view, sc.file, max(tick, 10*time.Millisecond))
 	}()
-	log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", srv.addr, "control_addr", controlAddr, "file", plan.file,
+	sc.log.Info("campaigning", "lease", plan.lease.String(), "identity", e.Identity(), "http_addr", httpAddr, "control_addr", controlAddr, "file", plan.file,
 		"shards", shardsAttr(plan.s))
-	err = e.Run(ctx)
+	err := e.Run(ctx)
 	<-pumped
-	if errors.Is(err, errHTTP) {
-		return report(stderr, "sidecar", err)
-	}
-	log.Info("stopped")
-	return exitOK
+	return err
 }
 
 // holdTerm is the sidecar's leader work: nothing, until the term ends. Then

@@ -242,6 +242,24 @@ func statusOf(ref leaseRef, lease *coordinationv1.Lease, now, observedAt time.Ti
 	if lease == nil {
 		return st
 	}
+	st.record(lease, now)
+	if written := st.writtenAt(observedAt); !written.IsZero() {
+		st.Work = workOf(lease, st.Holder, now, written)
+	}
+	if st.Holder == "" {
+		st.State = stateNoHolder
+		if wire.Released(lease) {
+			st.State = stateReleased
+		}
+		return st
+	}
+	st.validity(lease, now, observedAt)
+	return st
+}
+
+// record sets st's fields that lease's record says as it is: the holder,
+// term, fence, durations and times, and the pending request.
+func (st *leaseStatus) record(lease *coordinationv1.Lease, now time.Time) {
 	spec := lease.Spec
 	st.Exists = true
 	st.Holder = ptrValue(spec.HolderIdentity)
@@ -258,26 +276,27 @@ func statusOf(ref leaseRef, lease *coordinationv1.Lease, now, observedAt time.Ti
 		age := now.Sub(t).Seconds()
 		st.RenewTime, st.RenewAgeSeconds = &t, &age
 	}
-	written := time.Time{} // when the record was written or observed: the basis of validity and cooldowns
+}
+
+// writtenAt is when the record was written or observed: the basis of
+// validity and cooldowns — observedAt if not zero, else the renew time,
+// else the acquire time; zero if none is known.
+func (st *leaseStatus) writtenAt(observedAt time.Time) time.Time {
 	switch {
 	case !observedAt.IsZero():
-		written = observedAt
+		return observedAt
 	case st.RenewTime != nil:
-		written = *st.RenewTime
+		return *st.RenewTime
 	case st.AcquireTime != nil:
-		written = *st.AcquireTime
+		return *st.AcquireTime
 	}
-	if !written.IsZero() {
-		st.Work = workOf(lease, st.Holder, now, written)
-	}
-	if st.Holder == "" {
-		st.State = stateNoHolder
-		if wire.Released(lease) {
-			st.State = stateReleased
-		}
-		return st
-	}
+	return time.Time{}
+}
 
+// validity sets, for a held record, when it expires and its state at now:
+// held, expired, or a handover (lease's), counting from observedAt if not
+// zero, else from the renew (or acquire) time.
+func (st *leaseStatus) validity(lease *coordinationv1.Lease, now, observedAt time.Time) {
 	from := st.RenewTime
 	st.ValidityBasis = "renew-time"
 	if from == nil {
@@ -301,7 +320,6 @@ func statusOf(ref leaseRef, lease *coordinationv1.Lease, now, observedAt time.Ti
 			st.State = stateHandover
 		}
 	}
-	return st
 }
 
 func ptrValue[T any](p *T) T {
@@ -312,46 +330,25 @@ func ptrValue[T any](p *T) T {
 	return *p
 }
 
+// statusPlan is a checked status command line.
+type statusPlan struct {
+	cluster clusterFlags
+	output  string // table or json
+	watch   bool
+	timeout time.Duration // of each API request
+	ref     leaseRef
+}
+
 // statusCommand is relect status.
 func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	var (
-		cluster clusterFlags
-		output  string
-		watchIt bool
-		timeout time.Duration
-	)
-	fs := newFlagSet("status")
-	cluster.define(fs)
-	fs.StringVarP(&output, "output", "o", "table", "output format: table or json (with --watch: one JSON object per line)")
-	fs.BoolVarP(&watchIt, "watch", "w", false, "keep watching, and show the Lease again on every change and when its validity passes")
-	fs.DurationVar(&timeout, "request-timeout", 10*time.Second, "timeout of each API request (not of the watch)")
-	helped, err := parseFlags(fs, args, statusHead, statusTail, stdout)
+	plan, helped, err := parseStatus(args, stdout)
 	if helped {
 		return exitOK
 	}
 	if err != nil {
 		return report(stderr, "status", err)
 	}
-	var errs []string
-	if fs.NArg() != 1 {
-		errs = append(errs, fmt.Sprintf("want one LEASE (NAMESPACE/NAME), got %d arguments: %q", fs.NArg(), fs.Args()))
-	}
-	var ref leaseRef
-	if fs.NArg() >= 1 {
-		if ref, err = parseLease(fs.Arg(0)); err != nil {
-			errs = append(errs, err.Error())
-		}
-	}
-	if output != "table" && output != "json" {
-		errs = append(errs, fmt.Sprintf("--output %q: want table or json", output))
-	}
-	if timeout <= 0 {
-		errs = append(errs, fmt.Sprintf("--request-timeout %v: want a positive duration", timeout))
-	}
-	if len(errs) > 0 {
-		return report(stderr, "status", usagef("%s", strings.Join(errs, "\n")))
-	}
-	cfg, err := cluster.restConfig()
+	cfg, err := plan.cluster.restConfig()
 	if err != nil {
 		return report(stderr, "status", err)
 	}
@@ -359,24 +356,65 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return report(stderr, "status", err)
 	}
-	leases := cs.CoordinationV1().Leases(ref.namespace)
-	p := newStatusPrinter(stdout, output, watchIt)
+	ref := plan.ref
+	p := newStatusPrinter(stdout, plan.output, plan.watch)
+	if !plan.watch {
+		return readStatus(ctx, cs, ref, plan.timeout, p, stderr)
+	}
+	list := func(ctx context.Context) ([]relect.Candidate, error) {
+		return operator.ListCandidates(ctx, cs, ref.namespace, ref.name)
+	}
 	shards := func(ctx context.Context) (operator.ShardTable, error) {
 		return operator.ListShards(ctx, cs, ref.namespace, ref.name)
 	}
-	if watchIt {
-		list := func(ctx context.Context) ([]relect.Candidate, error) {
-			return operator.ListCandidates(ctx, cs, ref.namespace, ref.name)
-		}
-		if err := watchStatus(ctx, leases, list, shards, ref, timeout, p, stderr); err != nil {
-			return report(stderr, "status", err)
-		}
-		return exitOK
+	leases := cs.CoordinationV1().Leases(ref.namespace)
+	if err := watchStatus(ctx, leases, list, shards, ref, plan.timeout, p, stderr); err != nil {
+		return report(stderr, "status", err)
 	}
+	return exitOK
+}
 
+// parseStatus parses and checks the command line, everything but the
+// kubeconfig.
+func parseStatus(args []string, stdout io.Writer) (_ *statusPlan, helped bool, _ error) {
+	p := &statusPlan{}
+	fs := newFlagSet("status")
+	p.cluster.define(fs)
+	fs.StringVarP(&p.output, "output", "o", "table", "output format: table or json (with --watch: one JSON object per line)")
+	fs.BoolVarP(&p.watch, "watch", "w", false, "keep watching, and show the Lease again on every change and when its validity passes")
+	fs.DurationVar(&p.timeout, "request-timeout", 10*time.Second, "timeout of each API request (not of the watch)")
+	helped, err := parseFlags(fs, args, statusHead, statusTail, stdout)
+	if helped || err != nil {
+		return nil, helped, err
+	}
+	var errs []error
+	if fs.NArg() != 1 {
+		errs = append(errs, fmt.Errorf("want one LEASE (NAMESPACE/NAME), got %d arguments: %q", fs.NArg(), fs.Args()))
+	}
+	if fs.NArg() >= 1 {
+		if p.ref, err = parseLease(fs.Arg(0)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if p.output != "table" && p.output != "json" {
+		errs = append(errs, fmt.Errorf("--output %q: want table or json", p.output))
+	}
+	if p.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--request-timeout %v: want a positive duration", p.timeout))
+	}
+	if len(errs) > 0 {
+		return nil, false, joinUsage(errs)
+	}
+	return p, false, nil
+}
+
+// readStatus prints the status of the Lease ref once, with its candidates
+// and shards, each read within timeout; it returns the exit code:
+// exitNotFound if the Lease does not exist.
+func readStatus(ctx context.Context, cs kubernetes.Interface, ref leaseRef, timeout time.Duration, p *statusPrinter, stderr io.Writer) int {
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	lease, err := leases.Get(rctx, ref.name, metav1.GetOptions{})
+	lease, err := cs.CoordinationV1().Leases(ref.namespace).Get(rctx, ref.name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = nil
@@ -384,7 +422,7 @@ func statusCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return report(stderr, "status", fmt.Errorf("reading Lease %s: %w", ref, err))
 	}
 	cands, cerr := operator.ListCandidates(rctx, cs, ref.namespace, ref.name)
-	table, serr := shards(rctx)
+	table, serr := operator.ListShards(rctx, cs, ref.namespace, ref.name)
 	p.print(withShards(withCandidates(statusOf(ref, lease, time.Now(), time.Time{}), cands, cerr), table, serr))
 	if lease == nil {
 		fmt.Fprintf(stderr, "relect status: Lease %s does not exist\n", ref)
