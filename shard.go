@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -420,7 +421,7 @@ func (m *shardMember) read(w watch.Interface, rv *string) (broken bool) {
 			case leaseDeleted:
 				if e.lease != nil {
 					*rv = e.lease.ResourceVersion
-					m.st.sawShardTable(e.lease.ResourceVersion) // deleted by hand: the leader writes it again
+					m.st.sawShardTable(e.lease.ResourceVersion, nil) // deleted by hand: the leader writes it again
 				}
 			case leaseProgress:
 				if e.lease != nil {
@@ -433,8 +434,8 @@ func (m *shardMember) read(w watch.Interface, rv *string) (broken bool) {
 
 // apply makes the shard Electors running those the table l wants.
 func (m *shardMember) apply(l *coordinationv1.Lease) {
-	m.st.sawShardTable(l.ResourceVersion)
 	t := wire.TableOf(l)
+	m.st.sawShardTable(l.ResourceVersion, t)
 	if t == nil {
 		return
 	}
@@ -565,11 +566,16 @@ func (r *registrar) renewNow() {
 }
 
 // sawShardTable records the version of the shard table this candidate's
-// member last saw, for its assigner while it leads (shardTableSeen).
-func (s *state) sawShardTable(rv string) {
+// member last saw, for its assigner while it leads (shardTableSeen), and
+// the shards the table t names failing (Stats.ShardFailing); t nil (a
+// table missing or malformed) changes nothing of those.
+func (s *state) sawShardTable(rv string, t *wire.Table) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.shardTableRV = rv
+	if t != nil {
+		s.shardFailing = maps.Clone(t.Failing)
+	}
 }
 
 // shardTableSeen returns the version of the shard table the member last

@@ -94,6 +94,9 @@ func TestShardRunKeepsReturning(t *testing.T) {
 		require.NotNil(t, leader)
 		assert.Equal(t, 1, leader.e.Stats().ShardsFailing, "Stats.ShardsFailing")
 		assert.GreaterOrEqual(t, tableOf(api).Failing["1"], 2, "the table names the failing shard with its count")
+		for _, c := range cs {
+			assert.Equal(t, tableOf(api).Failing, c.e.Stats().ShardFailing, "%s's Stats.ShardFailing: the table's, on every candidate", c.name)
+		}
 		worst := crashBeside(t, api, b, cs, healthy)
 		t.Logf("a crash beside the failing shard: its healthy shards ran again at most %v after their last renewal (LD + 2 RP: %v)", worst, ld+2*rp)
 		assert.LessOrEqual(t, worst, ld+2*rp)

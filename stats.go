@@ -116,6 +116,12 @@ type Stats struct {
 	// as leader, each such giving up.
 	ShardsFailing int
 	ShardFailures uint64
+	// ShardFailing are the shards whose work keeps failing as the shard
+	// table this candidate last applied names them — on every candidate
+	// that takes part in shards, the leader's count (ShardsFailing) as
+	// the table published it — each with its failures in a row, as
+	// `relect status` shows them (WORK "failing(k)"). Nil when none.
+	ShardFailing map[string]int
 	// ShardSetsDiffer is, while this candidate leads, how many registered
 	// candidates run another shard set than its own (ShardOptions.Count
 	// or Names differ: a rolling update that changes them); each is

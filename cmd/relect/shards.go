@@ -94,6 +94,11 @@ type heldShard struct {
 	// earlier term's of the same shard; absent if the apiserver gave none.
 	Term  int64  `json:"term"`
 	Fence string `json:"fence,omitempty"`
+	// Failures is, for a shard whose work keeps failing (a holder gave it
+	// up: its CMD exited, or its check failed), how many times in a row,
+	// as the shard table says (relect.Stats.ShardFailing) and relect
+	// status shows it (WORK "failing(k)"); absent for a healthy shard.
+	Failures int `json:"failures,omitempty"`
 	// ValidUntil (sidecar only) is when the program must have stopped
 	// acting on the shard unless it asked again: at most the shard
 	// validity (shardValidFor) after the answer. The sidecar keeps the
@@ -179,6 +184,7 @@ func (v *shardView) signal() {
 // term serves) and its term's work has not been told to stop, as
 // leaderView judges the election's term.
 func (v *shardView) state() shardsState {
+	failing := v.e.Stats().ShardFailing
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	st := shardsState{Lease: v.lease, Identity: v.identity, Shards: []heldShard{}}
@@ -188,7 +194,7 @@ func (v *shardView) state() shardsState {
 		if t == nil || t.ctx.Err() != nil {
 			continue
 		}
-		h := heldShard{Shard: sh, Term: t.term, Fence: string(t.fence)}
+		h := heldShard{Shard: sh, Term: t.term, Fence: string(t.fence), Failures: failing[sh]}
 		if v.validFor > 0 {
 			valid := now.Add(v.validFor)
 			until := valid.Round(0).UTC().Truncate(time.Millisecond)

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -293,4 +294,48 @@ func TestSidecarShardsCheckIsPerShard(t *testing.T) {
 	a.cancel()
 	<-a.exited
 	assert.Equal(t, 0, a.code)
+}
+
+// A shard whose work keeps failing shows it in the sidecar's view as in
+// relect status: GET /shards and the --file give it "failures", its
+// failures in a row as the shard table names them (WORK "failing(k)"),
+// on the candidate that holds it next; a healthy shard has none.
+func TestSidecarShardFailingShows(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	dir := t.TempDir()
+	// Each sidecar's check of shard X fails once dir/fail-ID-X exists.
+	args := append(slices.Clone(checkTimings), "--shards=2", "--check-failures=2",
+		`--check=test ! -e `+dir+`/fail-"$RELECT_IDENTITY"-"$RELECT_SHARD"`)
+	a := startSidecar(t, api, "a", args...)
+	eventually(t, "a holds both shards", func() bool { return len(a.shards(t).Shards) == 2 })
+	b := startSidecar(t, api, "b", args...)
+	eventually(t, "one shard each", func() bool { return len(a.shards(t).Shards) == 1 && len(b.shards(t).Shards) == 1 })
+	failing, healthy := heldNames(a.shards(t))[0], heldNames(b.shards(t))[0]
+	for _, h := range append(a.shards(t).Shards, b.shards(t).Shards...) {
+		assert.Zero(t, h.Failures, "shard %s is healthy", h.Shard)
+	}
+
+	// a's work on the shard fails: a gives it up, passed over for it
+	// (--work-cooldown, 1 min by default, doubling), and b runs it; the
+	// table names it failing until a term of it lasts twice that.
+	touch(t, filepath.Join(dir, "fail-a-"+failing))
+	failures := func(hs []heldShard) map[string]int {
+		out := map[string]int{}
+		for _, h := range hs {
+			out[h.Shard] = h.Failures
+		}
+		return out
+	}
+	eventually(t, "b shows the shard failing", func() bool { return failures(b.shards(t).Shards)[failing] > 0 })
+	table := wire.TableOf(api.Lease("default", wire.ShardTableName("job")))
+	require.NotNil(t, table)
+	st := b.shards(t)
+	t.Logf("b's GET /shards with shard %s failing: %+v; the table's failing: %v", failing, st.Shards, table.Failing)
+	assert.Equal(t, map[string]int{failing: table.Failing[failing], healthy: 0}, failures(st.Shards), "failures as the table names them")
+	assert.Equal(t, 1, table.Failing[failing], "one failure")
+	eventually(t, "b's file shows it too", func() bool {
+		fs := b.fileShards(t)
+		return fs != nil && failures(*fs)[failing] == table.Failing[failing]
+	})
 }

@@ -27,7 +27,9 @@ what only reads:
   GET /shards   with --shards or --shard-names: the shards this candidate
                 holds, {"lease":"default/my-app","identity":"my-app-7d9f-x2x",
                 "shards":[{"shard":"3","term":2,"fence":"84250",
-                "valid_until":"2026-01-02T15:04:03.623Z"}]} (404 without)
+                "valid_until":"2026-01-02T15:04:03.623Z"}]} (404 without);
+                a shard whose work keeps failing also has "failures":k,
+                as relect status shows it (failing(k))
   GET /healthz  relect's health check (liveness): 200 "ok", or 503 and why
   GET /metrics  relect's Prometheus metrics
 
