@@ -593,8 +593,8 @@ func (r *runner) assign(ctx context.Context) {
 // A CMD whose exit ends the term (--restart) ends only the shard's term:
 // its Lease is released, and the leader gives the shard to another
 // candidate if there is one (passing this one over for LeaseDuration, or
-// --work-cooldown with a check);
-// relect goes on.
+// --work-cooldown with a check, doubled at each failure of the shard in a
+// row); relect goes on.
 func (r *runner) runShard(ctx context.Context) {
 	sh := r.shards.begin(ctx)
 	defer r.shards.end(sh)
