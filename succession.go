@@ -654,10 +654,7 @@ func (g *lineage) warden(cfg *config, term int32, now time.Time, s *succession, 
 		if g.wardenBeats(cfg, c, now) {
 			return kept
 		}
-		if g.silentWardens == nil {
-			g.silentWardens = map[string]silence{}
-		}
-		g.silentWardens[kept] = silence{rv: c.rv, at: now}
+		g.silenced(c, now)
 	}
 	var best *seenCandidate
 	for _, c := range g.view {
@@ -678,6 +675,23 @@ func (g *lineage) warden(cfg *config, term int32, now time.Time, s *succession, 
 type silence struct {
 	rv string
 	at time.Time
+}
+
+// silenced records c, the warden of the line observed, as replaced for not
+// beating at now (once per version of its registration), and forgets the
+// wardens so recorded that left the view.
+func (g *lineage) silenced(c *seenCandidate, now time.Time) {
+	if g.silentWardens == nil {
+		g.silentWardens = map[string]silence{}
+	}
+	for id := range g.silentWardens {
+		if g.viewed(id) == nil {
+			delete(g.silentWardens, id)
+		}
+	}
+	if sl, ok := g.silentWardens[c.Identity]; !ok || sl.rv != c.rv {
+		g.silentWardens[c.Identity] = silence{rv: c.rv, at: now}
+	}
 }
 
 // silentSince returns when c was replaced as the warden for not beating,

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -347,6 +349,41 @@ func TestBreakWardenCrashedBeforeAChangeOfLeader(t *testing.T) {
 		named := time.Since(crashed)
 		t.Logf("the crashed warden %s stayed named %v after its crash (now %q)", warden.name, named, lineOf(t, api).Warden)
 		assert.LessOrEqual(t, named, 3*ld+rp, "replaced three beats after its last, across the change of leader")
+		healAndStop(cs...)
+	})
+}
+
+// LIVENESS (the simulation's seed 27495, fixed): a crashed candidate's
+// registration stays in view for registrationLives renewal periods, and a
+// leader may name it warden, to find it silent three beats later. Two
+// wardens crash one after the other: the leader must not name the first
+// again when it replaces the second (it did: both were the lowest by
+// hash, named in turn for as long as they stayed in view, and the line
+// had no live warden). For five minutes after, it names neither.
+func TestBreakDeadWardensAreNotNamedInTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		cs, _, w1 := wardenFleet(t, api, 12, nil)
+		crash(w1)
+		replaced := func(dead ...*candidate) *candidate {
+			t.Helper()
+			var now string
+			waitFor(t, 3*ld+rp, "another warden named", func() bool {
+				now = lineOf(t, api).Warden
+				return now != "" && !slices.ContainsFunc(dead, func(c *candidate) bool { return c.name == now })
+			})
+			return named(cs, now)
+		}
+		w2 := replaced(w1)
+		crash(w2)
+		w3 := replaced(w1, w2)
+		seen := map[string]bool{}
+		for range 300 {
+			seen[lineOf(t, api).Warden] = true
+			time.Sleep(time.Second)
+		}
+		t.Logf("wardens %s and %s crashed in turn; %s named next; the line named %v in the five minutes after", w1.name, w2.name, w3.name, slices.Sorted(maps.Keys(seen)))
+		assert.False(t, seen[w1.name] || seen[w2.name], "a dead warden named again")
 		healAndStop(cs...)
 	})
 }
