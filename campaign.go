@@ -33,6 +33,7 @@ type campaign struct {
 	cfg    *config
 	st     *state
 	gw     *gateway
+	assign func(context.Context)   // the shards' assignment, run during each term; nil without shards
 	runCtx context.Context         // Run's context
 	ctx    context.Context         // the campaign's: done when it ends
 	cancel context.CancelCauseFunc // ends it, with a cause
@@ -40,10 +41,10 @@ type campaign struct {
 
 // runCampaign runs one campaign and reports whether its term was stable:
 // held for at least LeaseDuration and not ended by a panic.
-func runCampaign(ctx context.Context, cfg *config, st *state, gw *gateway) (stable bool) {
+func runCampaign(ctx context.Context, cfg *config, st *state, gw *gateway, assign func(context.Context)) (stable bool) {
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	c := &campaign{cfg: cfg, st: st, gw: gw, runCtx: ctx, ctx: cctx, cancel: cancel}
+	c := &campaign{cfg: cfg, st: st, gw: gw, assign: assign, runCtx: ctx, ctx: cctx, cancel: cancel}
 	followed := false
 	var (
 		w  watch.Interface
@@ -179,8 +180,8 @@ func (c *campaign) serve(cgCtx context.Context) {
 	if c.cfg.registry && c.cfg.leases != nil {
 		helpers.Go(func() { watchCandidates(ctx, c.cfg, c.gw, c.st) })
 		helpers.Go(func() { postLine(ctx, c.cfg, c.gw, c.st) })
-		if c.cfg.shards != nil {
-			helpers.Go(func() { assignShards(ctx, c.cfg, c.st) })
+		if c.assign != nil {
+			helpers.Go(func() { c.assign(ctx) })
 		}
 	}
 	var cause error = ErrWorkReturned

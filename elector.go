@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/relect/relect/internal/shards"
+
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,7 +40,7 @@ type Elector struct {
 	klogger logr.Logger // client-go's logs, through logs
 
 	running atomic.Bool
-	shards  atomic.Pointer[shardMember] // the Run's part in shards; nil without
+	shards  *shards.Shards[*Elector] // its part in shards; nil without
 }
 
 // New validates opts and returns an Elector ready to Run. It makes no API
@@ -72,6 +74,7 @@ func newElector(cfg *config) *Elector {
 		events:  events,
 		logs:    logs,
 		klogger: logr.FromSlogHandler(queuedHandler{logs, klog}),
+		shards:  newShardsOf(cfg),
 	}
 }
 
@@ -156,8 +159,9 @@ func (e *Elector) Stats() Stats {
 		return Stats{}
 	}
 	s := e.st.snapshot(time.Now()).Stats
-	if m := e.shards.Load(); m != nil {
-		s.ShardsHeld = len(m.held())
+	if e.shards != nil {
+		s.ShardsHeld = len(e.shards.Held())
+		s.ShardFailing = e.shards.Failing()
 	}
 	return s
 }
@@ -213,7 +217,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	if e.cfg.shards != nil && !e.cfg.Standby && e.cfg.leases != nil {
 		// Shards end before the registration: every shard Elector has
 		// released when the candidate deregisters.
-		defer startShards(klog.NewContext(ctx, e.klogger), e, reg)()
+		defer e.joinShards(ctx, reg)()
 	}
 	if e.cfg.Work.Check != nil {
 		// The work check runs as long as Run: joined after the loop
@@ -248,7 +252,7 @@ func (e *Elector) campaignUntilDone(ctx context.Context) error {
 	bo := newCampaignBackoff(e.cfg)
 	for {
 		e.st.emit(Event{Kind: EventCampaigning})
-		stable := runCampaign(ctx, e.cfg, e.st, e.gw)
+		stable := runCampaign(ctx, e.cfg, e.st, e.gw, e.leading())
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}

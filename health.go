@@ -167,13 +167,12 @@ func (e *Elector) healthSnapshot(now time.Time) (snapshot, bool) {
 // shards' order. A shard Elector stays listed until its Run returned,
 // which waits for its work.
 func (e *Elector) shardSnapshots(now time.Time) []shardSnapshot {
-	m := e.shards.Load()
-	if m == nil {
+	if e.shards == nil {
 		return nil
 	}
 	var out []shardSnapshot
-	for _, r := range m.running() {
-		out = append(out, shardSnapshot{shard: r.shard, snap: r.e.st.snapshot(now)})
+	for _, r := range e.shards.Running() {
+		out = append(out, shardSnapshot{shard: r.Shard, snap: r.Child.st.snapshot(now)})
 	}
 	return out
 }

@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/relect/relect/internal/defaults"
+	"github.com/relect/relect/internal/shards"
 
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -742,8 +743,8 @@ func leaseRESTConfig(cfg *rest.Config) *rest.Config {
 }
 
 // defaultIdentityLen is the length of the identity defaultIdentity gives
-// (as JSON: jsonLen).
-func defaultIdentityLen() int { return min(253, jsonLen(identityHost())+1+16) }
+// (as JSON: shards.JSONLen).
+func defaultIdentityLen() int { return min(253, shards.JSONLen(identityHost())+1+16) }
 
 // identityHost is the host name a default identity starts with.
 func identityHost() string {

@@ -568,3 +568,15 @@ func (s *state) knownCandidates() []Candidate {
 	self := Candidate{Identity: s.cfg.identity, Priority: s.cfg.Priority, Standby: s.cfg.Standby}
 	return s.succession.known(s.cfg, self, s.leader, time.Now())
 }
+
+// renewNow makes the registration's next write happen at once, unless one
+// is in progress or it has ended.
+func (r *registrar) renewNow() {
+	r.lock()
+	defer r.unlock()
+	if r.ctx.Err() != nil || r.timer == nil || !r.timer.Stop() {
+		return
+	}
+	r.timers.Done() // its function will not run
+	r.setLocked(0)
+}

@@ -2,23 +2,16 @@ package relect
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
+	"github.com/relect/relect/internal/shards"
 	"github.com/relect/relect/internal/wire"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/watch"
 )
 
 // Shards: the leader-only work split over the fleet (docs/design.md,
@@ -32,51 +25,9 @@ import (
 // holds: two candidates that both believe a shard theirs meet at its
 // Lease's conditional write, as two followers of the election do.
 //
-// This file is the member's side (every candidate with Shards); the
-// leader's side, the assignment, is shardassign.go, and its pure rule
-// internal/shardplan.
-
-// maxShards bounds ShardOptions.Count and the number of Names: the table is
-// one annotation of a Lease, whose annotations the apiserver limits to
-// 256 KiB (tableBudget).
-const maxShards = 1000
-
-// annotationLimit is the apiserver's limit on a Lease's annotations, in
-// bytes (apimachinery's TotalAnnotationSizeLimitB).
-const annotationLimit = 256 << 10
-
-// tableBudget is what New lets the shard table's holders and takers take
-// (tableSize): annotationLimit less 16 KiB for the table Lease's other
-// annotations and the table's Out entries.
-const tableBudget = annotationLimit - 16<<10
-
-// tableLimit is the size the leader lets the whole table take when it
-// writes it (wire.Table.Fit): annotationLimit less 8 KiB for the table
-// Lease's other annotations. Out can add to what New checked, in a fleet
-// of long identities many of which fail at once.
-const tableLimit = annotationLimit - 8<<10
-
-// tableSize estimates the shard table's size, in bytes of JSON, for shards
-// whose holder and taker each have an identity of idLen bytes as JSON
-// (jsonLen): every shard is named twice, with an identity each time.
-func tableSize(shards []string, idLen int) int {
-	n := len(`{"holders":{},"takers":{}}`)
-	for _, sh := range shards {
-		n += 2 * (jsonLen(sh) + idLen + len(`"":"",`))
-	}
-	return n
-}
-
-// jsonLen is the length of s as a JSON string, without its quotes:
-// encoding/json writes <, >, &, control characters and U+2028/U+2029 as
-// six bytes each.
-func jsonLen(s string) int {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return len(s)
-	}
-	return len(b) - 2
-}
+// This file is the options and the child Elector of a shard; the member
+// and the assigner are the component internal/shards (its port is
+// shardport.go), the pure rule internal/shardplan.
 
 // ShardOptions split work over the fleet (Options.Shards): S shards, fixed
 // by configuration (the same on every candidate), each held by one
@@ -175,29 +126,7 @@ func resolveShards(o *Options, durationsOK bool, p *problems) {
 	if !s.enabled() {
 		return
 	}
-	switch {
-	case s.Count < 0:
-		p.bad("Shards.Count", "is negative (%d)", s.Count)
-	case s.Count > 0 && len(s.Names) > 0:
-		p.bad("Shards.Count", "is %d and %s has %d names: set one of them", s.Count, fieldRef("Shards.Names"), len(s.Names))
-	case s.Count == 0 && len(s.Names) == 0:
-		p.bad("Shards.Count", "is 0 and %s is empty: set one of them to take part in shards", fieldRef("Shards.Names"))
-	case s.Count > maxShards:
-		p.bad("Shards.Count", "%d is more than %d shards", s.Count, maxShards)
-	case len(s.Names) > maxShards:
-		p.bad("Shards.Names", "has %d names, more than %d", len(s.Names), maxShards)
-	}
-	seen := map[string]bool{}
-	for i, n := range s.Names {
-		field := fmt.Sprintf("Shards.Names[%d]", i)
-		switch msgs := validation.IsDNS1123Label(n); {
-		case len(msgs) > 0:
-			p.bad(field, "%q is not a DNS label: %s", n, msgs[0])
-		case seen[n]:
-			p.bad(field, "%q is named twice", n)
-		}
-		seen[n] = true
-	}
+	resolveShardNames(s, p)
 	if s.Run == nil {
 		p.bad("Shards.Run", "is nil")
 	}
@@ -220,22 +149,54 @@ func resolveShards(o *Options, durationsOK bool, p *problems) {
 		p.bad("Shards", "is set, but %s is too: the leader assigns shards to the registered candidates", fieldRef("DisableRegistry"))
 	}
 	resolveWork(&s.Work, "Shards.Work", false, p)
-	// The table names every shard's holder and taker: judged with
-	// identities as long as this candidate's, it must fit in the Lease's
-	// annotations, or the apiserver refuses every table the leader writes
-	// and no shard is ever assigned.
-	idLen, whose := jsonLen(o.Identity), fieldRef("Identity")
+	resolveShardTable(o, p)
+}
+
+// resolveShardNames checks Shards.Count and Names.
+func resolveShardNames(s *ShardOptions, p *problems) {
+	switch {
+	case s.Count < 0:
+		p.bad("Shards.Count", "is negative (%d)", s.Count)
+	case s.Count > 0 && len(s.Names) > 0:
+		p.bad("Shards.Count", "is %d and %s has %d names: set one of them", s.Count, fieldRef("Shards.Names"), len(s.Names))
+	case s.Count == 0 && len(s.Names) == 0:
+		p.bad("Shards.Count", "is 0 and %s is empty: set one of them to take part in shards", fieldRef("Shards.Names"))
+	case s.Count > shards.MaxShards:
+		p.bad("Shards.Count", "%d is more than %d shards", s.Count, shards.MaxShards)
+	case len(s.Names) > shards.MaxShards:
+		p.bad("Shards.Names", "has %d names, more than %d", len(s.Names), shards.MaxShards)
+	}
+	seen := map[string]bool{}
+	for i, n := range s.Names {
+		field := fmt.Sprintf("Shards.Names[%d]", i)
+		switch msgs := validation.IsDNS1123Label(n); {
+		case len(msgs) > 0:
+			p.bad(field, "%q is not a DNS label: %s", n, msgs[0])
+		case seen[n]:
+			p.bad(field, "%q is named twice", n)
+		}
+		seen[n] = true
+	}
+}
+
+// resolveShardTable checks that the shard table fits the Lease's
+// annotations. The table names every shard's holder and taker: judged with
+// identities as long as this candidate's, it must fit, or the apiserver
+// refuses every table the leader writes and no shard is ever assigned.
+func resolveShardTable(o *Options, p *problems) {
+	s := &o.Shards
+	idLen, whose := shards.JSONLen(o.Identity), fieldRef("Identity")
 	if o.Identity == "" {
 		idLen, whose = defaultIdentityLen(), fieldRef("Identity")+" left empty: the host name and 16 hex digits"
 	}
-	if names := s.names(); len(names) > 0 && len(names) <= maxShards {
-		if size := tableSize(names, idLen); size > tableBudget {
+	if names := s.names(); len(names) > 0 && len(names) <= shards.MaxShards {
+		if size := shards.TableSize(names, idLen); size > shards.TableBudget {
 			field := "Shards.Count"
 			if len(s.Names) > 0 {
 				field = "Shards.Names"
 			}
 			p.bad(field, "makes a shard table of about %d KiB with identities of %d bytes as JSON (%s), more than the %d KiB of the Lease's annotations it may use (the apiserver allows %d KiB): fewer shards, shorter shard names or a shorter identity",
-				(size+1023)>>10, idLen, whose, tableBudget>>10, annotationLimit>>10)
+				(size+1023)>>10, idLen, whose, shards.TableBudget>>10, shards.AnnotationLimit>>10)
 		}
 	}
 }
@@ -258,264 +219,10 @@ func (e *Elector) Shards() []string {
 	if e.cfg == nil {
 		return nil
 	}
-	m := e.shards.Load()
-	if m == nil {
+	if e.shards == nil {
 		return nil
 	}
-	return m.held()
-}
-
-// shardMember is one Run's part in shards: it follows the shard table and
-// runs a shard Elector for each shard the table wants this candidate to
-// campaign for (as holder, or as taker of a shard whose holder stopped
-// renewing).
-type shardMember struct {
-	ctx context.Context
-	cfg *config
-	gw  *gateway
-	st  *state
-	reg *registrar // nil if the registry is off: nothing to renew
-	log func(level slog.Level, msg string, args ...any)
-
-	wg sync.WaitGroup
-	mu sync.Mutex
-	// runs are the shard Electors running, by shard; one stays in it until
-	// its Run returned, so that a shard wanted again meanwhile starts
-	// only once the previous Elector released.
-	runs map[string]*shardRun
-	// renewedFor is the registration version last reported out in the
-	// table, for which this member renewed its registration already.
-	renewedFor string
-	// given is whether the table last applied wanted this member for a
-	// shard (as holder or taker).
-	given bool
-	// unseenFor is the registration version the table last named this
-	// member Unseen with, for which it renewed its registration already
-	// (unseenNone if it is not named).
-	unseenFor string
-}
-
-// unseenNone is shardMember.unseenFor while the table does not name it
-// Unseen: no registration version is.
-const unseenNone = "\x00"
-
-type shardRun struct {
-	e      *Elector
-	cancel context.CancelCauseFunc
-	wanted bool
-}
-
-// errShardMoved ends a shard Elector's Run, and its term, when the table
-// gives the shard to another candidate: its log and its
-// EventStoppedLeading say so, not "context canceled".
-var errShardMoved = errors.New("relect: the leader gave the shard to another candidate")
-
-// startShards starts this candidate's part in shards, and returns the
-// function that ends it, once every shard Elector returned (and released).
-func startShards(ctx context.Context, e *Elector, reg *registrar) (wait func()) {
-	mctx, cancel := context.WithCancel(ctx)
-	m := &shardMember{ctx: mctx, cfg: e.cfg, gw: e.gw, st: e.st, reg: reg, log: e.logs.log, runs: map[string]*shardRun{}, unseenFor: unseenNone}
-	e.shards.Store(m)
-	m.wg.Go(m.follow)
-	return func() {
-		cancel()
-		m.wg.Wait()
-		e.shards.Store(nil)
-	}
-}
-
-// held returns the shards whose Elector leads now.
-func (m *shardMember) held() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []string
-	for _, sh := range m.cfg.shards {
-		if r := m.runs[sh]; r != nil && r.e.IsLeader() {
-			out = append(out, sh)
-		}
-	}
-	return out
-}
-
-// shardElector is one shard Elector running (shardMember.running).
-type shardElector struct {
-	shard string
-	e     *Elector
-}
-
-// running returns the shard Electors whose Run has not returned, in the
-// shards' order. It is safe for concurrent use.
-func (m *shardMember) running() []shardElector {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []shardElector
-	for _, sh := range m.cfg.shards {
-		if r := m.runs[sh]; r != nil {
-			out = append(out, shardElector{shard: sh, e: r.e})
-		}
-	}
-	return out
-}
-
-// follow keeps the table's view until ctx is done: a list of the one Lease
-// (for a version to watch from, even while it is missing), then a watch.
-// A table missing, deleted or malformed changes nothing: the shards held
-// stay held, each on its own Lease.
-func (m *shardMember) follow() {
-	defer m.want(nil)
-	name := wire.ShardTableName(m.cfg.Name)
-	sel := fields.OneTermEqualSelector("metadata.name", name).String()
-	retry := newRetryBackoff(m.cfg)
-	for m.ctx.Err() == nil {
-		var list *coordinationv1.LeaseList
-		err := m.gw.doSpare(m.ctx, verbGetShardTable, true, func(ctx context.Context) error {
-			var err error
-			list, err = m.cfg.leases.List(ctx, metav1.ListOptions{FieldSelector: sel})
-			return err
-		})
-		if err != nil {
-			if sleep(m.ctx, retry.next()) != nil {
-				return
-			}
-			continue
-		}
-		for i := range list.Items {
-			m.apply(&list.Items[i])
-		}
-		rv := list.ResourceVersion
-		for m.ctx.Err() == nil {
-			w, err := m.gw.watchNamed(m.ctx, name, rv, verbWatchShardTable)
-			if err != nil {
-				break
-			}
-			broken := m.read(w, &rv)
-			w.Stop()
-			if broken {
-				break
-			}
-			retry.reset()
-		}
-		if sleep(m.ctx, retry.next()) != nil {
-			return
-		}
-	}
-}
-
-// read applies w's events until it ends: closed (false), broken (true), or
-// ctx done.
-func (m *shardMember) read(w watch.Interface, rv *string) (broken bool) {
-	for {
-		select {
-		case <-m.ctx.Done():
-			return false
-		case ev, open := <-w.ResultChan():
-			e := m.gw.event(ev, open)
-			switch e.kind {
-			case watchClosed:
-				return false
-			case watchBroken:
-				return true
-			case leaseChanged:
-				*rv = e.lease.ResourceVersion
-				m.apply(e.lease)
-			case leaseDeleted:
-				if e.lease != nil {
-					*rv = e.lease.ResourceVersion
-					m.st.sawShardTable(e.lease.ResourceVersion, nil) // deleted by hand: the leader writes it again
-				}
-			case leaseProgress:
-				if e.lease != nil {
-					*rv = e.lease.ResourceVersion
-				}
-			}
-		}
-	}
-}
-
-// apply makes the shard Electors running those the table l wants.
-func (m *shardMember) apply(l *coordinationv1.Lease) {
-	t := wire.TableOf(l)
-	m.st.sawShardTable(l.ResourceVersion, t)
-	if t == nil {
-		return
-	}
-	want := map[string]bool{}
-	for _, sh := range m.cfg.shards {
-		if t.Wants(sh, m.cfg.identity) {
-			want[sh] = true
-		}
-	}
-	m.want(want)
-	v, out := t.Out[m.cfg.identity]
-	uv, unseen := t.Unseen[m.cfg.identity]
-	switch {
-	case m.reg == nil:
-	case out && v != m.renewedFor:
-		// Left out as failed: a renewal of the registration, which the
-		// leader sees as a sign of life, brings it back.
-		m.renewedFor = v
-		m.reg.renewNow()
-	case unseen && uv != m.unseenFor:
-		// The leader does not see its registration (deleted by hand, or
-		// its weight edited) though it holds shards: a renewal brings it
-		// back.
-		m.reg.renewNow()
-	case !out && m.given && len(want) == 0:
-		// Given shards before and none now, not left out: the leader may
-		// no longer see its registration (deleted by hand, or its weight
-		// edited). A renewal now, not at the next RegistrationRenewal,
-		// brings it back within a retry period or two; where the leader
-		// only moved its last shard away (more candidates than shards),
-		// it is one spare write.
-		m.reg.renewNow()
-	}
-	m.given = len(want) > 0
-	m.unseenFor = unseenNone
-	if unseen {
-		m.unseenFor = uv
-	}
-}
-
-// want starts a shard Elector for each shard in set not running, and
-// cancels those running that are not in it.
-func (m *shardMember) want(set map[string]bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for sh, r := range m.runs {
-		if r.wanted = set[sh]; !r.wanted {
-			r.cancel(errShardMoved)
-		}
-	}
-	for _, sh := range m.cfg.shards {
-		if set[sh] && m.runs[sh] == nil {
-			m.startLocked(sh)
-		}
-	}
-}
-
-// startLocked starts the Elector of shard. Requires mu.
-func (m *shardMember) startLocked(sh string) {
-	if m.ctx.Err() != nil {
-		return
-	}
-	e, err := newShardElector(m.cfg, sh)
-	if err != nil {
-		m.log(slog.LevelError, "relect: cannot campaign for a shard", "lease", m.cfg.describe, "shard", sh, "err", err)
-		return
-	}
-	ctx, cancel := context.WithCancelCause(m.ctx)
-	r := &shardRun{e: e, cancel: cancel, wanted: true}
-	m.runs[sh] = r
-	m.wg.Go(func() {
-		_ = e.Run(ctx)
-		cancel(nil)
-		m.mu.Lock()
-		defer m.mu.Unlock()
-		delete(m.runs, sh)
-		if r.wanted {
-			m.startLocked(sh) // wanted again while it stepped down
-		}
-	})
+	return e.shards.Held()
 }
 
 // newShardElector is the Elector of shard sh of the election cfg is for:
@@ -551,40 +258,6 @@ func newShardElector(cfg *config, sh string) (*Elector, error) {
 	c.shard = sh
 	c.leaseLabels = map[string]string{wire.LabelShardOf: wire.CandidateOf(cfg.Name)}
 	return newElector(c), nil
-}
-
-// renewNow makes the registration's next write happen at once, unless one
-// is in progress or it has ended.
-func (r *registrar) renewNow() {
-	r.lock()
-	defer r.unlock()
-	if r.ctx.Err() != nil || r.timer == nil || !r.timer.Stop() {
-		return
-	}
-	r.timers.Done() // its function will not run
-	r.setLocked(0)
-}
-
-// sawShardTable records the version of the shard table this candidate's
-// member last saw, for its assigner while it leads (shardTableSeen), and
-// the shards the table t names failing (Stats.ShardFailing); t nil (a
-// table missing or malformed) changes nothing of those.
-func (s *state) sawShardTable(rv string, t *wire.Table) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.shardTableRV = rv
-	if t != nil {
-		s.shardFailing = maps.Clone(t.Failing)
-	}
-}
-
-// shardTableSeen returns the version of the shard table the member last
-// saw: one the leader's assigner did not read or write itself is an edit
-// by someone else, and it reads the table again before it plans.
-func (s *state) shardTableSeen() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.shardTableRV
 }
 
 // shardLogs is a shard Elector's log handler: each record carries the

@@ -1,6 +1,6 @@
 package relect_test
 
-// A break-it pass over shards (shard.go, shardassign.go): hand edits of the
+// A break-it pass over shards (shard.go, internal/shards): hand edits of the
 // table and of shard Leases, a leader cut off, failing or slow, a holder
 // paused, a registration deleted, and fleets of 100 and 1,000 candidates.
 // Every test runs its fleet's work through a shardBook, which fails the

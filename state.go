@@ -56,12 +56,6 @@ type state struct {
 	// reg is this Run's registration, nil without one: the line's warden
 	// renews it at each beat (wardenBeat).
 	reg *registrar
-	// shardTableRV is the shard table's resourceVersion as this
-	// candidate's shard member last saw it (sawShardTable); shardFailing
-	// the shards it names failing, with their failures in a row
-	// (Stats.ShardFailing), as of the last table the member applied.
-	shardTableRV string
-	shardFailing map[string]int
 
 	// pollOnly: the Lease may not be watched (403), so campaigns poll
 	// through client-go's acquire loop, as with a Lock, from then on.
@@ -656,9 +650,6 @@ func (s *state) snapshot(now time.Time) snapshot {
 	}
 	snap.DroppedEvents = s.events.droppedCount()
 	snap.WorkCooling = s.succession.coolingAt(now)
-	if len(s.shardFailing) > 0 {
-		snap.ShardFailing = maps.Clone(s.shardFailing)
-	}
 	if t := s.term; t.leading(now) {
 		snap.stuck, snap.stuckAt = t.work.stuck, t.work.stuckAt
 		if why := s.stuckReasonLocked(t, now); why != nil && t.work.stuck != nil {

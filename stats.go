@@ -184,12 +184,7 @@ const (
 	verbGetLine   = "get-line"
 	verbWatchLine = "watch-line"
 
-	verbGetShardTable    = "get-shard-table"
-	verbWatchShardTable  = "watch-shard-table"
-	verbPostShardTable   = "post-shard-table"
-	verbListShardLeases  = "list-shard-leases"
-	verbWatchShardLeases = "watch-shard-leases"
-	verbCreateShardLease = "create-shard-lease"
+	// The shards' verbs are internal/shards' (shards.VerbGetTable...).
 
 	resultOK          = "ok"
 	resultNotFound    = "not_found"

@@ -725,7 +725,7 @@ func (t *ShardTotals) Count(rule string) int {
 }
 
 // ShardFinding names a finding of the shard simulation: a library bug it
-// found, since fixed (shardassign.go; the repros are in the root's
+// found, since fixed (then in shardassign.go, now internal/shards; the repros are in the root's
 // shard_break_test.go). ExplainShard attributes a violation to one, so
 // that a regression is named; TestSimulationShards fails on it all the
 // same.
@@ -735,8 +735,8 @@ type ShardFinding string
 const (
 	// ShardLeftOutForGood: a candidate named by a shard Lease that
 	// expired is left out (Table.Out) by every assignment while that
-	// Lease still names it (shardassign.go, current: "Expired ...
-	// fail(s.holder)"); it renews its registration to come back, and the
+	// Lease still names it (internal/shards/plan.go, expiredCurrent:
+	// "p.fail(failed)"); it renews its registration to come back, and the
 	// next plan leaves it out again at once. When every eligible
 	// candidate is so left out, nobody campaigns for the expired Lease,
 	// it never changes, and no shard is ever held again.
@@ -755,7 +755,7 @@ const (
 	// still registered though no process runs it (a crash, or a
 	// deregistration refused), holding nothing. The rule that leaves out
 	// a candidate given a shard it does not take within LD + 2·RP is in a
-	// branch (shardassign.go, current: "case assigned != \"\"") that a
+	// branch (internal/shards/plan.go, currentOf: "case assigned != \"\"") that a
 	// shard whose Lease expired unreleased never reaches, and no taker is
 	// named for a Lease already expired: the shard stays with the dead
 	// identity, unheld, until its registration lapses (three

@@ -1,4 +1,4 @@
-package relect
+package shards
 
 import (
 	"log/slog"
@@ -18,22 +18,22 @@ import (
 // runs a shard (one whose set is this leader's, or that has none — written
 // before sets were — runs every shard of it), and the candidates whose set
 // differs, with its size.
-func (a *assigner) shardSets(regs []shardRegistration) (runs func(identity, shard string) bool, differ map[string]int) {
-	own := wire.EncodeShardSet(a.cfg.shards)
+func (a *assigner) shardSets(regs []Registration) (runs func(identity, shard string) bool, differ map[string]int) {
+	own := wire.EncodeShardSet(a.cfg.Shards)
 	sets := map[string]*wire.ShardSet{}
 	for _, r := range regs {
-		if r.set == "" || r.set == own {
+		if r.Set == "" || r.Set == own {
 			continue
 		}
-		s, ok := wire.ParseShardSet(r.set)
+		s, ok := wire.ParseShardSet(r.Set)
 		if !ok {
 			s = wire.ShardSet{} // malformed: runs nothing the leader can tell
 		}
-		sets[r.identity] = &s
+		sets[r.Identity] = &s
 		if differ == nil {
 			differ = map[string]int{}
 		}
-		differ[r.identity] = s.Size
+		differ[r.Identity] = s.Size
 	}
 	return func(id, sh string) bool {
 		s := sets[id]
@@ -71,21 +71,13 @@ func (a *assigner) reportDiffer(differ map[string]int) {
 			continue
 		}
 		a.warnedSet[id] = n
-		a.st.logs.log(slog.LevelWarn, "relect: a candidate runs another shard set than the leader (ShardOptions.Count or Names differ): it is given only shards of the leader's set that it runs; finish the rolling update so that every candidate runs one set",
-			"lease", a.cfg.describe, "candidate", id, "candidateShards", n, "leaderShards", len(a.cfg.shards))
+		a.port.Log(slog.LevelWarn, "relect: a candidate runs another shard set than the leader (ShardOptions.Count or Names differ): it is given only shards of the leader's set that it runs; finish the rolling update so that every candidate runs one set",
+			"lease", a.cfg.Describe, "candidate", id, "candidateShards", n, "leaderShards", len(a.cfg.Shards))
 	}
 	for id := range a.warnedSet {
 		if _, ok := differ[id]; !ok {
 			delete(a.warnedSet, id)
 		}
 	}
-	a.st.setShardSetsDiffer(len(differ))
-}
-
-// setShardSetsDiffer records how many candidates run another shard set
-// than this leader (0 once its term ends).
-func (s *state) setShardSetsDiffer(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.stats.ShardSetsDiffer = n
+	a.port.SetSetsDiffer(len(differ))
 }

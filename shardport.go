@@ -1,0 +1,196 @@
+package relect
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/relect/relect/internal/defaults"
+	"github.com/relect/relect/internal/shards"
+
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/klog/v2"
+)
+
+// The core's side of the shards component (internal/shards): the
+// component's Config, built once from the election's, and its ports — the
+// member's (the Elector's gateway and registration) and the assigner's (a
+// gateway of the term's own, the registry's view and Stats). The component
+// never imports this package; its child Electors are started by the
+// function joinShards gives it (newShardElector).
+
+// newShardsOf returns the shards component of cfg's election; nil without
+// shards.
+func newShardsOf(cfg *config) *shards.Shards[*Elector] {
+	if cfg.shards == nil {
+		return nil
+	}
+	return shards.New[*Elector](shards.Config{
+		Name: cfg.Name, Namespace: cfg.Namespace, Identity: cfg.identity, Describe: cfg.describe,
+		Shards: cfg.shards, LeaseDuration: cfg.LeaseDuration, RetryPeriod: cfg.RetryPeriod,
+		JoinDelay: cfg.Shards.JoinDelay, Cooldown: shardCooldown(cfg), MaxCooldown: shardMaxCooldown(cfg),
+		Leases: cfg.leases,
+	})
+}
+
+// shardCooldown and shardMaxCooldown pace cfg's failing shards
+// (internal/shardpace): from Shards.Work.Cooldown doubling to its
+// MaxCooldown with work liveness — the cooldowns a shard's own release
+// record publishes — else from LeaseDuration doubling to an hour
+// (WorkOptions' default).
+func shardCooldown(cfg *config) time.Duration {
+	if w := cfg.Shards.Work; w.enabled() {
+		return w.Cooldown
+	}
+	return cfg.LeaseDuration
+}
+
+func shardMaxCooldown(cfg *config) time.Duration {
+	if w := cfg.Shards.Work; w.enabled() {
+		return w.MaxCooldown
+	}
+	return max(defaults.WorkMaxCooldown, cfg.LeaseDuration)
+}
+
+// joinShards starts this candidate's part in shards for one Run (with reg,
+// its registration, nil if none), and returns the function that ends it,
+// once every shard Elector returned (and released).
+func (e *Elector) joinShards(ctx context.Context, reg *registrar) (wait func()) {
+	port := &shardMember{shardCore: shardCore{gw: e.gw, cfg: e.cfg, logs: e.logs}, reg: reg}
+	return e.shards.Join(klog.NewContext(ctx, e.klogger), port, func(sh string) (*Elector, error) {
+		return newShardElector(e.cfg, sh)
+	})
+}
+
+// leading returns what the election's leader runs during each term beside
+// its work, for the campaign: the shards' assignment; nil without shards.
+func (e *Elector) leading() func(context.Context) {
+	if e.shards == nil {
+		return nil
+	}
+	return e.assignShards
+}
+
+// assignShards assigns the shards while ctx (the term's) lasts, with a
+// token bucket of its own (RateLimit and RateBurst, as the election's):
+// the assignment's calls never delay a renewal, nor wait for one.
+func (e *Elector) assignShards(ctx context.Context) {
+	term, _ := TermFromContext(ctx)
+	port := &shardLeader{shardCore: shardCore{gw: newGateway(e.cfg, e.st), cfg: e.cfg, logs: e.logs}, st: e.st}
+	e.shards.Assign(ctx, int32(term), port)
+}
+
+// shardCore implements shards.Core over a gateway.
+type shardCore struct {
+	gw   *gateway
+	cfg  *config
+	logs *logQueue
+}
+
+var _ shards.Core = shardCore{}
+
+func (c shardCore) Do(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
+	return c.gw.do(ctx, verb, bounded, fn)
+}
+
+func (c shardCore) DoSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
+	return c.gw.doSpare(ctx, verb, bounded, fn)
+}
+
+func (c shardCore) Ready(ctx context.Context) error { return c.gw.ready(ctx) }
+
+// shardEventKinds are the shards component's names of leaseEventKind.
+var shardEventKinds = [...]shards.EventKind{
+	leaseIgnored: shards.Ignored, leaseChanged: shards.Changed, leaseDeleted: shards.Deleted,
+	leaseProgress: shards.Progress, watchClosed: shards.Closed, watchBroken: shards.Broken,
+}
+
+func (c shardCore) Decode(ev watch.Event, open bool) shards.Event {
+	e := c.gw.event(ev, open)
+	return shards.Event{Kind: shardEventKinds[e.kind], Lease: e.lease}
+}
+
+func (c shardCore) NewRetry() shards.Backoff { return retryBackoff{newRetryBackoff(c.cfg)} }
+
+func (c shardCore) Log(level slog.Level, msg string, args ...any) { c.logs.log(level, msg, args...) }
+
+// retryBackoff is an expBackoff as a shards.Backoff.
+type retryBackoff struct{ b *expBackoff }
+
+func (r retryBackoff) Next() time.Duration { return r.b.next() }
+func (r retryBackoff) Reset()              { r.b.reset() }
+
+// shardMember is the member's port: the Elector's gateway and its
+// registration.
+type shardMember struct {
+	shardCore
+	reg *registrar // nil if the registry is off: nothing to renew
+}
+
+var _ shards.Member = (*shardMember)(nil)
+
+func (m *shardMember) RenewRegistration() {
+	if m.reg != nil {
+		m.reg.renewNow()
+	}
+}
+
+// shardLeader is the assigner's port: a gateway of the term's own, and the
+// state's view of the registry and its Stats.
+type shardLeader struct {
+	shardCore
+	st *state
+}
+
+var _ shards.Leader = (*shardLeader)(nil)
+
+func (l *shardLeader) Registrations(now time.Time) (regs []shards.Registration, loaded bool) {
+	s := l.st
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	g := &s.succession
+	if g.view == nil {
+		return nil, false
+	}
+	for _, c := range g.view {
+		if c.live(now) && !c.Standby && c.shardWeight > 0 {
+			regs = append(regs, shards.Registration{Identity: c.Identity, Weight: c.shardWeight, RV: c.rv, Set: c.shardSet, Instance: c.instance})
+		}
+	}
+	return regs, true
+}
+
+func (l *shardLeader) RegistrationVersions(ids []string) map[string]string {
+	if len(ids) == 0 {
+		return nil
+	}
+	s := l.st
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[string]string{}
+	for _, id := range ids {
+		out[id] = ""
+	}
+	for _, c := range s.succession.view {
+		if _, ok := out[c.Identity]; ok {
+			out[c.Identity] = c.rv
+		}
+	}
+	return out
+}
+
+// stats changes the state's Stats under its mutex.
+func (l *shardLeader) stats(f func(*Stats)) {
+	l.st.mu.Lock()
+	defer l.st.mu.Unlock()
+	f(&l.st.stats)
+}
+
+func (l *shardLeader) Gap(d time.Duration) {
+	l.stats(func(s *Stats) { s.ShardGaps++; s.ShardGapTime += d })
+}
+
+func (l *shardLeader) Moved(n int)         { l.stats(func(s *Stats) { s.ShardMoves += uint64(n) }) }
+func (l *shardLeader) Failed()             { l.stats(func(s *Stats) { s.ShardFailures++ }) }
+func (l *shardLeader) SetFailing(n int)    { l.stats(func(s *Stats) { s.ShardsFailing = n }) }
+func (l *shardLeader) SetSetsDiffer(n int) { l.stats(func(s *Stats) { s.ShardSetsDiffer = n }) }
