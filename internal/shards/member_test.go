@@ -1,0 +1,155 @@
+package shards
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/relect/relect/internal/wire"
+	"github.com/relect/relect/relecttest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+type leaseT = coordinationv1.Lease
+
+// fakeChild is a shard's child Elector: it leads from its Run's start to
+// its end, and records why its context ended.
+type fakeChild struct {
+	shard   string
+	mu      sync.Mutex
+	leading bool
+	cause   error
+}
+
+func (c *fakeChild) Run(ctx context.Context) error {
+	c.mu.Lock()
+	c.leading = true
+	c.mu.Unlock()
+	<-ctx.Done()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.leading, c.cause = false, context.Cause(ctx)
+	return c.cause
+}
+
+func (c *fakeChild) IsLeader() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.leading
+}
+
+// starter is the function Join starts children with: it records them.
+type starter struct {
+	mu       sync.Mutex
+	children []*fakeChild
+}
+
+func (s *starter) start(sh string) (*fakeChild, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := &fakeChild{shard: sh}
+	s.children = append(s.children, c)
+	return c, nil
+}
+
+func (s *starter) started() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for _, c := range s.children {
+		out = append(out, c.shard)
+	}
+	return out
+}
+
+// putTable writes table t as the leader would.
+func putTable(api *relecttest.LeaseAPI, t *wire.Table) {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: wire.ShardTableName(testLease)}}
+	if old := api.Lease(testNS, l.Name); old != nil {
+		l = old
+	}
+	wire.SetTable(l, testLease, "leader", 1, t, time.Now())
+	api.Put(l)
+}
+
+// The member starts a child for each shard the table wants it for (holder
+// or taker), ends one the table moves away with ErrMoved, tells the
+// assigner the table version it saw, keeps the shards the table names
+// failing, renews the registration once when left out, and waits for
+// every child when it ends.
+func TestMemberStartsAndStopsChildren(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		cfg := testConfig("a", "0", "1", "2")
+		cfg.Leases = api.Client("a").Clientset().CoordinationV1().Leases(testNS)
+		port := &fakeMember{}
+		var st starter
+		s := New[*fakeChild](cfg)
+		wait := s.Join(t.Context(), port, st.start)
+		synctest.Wait()
+		assert.Empty(t, st.started(), "no table: no child")
+
+		putTable(api, &wire.Table{Holders: map[string]string{"0": "a", "1": "b", "2": "b"}, Takers: map[string]string{"1": "a"}})
+		synctest.Wait()
+		assert.Equal(t, []string{"0", "1"}, st.started(), "holder of 0, taker of 1")
+		assert.Equal(t, []string{"0", "1"}, s.Held())
+		assert.Len(t, s.Running(), 2)
+		assert.Equal(t, api.Lease(testNS, wire.ShardTableName(testLease)).ResourceVersion, s.seen.Version(), "the version seen, for the assigner")
+
+		assert.Nil(t, s.Failing(), "no shard failing")
+
+		putTable(api, &wire.Table{Holders: map[string]string{"0": "a", "1": "b", "2": "b"}, Failing: map[string]int{"2": 3}})
+		synctest.Wait()
+		assert.Equal(t, []string{"0"}, s.Held())
+		assert.Equal(t, map[string]int{"2": 3}, s.Failing(), "the table's failing shards, on every member")
+		c1 := st.children[1]
+		c1.mu.Lock()
+		assert.ErrorIs(t, c1.cause, ErrMoved, "ended because the table moved it")
+		c1.mu.Unlock()
+		assert.Zero(t, port.renewed())
+
+		out := &wire.Table{Holders: map[string]string{"0": "b", "1": "b", "2": "b"}, Out: map[string]string{"a": "10"}}
+		putTable(api, out)
+		synctest.Wait()
+		assert.Equal(t, 1, port.renewed(), "left out: renews its registration")
+		putTable(api, out)
+		synctest.Wait()
+		assert.Equal(t, 1, port.renewed(), "left out for the same registration: not again")
+		assert.Nil(t, s.Failing(), "the last table names none failing")
+		assert.Empty(t, s.Held())
+
+		putTable(api, &wire.Table{Holders: map[string]string{"0": "a", "1": "a", "2": "a"}})
+		synctest.Wait()
+		require.Equal(t, []string{"0", "1", "2"}, s.Held())
+		wait()
+		assert.Nil(t, s.Held(), "no Join in progress")
+		assert.Nil(t, s.Running())
+		for _, c := range st.children {
+			assert.False(t, c.IsLeader(), "shard %s: its Run returned before Join's wait", c.shard)
+		}
+	})
+}
+
+// A child that fails to start is logged, and the shard not campaigned for.
+func TestMemberLogsAChildItCannotStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		cfg := testConfig("a", "0")
+		cfg.Leases = api.Client("a").Clientset().CoordinationV1().Leases(testNS)
+		port := &fakeMember{}
+		s := New[*fakeChild](cfg)
+		wait := s.Join(t.Context(), port, func(string) (*fakeChild, error) { return nil, assert.AnError })
+		putTable(api, &wire.Table{Holders: map[string]string{"0": "a"}})
+		synctest.Wait()
+		assert.Empty(t, s.Held())
+		port.mu.Lock()
+		assert.Contains(t, port.logs, "relect: cannot campaign for a shard")
+		port.mu.Unlock()
+		wait()
+	})
+}
