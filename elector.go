@@ -9,8 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/relect/relect/internal/shards"
-
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +38,7 @@ type Elector struct {
 	klogger logr.Logger // client-go's logs, through logs
 
 	running atomic.Bool
-	shards  *shards.Shards[*Elector] // its part in shards; nil without
+	shards  *shardsPart // its part in shards; nil without
 }
 
 // New validates opts and returns an Elector ready to Run. It makes no API
@@ -217,7 +215,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	if e.cfg.shards != nil && !e.cfg.Standby && e.cfg.leases != nil {
 		// Shards end before the registration: every shard Elector has
 		// released when the candidate deregisters.
-		defer e.joinShards(ctx, reg)()
+		defer joinShards(klog.NewContext(ctx, e.klogger), e.shards, shardCore{gw: e.gw, cfg: e.cfg, logs: e.logs}, reg)()
 	}
 	if e.cfg.Work.Check != nil {
 		// The work check runs as long as Run: joined after the loop
@@ -252,7 +250,7 @@ func (e *Elector) campaignUntilDone(ctx context.Context) error {
 	bo := newCampaignBackoff(e.cfg)
 	for {
 		e.st.emit(Event{Kind: EventCampaigning})
-		stable := runCampaign(ctx, e.cfg, e.st, e.gw, e.leading())
+		stable := runCampaign(ctx, e.cfg, e.st, e.gw, assignShards(e.shards, e.cfg, e.st, e.logs))
 		if ctx.Err() != nil {
 			return context.Cause(ctx)
 		}

@@ -172,7 +172,8 @@ func (e *Elector) shardSnapshots(now time.Time) []shardSnapshot {
 	}
 	var out []shardSnapshot
 	for _, r := range e.shards.Running() {
-		out = append(out, shardSnapshot{shard: r.Shard, snap: r.Child.st.snapshot(now)})
+		snap, _ := r.Child.healthSnapshot(now)
+		out = append(out, shardSnapshot{shard: r.Shard, snap: snap})
 	}
 	return out
 }

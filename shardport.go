@@ -9,7 +9,6 @@ import (
 	"github.com/relect/relect/internal/shards"
 
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/klog/v2"
 )
 
 // The core's side of the shards component (internal/shards): the
@@ -19,13 +18,23 @@ import (
 // never imports this package; its child Electors are started by the
 // function joinShards gives it (newShardElector).
 
+// shardChild is the child Elector of a shard, as the core reads it: the
+// component runs it, HealthCheck reads its snapshot.
+type shardChild interface {
+	shards.Child
+	healthSnapshot(now time.Time) (snap snapshot, running bool)
+}
+
+// shardsPart is an Elector's part in shards (the component).
+type shardsPart = shards.Shards[shardChild]
+
 // newShardsOf returns the shards component of cfg's election; nil without
 // shards.
-func newShardsOf(cfg *config) *shards.Shards[*Elector] {
+func newShardsOf(cfg *config) *shardsPart {
 	if cfg.shards == nil {
 		return nil
 	}
-	return shards.New[*Elector](shards.Config{
+	return shards.New[shardChild](shards.Config{
 		Name: cfg.Name, Namespace: cfg.Namespace, Identity: cfg.identity, Describe: cfg.describe,
 		Shards: cfg.shards, LeaseDuration: cfg.LeaseDuration, RetryPeriod: cfg.RetryPeriod,
 		JoinDelay: cfg.Shards.JoinDelay, Cooldown: shardCooldown(cfg), MaxCooldown: shardMaxCooldown(cfg),
@@ -52,32 +61,33 @@ func shardMaxCooldown(cfg *config) time.Duration {
 	return max(defaults.WorkMaxCooldown, cfg.LeaseDuration)
 }
 
-// joinShards starts this candidate's part in shards for one Run (with reg,
-// its registration, nil if none), and returns the function that ends it,
-// once every shard Elector returned (and released).
-func (e *Elector) joinShards(ctx context.Context, reg *registrar) (wait func()) {
-	port := &shardMember{shardCore: shardCore{gw: e.gw, cfg: e.cfg, logs: e.logs}, reg: reg}
-	return e.shards.Join(klog.NewContext(ctx, e.klogger), port, func(sh string) (*Elector, error) {
-		return newShardElector(e.cfg, sh)
+// joinShards starts this candidate's part in shards, s, for one Run
+// (through core, the Elector's gateway, with reg, its registration, nil if
+// none), and returns the function that ends it, once every shard Elector
+// returned (and released).
+func joinShards(ctx context.Context, s *shardsPart, core shardCore, reg *registrar) (wait func()) {
+	return s.Join(ctx, &shardMember{shardCore: core, reg: reg}, func(sh string) (shardChild, error) {
+		e, err := newShardElector(core.cfg, sh)
+		if err != nil {
+			return nil, err
+		}
+		return e, nil
 	})
 }
 
-// leading returns what the election's leader runs during each term beside
-// its work, for the campaign: the shards' assignment; nil without shards.
-func (e *Elector) leading() func(context.Context) {
-	if e.shards == nil {
+// assignShards returns what the election's leader runs during each term
+// beside its work, for the campaign: the shards' assignment, while the
+// term's context lasts, with a token bucket of its own (RateLimit and
+// RateBurst, as the election's): the assignment's calls never delay a
+// renewal, nor wait for one. Nil without shards.
+func assignShards(s *shardsPart, cfg *config, st *state, logs *logQueue) func(context.Context) {
+	if s == nil {
 		return nil
 	}
-	return e.assignShards
-}
-
-// assignShards assigns the shards while ctx (the term's) lasts, with a
-// token bucket of its own (RateLimit and RateBurst, as the election's):
-// the assignment's calls never delay a renewal, nor wait for one.
-func (e *Elector) assignShards(ctx context.Context) {
-	term, _ := TermFromContext(ctx)
-	port := &shardLeader{shardCore: shardCore{gw: newGateway(e.cfg, e.st), cfg: e.cfg, logs: e.logs}, st: e.st}
-	e.shards.Assign(ctx, int32(term), port)
+	return func(ctx context.Context) {
+		term, _ := TermFromContext(ctx)
+		s.Assign(ctx, int32(term), &shardLeader{shardCore: shardCore{gw: newGateway(cfg, st), cfg: cfg, logs: logs}, st: st})
+	}
 }
 
 // shardCore implements shards.Core over a gateway.
