@@ -30,6 +30,39 @@
 // sink or reads kube-state-metrics would also set Work.Check
 // (docs/migration.md, "Elastic Agent style").
 //
+// # Durations and what the fleet costs
+//
+// The agents keep relect's default durations (LeaseDuration 15 s,
+// RenewDeadline 10 s, RetryPeriod 2 s): they need not grow with the
+// fleet, because only the line watches (docs/design.md, "Only the line
+// watches"). The leader renews the Lease every RetryPeriod; it, its three
+// successors and a keeper watch the Lease — five watches at any N; every
+// other agent watches the line Lease, which the leader writes every 5
+// minutes, and one of them, the warden, reads the Lease every two retry
+// periods. Each agent renews its registration every 15 minutes.
+//
+// At N = 1,000 agents the fleet benchmark measures 0.87 Lease API calls a
+// second in steady state, as at N = 10 (the leader's renewals 0.5, the
+// warden's reads 0.25, the warden's beat one in 16 s), with 5 watches on
+// the election's Lease and 995 on the line Lease; client-go's loop, its
+// followers polling, makes about 312 (`RELECT_FLEET=full go test -count=1
+// -run '^TestFleetChanges$' -v .` in the repository root). The
+// registrations add 1,000 writes per 15 minutes, each one event to the
+// leader. On a real control plane 1,000 candidates cost kube-apiserver
+// 0.53 CPU seconds a minute above idle, against 33.24 for client-go's loop
+// (docs/performance.md, "The latest full run"). A change of leader costs
+// at most 9 calls beyond that at any N up to 1,000 (the same benchmark); a
+// leader that stops (a rolling update, a drain) releases the Lease and is
+// replaced at once (2 ms in the benchmark), one that crashes after about
+// LeaseDuration.
+//
+// So choose the durations for failover, not for load: a longer
+// LeaseDuration only delays the takeover after a crash, a longer
+// RetryPeriod saves only the leader's renewals. This needs watch on Leases
+// (deploy/daemonset-reporter/rbac.yaml grants it): agents that may not
+// watch poll the Lease as client-go's do, and their cost grows with N
+// again (docs/tuning.md, "Large fleets").
+//
 // # Shards: the cluster-wide work over the fleet
 //
 // In a large cluster one agent cannot report every cluster-wide metricset
@@ -39,11 +72,25 @@
 // the live agents, balanced and sticky, and each agent reports the
 // metricsets it holds, each with its own term, fence and beat
 // (Shards.Work: a shard whose reports stop moves to another agent). The
-// leader itself reports nothing then but assigns; an agent stopping hands
-// its shards over at once, one that crashes loses them within the lease
-// duration. See docs/design.md, "Shards". To watch it outside a cluster,
-// start the local control plane (README, "On a local control plane") and run
-// a few agents, each with its own POD_NAME:
+// leader's own term only assigns them (it holds shards like any agent);
+// an agent stopping hands its shards over at once, one that crashes loses
+// them within the lease duration. See docs/design.md, "Shards". In a
+// DaemonSet the agent's arguments are then
+//
+//	-lease-name=relect-reporter -report-every=30s -shards=nodes,pods,namespaces
+//
+// with the default durations. Each shard adds its holder's renewal of the
+// shard's Lease every RetryPeriod (three shards: 1.5 calls a second at
+// 2 s) and three watches on it (the leader's, its holder's, its taker's);
+// every agent follows the shard table, which is written only when the
+// assignment changes. 1,000 candidates with 100 shards make 50.82 calls a
+// second in steady state, 3,000 of them a minute the shards' renewals, with
+// no table write, 3 watches per shard Lease and 1,000 on the table
+// (`go test -count=1 -run 'TestBreakScale1000x100' -v .`).
+//
+// To watch it outside a cluster, start the local control plane (README,
+// "On a local control plane") and run a few agents, each with its own
+// POD_NAME:
 //
 //	NODE_NAME=n1 POD_NAME=a1 go run ./examples/daemonset-reporter \
 //	  -kubeconfig /tmp/relect.kubeconfig -lease-namespace default \
@@ -52,51 +99,6 @@
 //
 // (NODE_NAME=n2 POD_NAME=a2 … -health-addr :8082 beside it), and
 // `relect status default/relect-reporter` shows who holds which shard.
-//
-// # Choosing RetryPeriod for N candidates
-//
-// The leader renews the Lease (a PUT) every RetryPeriod, and every other
-// agent keeps up with it in one of two ways:
-//
-//   - Polling (client-go's way, and relect's when it may not watch Leases):
-//     a GET every RetryPeriod to 2.2 × RetryPeriod, 1.6 × RetryPeriod on
-//     average, each a quorum read from etcd. N agents send about
-//     N / (1.6 × RetryPeriod) requests per second, all on one object.
-//   - Watching (relect's way when the Role grants watch, as it does here):
-//     each agent holds a watch on the Lease, served from the apiserver's
-//     watch cache, and every renewal is sent to all N watchers: N / RetryPeriod
-//     events per second, plus each agent re-opening its watch from time to
-//     time.
-//
-// Either way the cost grows as N / RetryPeriod. With the usual RetryPeriod of
-// 2 s (client-go's examples, relect's default, Elastic Agent's), 5000 nodes
-// make about 1600 to 2500 requests or events per second, just so that one
-// agent can report a handful of numbers. Start from the budget B the whole
-// fleet may spend on this Lease, per second:
-//
-//	RetryPeriod ≥ N / (1.6 × B)         e.g. N = 1000, B = 40/s → 15.6 s
-//
-// then RenewDeadline > 1.2 × RetryPeriod (client-go's rule), and
-// LeaseDuration at least 1 s above RenewDeadline, in whole seconds (followers
-// date renewals to the second; the rest of the margin absorbs clock-rate
-// drift). The defaults here (RetryPeriod 15 s, RenewDeadline 30 s,
-// LeaseDuration 45 s) cost about 40 requests per second for 1000 polling
-// nodes.
-//
-// The price is failover time: a leader that dies is replaced after about
-// LeaseDuration (+ up to 2.2 × RetryPeriod when followers poll), here 45 s
-// to 78 s; one that stops gracefully (a rolling update, a drain) releases
-// the lease and is replaced at once by a watching follower, within
-// 2.2 × RetryPeriod by a polling one. For metrics reported every 30–60 s a
-// gap of a minute is usually acceptable. If it is not, shrink N rather than
-// RetryPeriod: run the cluster-wide reporter as a small Deployment, or let
-// only the agents of labelled nodes campaign.
-//
-// relect's token bucket (Options.RateLimit, by default 2 calls per
-// RetryPeriod) limits each agent, not the fleet: it keeps a flapping agent
-// from hammering the API, but the fleet's total is set by N and RetryPeriod.
-// The leader logs the estimate (polling) for the current node count when it
-// starts and when the count changes, and warns when it exceeds -lease-budget.
 package main
 
 import (
@@ -137,7 +139,6 @@ type settings struct {
 	leaseDuration   time.Duration
 	renewDeadline   time.Duration
 	retryPeriod     time.Duration
-	budget          float64
 	healthAddr      string
 	shards          []string // the metricsets reported as shards; none: the leader reports them all
 }
@@ -185,10 +186,9 @@ func run(logger *slog.Logger) error {
 	flag.StringVar(&s.namespace, "lease-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Lease (default: $POD_NAMESPACE)")
 	flag.StringVar(&s.name, "lease-name", "relect-reporter", "name of the Lease")
 	flag.DurationVar(&s.reportEvery, "report-every", 30*time.Second, "how often metrics are reported")
-	flag.DurationVar(&s.leaseDuration, "lease-duration", 45*time.Second, "Options.LeaseDuration (see the package doc)")
-	flag.DurationVar(&s.renewDeadline, "renew-deadline", 30*time.Second, "Options.RenewDeadline")
-	flag.DurationVar(&s.retryPeriod, "retry-period", 15*time.Second, "Options.RetryPeriod: sets the fleet's Lease API load, about nodes / (1.6 × RetryPeriod) requests per second")
-	flag.Float64Var(&s.budget, "lease-budget", 40, "Lease API requests per second the whole fleet may spend; the leader warns above it")
+	flag.DurationVar(&s.leaseDuration, "lease-duration", 15*time.Second, "Options.LeaseDuration (relect's default): about how long a crashed leader goes unreplaced; the fleet's cost does not depend on it (see the package doc)")
+	flag.DurationVar(&s.renewDeadline, "renew-deadline", 10*time.Second, "Options.RenewDeadline (relect's default)")
+	flag.DurationVar(&s.retryPeriod, "retry-period", 2*time.Second, "Options.RetryPeriod (relect's default): how often the leader renews; the fleet's steady cost does not grow with the number of agents")
 	flag.StringVar(&s.healthAddr, "health-addr", ":8080", "address of the /healthz endpoint")
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file, to run outside a pod (e.g. against the local control plane of docs/testing.md); empty: the pod's service account")
 	shards := flag.String("shards", "", "comma-separated metricsets (nodes, pods, namespaces) reported as shards spread over the fleet; empty: the leader reports the nodes metricset")
@@ -355,12 +355,10 @@ func reportCluster(ctx context.Context, logger *slog.Logger, client kubernetes.I
 	logger.Info("started leading: this agent reports cluster metrics", "term", term)
 	tick := time.NewTicker(s.reportEvery)
 	defer tick.Stop()
-	lastNodes := -1
 	for {
-		n, err := report(ctx, logger, client, s, term, lastNodes)
+		err := report(ctx, logger, client, term)
 		switch {
 		case err == nil:
-			lastNodes = n
 			relect.Beat(ctx) // the work made progress
 		case ctx.Err() == nil:
 			logger.Error("listing nodes", "err", err)
@@ -374,43 +372,19 @@ func reportCluster(ctx context.Context, logger *slog.Logger, client kubernetes.I
 	}
 }
 
-// report logs the cluster metrics and returns the node count, or the
-// error of listing the nodes. When the count differs from lastNodes, it
-// also logs the fleet's estimated Lease API load.
-func report(ctx context.Context, logger *slog.Logger, client kubernetes.Interface, s settings, term int64, lastNodes int) (int, error) {
-	// ResourceVersion "0" lets the apiserver answer from its watch cache
-	// instead of etcd. A real agent would keep an informer instead of
-	// listing.
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+// report logs the cluster metrics of the nodes metricset, or returns the
+// error of listing the nodes.
+func report(ctx context.Context, logger *slog.Logger, client kubernetes.Interface, term int64) error {
+	// The metricsets list with ResourceVersion "0", which lets the
+	// apiserver answer from its watch cache instead of etcd. A real agent
+	// would keep an informer instead of listing.
+	counts, err := metricsets["nodes"](ctx, client)
 	if err != nil {
-		return 0, err
-	}
-	ready := 0
-	for _, n := range nodes.Items {
-		for _, c := range n.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
-				ready++
-			}
-		}
+		return err
 	}
 	// The report is only valid from the leader of term: a real reporter
 	// would tag it with term, so that a sink can drop a deposed leader's
 	// late report.
-	logger.Info("cluster metrics", "term", term, "nodes", len(nodes.Items), "ready", ready)
-
-	n := len(nodes.Items)
-	if n == lastNodes {
-		return n, nil
-	}
-	// One candidate per node: the leader's PUTs plus the others' GETs.
-	load := float64(max(n-1, 0))/(1.6*s.retryPeriod.Seconds()) + 1/s.retryPeriod.Seconds()
-	attrs := []any{"requests_per_second", fmt.Sprintf("%.1f", load), "budget", s.budget, "nodes", n, "retry_period", s.retryPeriod.String()}
-	if load > s.budget {
-		suggest := time.Duration(float64(n) / (1.6 * s.budget) * float64(time.Second)).Round(time.Second)
-		logger.Warn("the Lease costs the fleet more than its budget: raise -retry-period, and -renew-deadline and -lease-duration with it",
-			append(attrs, "suggested_retry_period", suggest.String())...)
-	} else {
-		logger.Info("Lease API load of the fleet", attrs...)
-	}
-	return n, nil
+	logger.Info("cluster metrics", "term", term, "nodes", counts["nodes"], "ready", counts["ready"])
+	return nil
 }

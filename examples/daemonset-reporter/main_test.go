@@ -33,7 +33,7 @@ type agent struct {
 func startAgent(t *testing.T, api *relecttest.LeaseAPI, name string) *agent {
 	t.Helper()
 	s := settings{namespace: "default", name: "relect-reporter", reportEvery: 30 * time.Second,
-		leaseDuration: 45 * time.Second, renewDeadline: 30 * time.Second, retryPeriod: 15 * time.Second, budget: 40}
+		leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second}
 	a := &agent{done: make(chan error, 1)}
 	nodes := fake.NewClientset(
 		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}},
@@ -128,7 +128,7 @@ func TestShardsSpreadTheMetricsets(t *testing.T) {
 		api := relecttest.NewLeaseAPI()
 		api.PutReleased("default", "relect-reporter")
 		s := settings{namespace: "default", name: "relect-reporter", reportEvery: 30 * time.Second,
-			leaseDuration: 45 * time.Second, renewDeadline: 30 * time.Second, retryPeriod: 15 * time.Second, budget: 40,
+			leaseDuration: 15 * time.Second, renewDeadline: 10 * time.Second, retryPeriod: 2 * time.Second,
 			shards: []string{"nodes", "pods", "namespaces"}}
 		client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}})
 		var es []*relect.Elector
