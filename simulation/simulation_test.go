@@ -114,7 +114,8 @@ func TestSimulation(t *testing.T) {
 						mu.Lock()
 						failures = append(failures, msg)
 						if timeline == "" {
-							timeline = fmt.Sprintf("schedule:\n%s\nhistory:\n%s", s, h.Timeline(false))
+							// The timeline holds the candidates' logs too.
+							timeline = fmt.Sprintf("seed %d, replay: %s\nschedule:\n%s\nhistory:\n%s", seed, replayCommand(seed), s, h.Timeline(false))
 						}
 						mu.Unlock()
 					}

@@ -58,6 +58,9 @@ type History struct {
 	// without them. Their writes are in Writes, each shard's to a store
 	// of its own (ShardStore); their Lease calls are not in Calls.
 	Shards *ShardHistory
+	// Logs are what relect's candidates logged (Warn and above), in the
+	// order logged; the client-go loop's logs are discarded.
+	Logs []Log
 }
 
 // Write is one write of a leader to a store (store.go): sent while its
@@ -380,6 +383,9 @@ func (h *History) Timeline(withCalls bool) string {
 			}
 			add(c.End, "%s %s (sent %s): %s", CandidateName(c.Candidate), verb, fmtDur(c.Start), res)
 		}
+	}
+	for _, l := range h.Logs {
+		add(l.At, "%s log: %s", CandidateName(l.Candidate), l.Text)
 	}
 	slices.SortStableFunc(lines, func(a, b line) int {
 		if c := cmp.Compare(a.at, b.at); c != 0 {

@@ -89,7 +89,8 @@ func newRelectProcess(r *runner, sl *slot, runID int, prev *Run, a *Action) (pro
 			Priority:            r.s.Priority[sl.idx],
 			Standby:             r.s.Standby[sl.idx],
 			RegistrationRenewal: t.RegistrationRenewal,
-			EventBuffer:         256, // drained at every instant; drops are checked
+			EventBuffer:         256,              // drained at every instant; drops are checked
+			Logger:              r.logger(sl.idx), // into the History, not stderr
 			OnStartedLeading: func(ctx context.Context) {
 				n, _ := relect.TermFromContext(ctx)
 				f, _ := relect.FenceFromContext(ctx)

@@ -119,6 +119,8 @@ type runner struct {
 	// lineCut are the candidates the last LineLeaves partitioned, until
 	// LineHeal (linegone.go); used by the goroutine that applies actions.
 	lineCut []int
+	// logs are what the candidates' relect logged (logs.go).
+	logs runLogs
 }
 
 type slot struct {
@@ -248,6 +250,7 @@ func (r *runner) play() *History {
 		r.h.Changes[i].ByHand = r.handRVs[rv] || r.h.Changes[i].Deleted // no candidate deletes the Lease
 	}
 	r.shards.finish()
+	r.h.Logs = r.logs.take()
 	return r.h
 }
 
