@@ -36,7 +36,7 @@ const (
 	// releasing at once (one Update), as in a quick rolling restart, with
 	// tokens to spare for the candidate registry. With a burst of 6 the
 	// release of a leader stopped right after its election waited up to
-	// 1/RateLimit for a token (docs/performance.md).
+	// 1/RateLimit for a token (an earlier run: git log -p docs/performance.md).
 	RateBurst = 10
 )
 
