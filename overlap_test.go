@@ -88,8 +88,8 @@ func TestNoOverlapWhenLeaderCutOff(t *testing.T) {
 }
 
 // The known findings' minimal reproducers, with relect and relecttest only,
-// kept as regression tests now that relect is fixed. (F1's is in
-// docs/reliability.md; TestNoOverlapWhenLeaderCutOff covers it.)
+// kept as regression tests now that relect is fixed. (F1's, docs/reliability.md,
+// is TestNoOverlapWhenLeaderCutOff.)
 
 // F2: deleting a held Lease by hand, or emptying its holder, let a follower
 // take over at once, while the holder learns of it only at its next

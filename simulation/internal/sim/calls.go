@@ -258,7 +258,7 @@ func CheckCalls(h *History) []Violation {
 
 // CallBound is the most calls an undisturbed change among n candidates may
 // cost: 4n + 1. It is what relect's mechanisms allow, not a measurement
-// (the simulation measured at most 10; see docs/reliability.md):
+// (the simulation measured at most 11; see docs/reliability.md):
 //
 //   - the write that freed the lease: 1, or 3 if it conflicts (the release
 //     reads the Lease and writes again);
