@@ -88,9 +88,9 @@
 // no table write, 3 watches per shard Lease and 1,000 on the table
 // (`go test -count=1 -run 'TestBreakScale1000x100' -v .`).
 //
-// To watch it outside a cluster, start the local control plane (README,
-// "On a local control plane") and run a few agents, each with its own
-// POD_NAME:
+// To watch it outside a cluster, start the local control plane
+// (docs/testing.md, "On a local control plane") and run a few agents, each
+// with its own POD_NAME:
 //
 //	NODE_NAME=n1 POD_NAME=a1 go run ./examples/daemonset-reporter \
 //	  -kubeconfig /tmp/relect.kubeconfig -lease-namespace default \

@@ -75,13 +75,13 @@ func TestScript(t *testing.T) {
 // every lease duration, in a window of up to LD + RP (2.4 s at the demo's
 // durations: 3 reads and 2 beats), and, after a crash, its watch of the
 // Lease and its read and watch of the line Lease when it follows the
-// line again (3). The README quotes what the demo measured; change both
-// together.
+// line again (3). docs/testing.md ("The demo") quotes what the demo measured;
+// change both together.
 const maxCallsPerChange = 14 + 3 + 2 + 3
 
 // checkCosts checks that the calls of every change are printed as they
 // are counted, with who made them, and in the summary, and that none
-// costs more than the README says.
+// costs more than docs/testing.md says.
 func checkCosts(t *testing.T, out string) {
 	t.Helper()
 	_, summary, ok := strings.Cut(out, "calls per change, by all")
@@ -95,7 +95,7 @@ func checkCosts(t *testing.T, out string) {
 		var calls int
 		_, line, _ := strings.Cut(summary, "  "+c+":")
 		if _, err := fmt.Sscan(line, &calls); err != nil || calls > maxCallsPerChange {
-			t.Errorf("the %s cost %d calls (%v), more than the README's %d", c, calls, err, maxCallsPerChange)
+			t.Errorf("the %s cost %d calls (%v), more than docs/testing.md's %d", c, calls, err, maxCallsPerChange)
 		}
 	}
 	if got := strings.Count(out, "\n                    by c"); got != len(changes) {
