@@ -8,8 +8,9 @@
 #      checks (deploy/monitoring, a module of its own), the controller-runtime
 #      adapter and its example under the race detector (ctrlrt and
 #      examples/controller-runtime, modules of their own), then the fault
-#      simulation at full size without the race detector (simulated time:
-#      about a minute in all);
+#      simulation at full size without the race detector (simulated time,
+#      but many tests under the race detector: 15 min 38 s on 2 busy cores,
+#      docs/testing.md, "How long each layer takes");
 #   2. builds (or reuses) kube-apiserver and etcd from the Go module proxy
 #      into .cache/ (cold: about 7 min on 2 cores; warm: under a second);
 #   3. the real-control-plane scenarios in the e2e module (the
