@@ -246,8 +246,7 @@ func benchFleetApart(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun
 	for range apartCandidates {
 		f.addApart()
 	}
-	leader := waitLeader(t, electionTimeout(lt), f.apart...)
-	leaderAt, _ := startedSince(leader, begin)
+	waitLeader(t, electionTimeout(lt), f.apart...)
 	for i := range k.n - apartCandidates {
 		f.add()
 		if i%fleetBatch == fleetBatch-1 {
@@ -255,7 +254,7 @@ func benchFleetApart(t *testing.T, c *cluster, k fleetKey, changes int) fleetRun
 		}
 	}
 	f.settled(f.live...)
-	leader, leaderAt = f.apartSettled(begin)
+	leader, leaderAt := f.apartSettled(begin)
 	settled := time.Now()
 	f.followLine()
 	t.Logf("%s: %d candidates started and settled in %v; %s leads; the in-process ones outside the line all followed the line Lease %v later",
