@@ -203,7 +203,7 @@ func (c *campaign) serve(cgCtx context.Context) {
 // watchdog ends term t when its validity passes without a renewal, or when
 // its context is cancelled from above (Run's context, or client-go's renew
 // loop giving up); with Options.Work it also looks at the term's work when
-// a beat is due or a hold ends (state.workDue), which may end the term as
+// a beat is due or a hold ends (workPort.due), which may end the term as
 // stuck.
 func (c *campaign) watchdog(t *term) {
 	st := c.st
@@ -212,7 +212,7 @@ func (c *campaign) watchdog(t *term) {
 		if expired {
 			return 0, false
 		}
-		if w := st.workDue(t); !w.IsZero() && w.Before(until) {
+		if w := (workPort{st}).due(t); !w.IsZero() && w.Before(until) {
 			until = w
 		}
 		return time.Until(until), true
@@ -229,7 +229,7 @@ func (c *campaign) watchdog(t *term) {
 			st.endTerm(t, c.cancelCause(t.ctx))
 			return
 		case <-t.renewed:
-		case <-t.value.woken: // a beat of stuck work
+		case <-t.value.beats.Woken(): // a beat of stuck work
 		case <-timer.C:
 		}
 		if d, ok = wake(); !ok {

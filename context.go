@@ -2,8 +2,9 @@ package relect
 
 import (
 	"context"
-	"sync/atomic"
 	"time"
+
+	"github.com/relect/relect/internal/work"
 )
 
 // What a term's context carries — its number, its fencing token, its
@@ -14,19 +15,7 @@ import (
 type termValue struct {
 	number int64
 	fence  Fence
-	beat   atomic.Int64 // UnixNano of the last Beat; 0: none
-	// stuck is set while the term's work is stuck; then a Beat wakes the
-	// watchdog (woken, 1-buffered) to see it recover at once.
-	stuck atomic.Bool
-	woken chan struct{}
-}
-
-// lastBeat returns when the work last beat, or zero.
-func (v *termValue) lastBeat() time.Time {
-	if n := v.beat.Load(); n != 0 {
-		return time.Unix(0, n)
-	}
-	return time.Time{}
+	beats  *work.Beats // the work's beats (internal/work)
 }
 
 // TermFromContext returns the term number carried by the context given to
@@ -70,12 +59,6 @@ func Beat(ctx context.Context) bool {
 	if !ok {
 		return false
 	}
-	tv.beat.Store(time.Now().UnixNano())
-	if tv.stuck.Load() {
-		select {
-		case tv.woken <- struct{}{}:
-		default:
-		}
-	}
+	tv.beats.Beat(time.Now())
 	return true
 }

@@ -13,6 +13,8 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"github.com/relect/relect/internal/work"
 )
 
 // Elector campaigns for one Lease again and again: it wraps client-go's
@@ -222,7 +224,7 @@ func (e *Elector) Run(ctx context.Context) error {
 		// ended (ctx is done then), once its last call returned.
 		var checking sync.WaitGroup
 		cctx := ctx
-		checking.Go(func() { checkWork(cctx, e.cfg, e.st) })
+		checking.Go(func() { work.RunChecks(cctx, e.cfg.Work.resolved(), workPort{e.st}) })
 		defer checking.Wait()
 	}
 	defer e.startNotifier()()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"runtime/debug"
 	"strings"
+
+	"github.com/relect/relect/internal/work"
 )
 
 var (
@@ -215,7 +217,7 @@ func callSafely(callback string, f func()) (p *PanicError) {
 // the check in a row. It is wrapped with what showed it; it is also the
 // Err of EventWorkStuck, and what HealthCheck reports when a leader's work
 // has been stuck longer than HealthOptions.WorkStuckTimeout.
-var ErrWorkStuck = errors.New("relect: the leader's work is stuck")
+var ErrWorkStuck = work.ErrStuck
 
 // Errors of the health check (Elector.HealthCheck). They are wrapped with
 // the details; use errors.Is.

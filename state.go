@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relect/relect/internal/wire"
+	"github.com/relect/relect/internal/work"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 )
@@ -78,8 +79,9 @@ type state struct {
 
 	// refused is the last Request refused, reported once.
 	refused wire.Request
-	// check is what the work check last said (Options.Work.Check, work.go).
-	check workCheck
+	// work is the work liveness component (internal/work; its port is
+	// workPort, work.go), guarded by mu.
+	work *work.Liveness
 	// registryOffCtx is done when the registry turns off (succession.off,
 	// offRegistry); warnedDelete: a registration could not be deleted
 	// (warned once).
@@ -98,7 +100,9 @@ type state struct {
 
 func newState(cfg *config, events *eventQueue, logs *logQueue) *state {
 	off, offRegistry := context.WithCancel(context.Background())
-	return &state{cfg: cfg, events: events, logs: logs, maxTransitions: -1, changed: make(chan struct{}), registryOffCtx: off, offRegistry: offRegistry}
+	s := &state{cfg: cfg, events: events, logs: logs, maxTransitions: -1, changed: make(chan struct{}), registryOffCtx: off, offRegistry: offRegistry}
+	s.work = work.New(cfg.Work.resolved(), workPort{s})
+	return s
 }
 
 // changedLocked wakes whoever waits for a change of leader or term.
@@ -286,7 +290,7 @@ func (s *state) acquireAllowedAt(l *coordinationv1.Lease) time.Time {
 	if rec.HolderIdentity == s.cfg.identity {
 		return time.Time{}
 	}
-	failing := s.check.failing(s.cfg.Work)
+	failing := s.work.Failing()
 	cool := successionOf(l).CooldownOf(s.cfg.identity)
 	if !failing && (cool <= 0 || !time.Now().Before(s.seenAt.Add(cool))) {
 		return time.Time{}
@@ -471,12 +475,9 @@ func (s *state) startServing(t *term, ctx context.Context, cancel context.Cancel
 	if !t.start(ctx, cancel, now) {
 		return false
 	}
-	if s.cfg.Work.enabled() && s.succession.streak > 0 {
-		// The fleet's last stuck handovers were in a row: hold before
-		// handing over for stuck work in turn (work.go).
-		t.work.streak = s.succession.streak
-		t.work.holdUntil = now.Add(s.cfg.Work.cooldown(t.work.streak))
-	}
+	// If the fleet's last stuck handovers were in a row (the streak), t
+	// holds before handing over for stuck work in turn.
+	t.work = s.work.Start(termLeader{s, t}, t.value.beats, now, s.succession.streak)
 	s.stats.TermsStarted++
 	s.emitLocked(Event{Kind: EventStartedLeading, Leader: s.cfg.identity, Term: t.number, Fence: t.fence})
 	s.changedLocked()
@@ -651,16 +652,13 @@ func (s *state) snapshot(now time.Time) snapshot {
 	snap.DroppedEvents = s.events.droppedCount()
 	snap.WorkCooling = s.succession.coolingAt(now)
 	if t := s.term; t.leading(now) {
-		snap.stuck, snap.stuckAt = t.work.stuck, t.work.stuckAt
-		if why := s.stuckReasonLocked(t, now); why != nil && t.work.stuck != nil {
-			snap.stuck = why // as of now, not as judged
-		}
-		if t.work.streak > 0 {
-			snap.WorkStreak, snap.WorkHoldUntil = t.work.streak, t.work.holdUntil
+		snap.stuckAt, snap.stuck = s.work.Stuck(t.work, now)
+		if streak, until := t.work.Hold(); streak > 0 {
+			snap.WorkStreak, snap.WorkHoldUntil = streak, until
 		}
 	}
 	if t := s.term; t.working() {
-		snap.LastBeat = t.value.lastBeat()
+		snap.LastBeat = t.value.beats.Last()
 		snap.working, snap.workingTerm, snap.workingEnded = true, t.number, t.validUntil
 		if t.phase == termSteppingDown && t.endedAt.Before(t.validUntil) {
 			snap.workingEnded = t.endedAt

@@ -872,7 +872,7 @@ func (g *lineage) stuckReleasing(cfg *config, now time.Time) {
 	if g.cooling == nil {
 		g.cooling = map[string]time.Time{}
 	}
-	g.cooling[cfg.identity] = now.Add(cfg.Work.cooldown(g.streak + 1))
+	g.cooling[cfg.identity] = now.Add(cfg.Work.cooldown(g.streak + 1)) // work.Options.CooldownOf
 }
 
 // someoneElse reports whether a candidate other than this one is known who

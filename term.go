@@ -3,6 +3,8 @@ package relect
 import (
 	"context"
 	"time"
+
+	"github.com/relect/relect/internal/work"
 )
 
 // A term is one tenure of this candidate as leader: from the write that
@@ -71,9 +73,9 @@ type term struct {
 	// its beats: context.go); startedAt when serving began.
 	value     *termValue
 	startedAt time.Time
-	// work is the term's work liveness (work.go; zero when Options.Work
-	// is off).
-	work termWork
+	// work is the term's work liveness (internal/work), set when serving
+	// begins.
+	work *work.Term
 }
 
 // stepDownRequest is a Yield (to empty) or a HandOver to to, asked of a
@@ -108,7 +110,7 @@ func newTerm(transitions int, fence Fence, sent, validUntil time.Time, stopCampa
 		renewed:      make(chan struct{}, 1),
 		stopCampaign: stopCampaign,
 		served:       make(chan struct{}),
-		value:        &termValue{number: int64(transitions), fence: fence, woken: make(chan struct{}, 1)},
+		value:        &termValue{number: int64(transitions), fence: fence, beats: work.NewBeats()},
 	}
 }
 

@@ -7,8 +7,9 @@
 //
 // The rule, stated once: the k-th failure in a row of a shard passes its
 // holder over for that shard for Cooldown × 2^(k−1), at most MaxCooldown
-// (Doubling) — the cooldown the shard's own release record publishes for
-// a stuck holder (Options.Work's rule). A shard that is passed over by
+// (internal/work's Doubling, the one rule of relect's cooldowns) — the
+// cooldown the shard's own release record publishes for a stuck holder
+// (Options.Work's rule). A shard that is passed over by
 // every candidate waits, unassigned, until the first of them is due. A
 // term of the shard that lasts twice the cooldown of the streak it started
 // in ends the streak. Nothing else changes: the holder keeps its other
@@ -18,20 +19,9 @@ package shardpace
 import (
 	"slices"
 	"time"
-)
 
-// Doubling returns the cooldown of the k-th failure in a row (k ≥ 1):
-// base × 2^(k−1), at most max; zero for k < 1.
-func Doubling(base, max time.Duration, k int) time.Duration {
-	if k < 1 {
-		return 0
-	}
-	d := base
-	for i := 1; i < k && d < max; i++ {
-		d *= 2
-	}
-	return min(d, max)
-}
+	"github.com/relect/relect/internal/work"
+)
 
 // Pace is the leader's record of the shards that fail, for one term. The
 // zero value is not usable: use New. A Pace is not safe for concurrent use.
@@ -86,7 +76,7 @@ func (p *Pace) Failed(sh, holder string, record int, now time.Time) (streak int,
 	s := p.of(sh)
 	s.streak = max(s.streak+1, record)
 	p.failedAt[sh] = now
-	until = now.Add(Doubling(p.base, p.max, s.streak))
+	until = now.Add(work.Doubling(p.base, p.max, s.streak))
 	s.passed[holder] = until
 	s.holder, s.heldAt = "", time.Time{}
 	return s.streak, until
@@ -143,7 +133,7 @@ func (p *Pace) Held(sh, holder string, now time.Time) {
 		s.holder, s.heldAt, s.streakK = holder, now, s.streak
 		return
 	}
-	if !now.Before(s.heldAt.Add(2 * Doubling(p.base, p.max, s.streakK))) {
+	if !now.Before(s.heldAt.Add(2 * work.Doubling(p.base, p.max, s.streakK))) {
 		s.streak = 0
 		p.forget(sh, now)
 	}

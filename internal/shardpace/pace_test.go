@@ -11,12 +11,6 @@ import (
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func TestDoubling(t *testing.T) {
-	for k, want := range []time.Duration{0, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 10 * time.Minute, 10 * time.Minute} {
-		assert.Equal(t, want, Doubling(time.Minute, 10*time.Minute, k), "k=%d", k)
-	}
-}
-
 func alive(string, string) bool { return true }
 
 // TestFailingEverywhere: a shard whose work fails on every candidate, 8 s
