@@ -450,7 +450,7 @@ func (f *follower) freeAt() (_ time.Time, turns bool) {
 }
 
 // standsBack reports whether this candidate lets the others go first when
-// the lease is free (work.go): its own work check fails, or the line of
+// the lease is free (internal/work): its own work check fails, or the line of
 // succession has it cooling after a stuck handover — for the seconds it
 // gave, from when this follower observed it.
 func (f *follower) standsBack() bool {

@@ -280,7 +280,7 @@ type lineage struct {
 	// registration first seen since ("" before).
 	passedOver map[string]string
 	// streak is the fleet's stuck handovers in a row, as the line of
-	// succession this candidate acquired under said (work.go); cooling the
+	// succession this candidate acquired under said (internal/work); cooling the
 	// candidates in their cooldown after one, until the local time given;
 	// stuckRelease: this candidate is handing over for stuck work, so its
 	// release publishes the streak, one longer, and its own cooldown.
@@ -379,7 +379,7 @@ func (g *lineage) lapsedLongAgo(now time.Time) []candidate {
 
 // acquired records, at this candidate's acquiring write, the fleet's streak
 // of stuck handovers and the candidates cooling after one, as the line it
-// observed carries them (work.go), and who is likely dead (passedOver): the
+// observed carries them (internal/work), and who is likely dead (passedOver): the
 // successors that were in line before it, since they did not take their
 // turn (none if the record was a handover to it); the holder whose lease it took over once
 // it expired (expired; "" if it was released, handed over, or missing),
@@ -540,7 +540,7 @@ func (g *lineage) live(now time.Time) []Candidate {
 // from the leader's view of the registry (without the passed over), or,
 // before it has one, carried over from the line last observed; nil when
 // nobody is known and there is no streak of stuck handovers or cooldown to
-// carry (work.go). With the registry off it names nobody, and carries the
+// carry (internal/work). With the registry off it names nobody, and carries the
 // streak and the cooldowns all the same: they are the fleet's, not the
 // registry's, and a leader that dropped them would let the next one hand
 // over at once.

@@ -2,7 +2,6 @@ package relect
 
 import (
 	"context"
-	"log/slog"
 	"time"
 
 	"github.com/relect/relect/internal/work"
@@ -94,100 +93,4 @@ func (o WorkOptions) resolved() work.Options {
 		}
 	}
 	return w
-}
-
-// workPort is the work liveness component's port (work.Port, and
-// work.Checker for its checks): the Elector's state, whose mutex guards
-// the component. The Port's methods are called with mu held.
-type workPort struct{ s *state }
-
-var (
-	_ work.Port    = workPort{}
-	_ work.Checker = workPort{}
-	_ work.Leader  = termLeader{}
-)
-
-func (p workPort) Log(level slog.Level, msg string, args ...any) {
-	p.s.logs.log(level, msg, append([]any{"lease", p.s.cfg.describe}, args...)...)
-}
-
-func (p workPort) SomeoneElse(now time.Time) bool { return p.s.succession.someoneElse(p.s.cfg, now) }
-func (p workPort) EndStreak()                     { p.s.succession.streak = 0 }
-func (p workPort) CheckFailures(n int)            { p.s.stats.WorkCheckFailures = n }
-
-func (p workPort) StuckSince(at time.Time) {
-	p.s.stats.WorkStuck, p.s.stats.WorkStuckSince = !at.IsZero(), at
-}
-
-// Wanted reports whether the work check should run now: this candidate
-// leads, or the line of succession names it (a successor, a keeper, or
-// the warden: each may take the lease at its turn, and stands back if its
-// check fails).
-func (p workPort) Wanted() bool {
-	s := p.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	line, id := s.succession.line, s.cfg.identity
-	return s.term.leading(time.Now()) || (!s.cfg.Standby && line != nil && (line.Names(id) || line.Warden == id))
-}
-
-// Checked records one call of the work check (nil: healthy) and, on a
-// leader, what it means for its term.
-func (p workPort) Checked(err error) {
-	s := p.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var t *work.Term
-	if s.term.leading(time.Now()) {
-		t = s.term.work
-	}
-	s.work.Checked(err, t, time.Now())
-}
-
-// due judges term t's work now and returns when the watchdog must look
-// again (work.Liveness.Due); zero when nothing is due.
-func (p workPort) due(t *term) time.Time {
-	s := p.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !t.leading(time.Now()) {
-		return time.Time{}
-	}
-	return s.work.Due(t.work, time.Now())
-}
-
-// checkFailing reports whether this candidate's own work check is failing:
-// then it stands back in the line of succession (follower.expiry).
-func (s *state) checkFailing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.work.Failing()
-}
-
-// termLeader is the work liveness component's side of leading term t
-// (work.Leader). Its methods are called with the state's mu held.
-type termLeader struct {
-	s *state
-	t *term
-}
-
-func (l termLeader) Number() int64      { return l.t.number }
-func (l termLeader) SteppingDown() bool { return l.t.stepDown != nil }
-
-func (l termLeader) Stuck(why error) {
-	l.s.emitLocked(Event{Kind: EventWorkStuck, Leader: l.s.cfg.identity, Term: l.t.number, Fence: l.t.fence, Err: why})
-}
-
-func (l termLeader) Recovered(stuckFor time.Duration) {
-	l.s.emitLocked(Event{Kind: EventWorkRecovered, Leader: l.s.cfg.identity, Term: l.t.number, Fence: l.t.fence, Delay: stuckFor})
-}
-
-// HandOver publishes the streak one longer and this candidate cooling
-// (lineage.stuckReleasing), and ends the current term to release the
-// lease.
-func (l termLeader) HandOver(why error, now time.Time) {
-	s := l.s
-	s.succession.stuckReleasing(s.cfg, now)
-	s.stats.WorkStuckHandovers++
-	s.stepDownForLocked("", why)
 }
