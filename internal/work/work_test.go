@@ -102,7 +102,13 @@ func TestCheckRecovers(t *testing.T) {
 	require.Len(t, leader.stuck, 1)
 	assert.True(t, leader.handedAt.IsZero(), "nobody else known: it leads on")
 	assert.Contains(t, port.logs, "relect: the leader's work is stuck, and no other candidate is known to take over: leading on")
+	since, why := l.Stuck(term, t0.Add(40*time.Second))
+	assert.Equal(t, t0.Add(30*time.Second), since)
+	assert.ErrorContains(t, why, "the work check failed 3 times in a row: no")
 	l.Checked(nil, term, t0.Add(45*time.Second))
+	since, why = l.Stuck(term, t0.Add(46*time.Second))
+	assert.True(t, since.IsZero())
+	assert.NoError(t, why)
 	assert.Equal(t, []time.Duration{15 * time.Second}, leader.recovered)
 	assert.False(t, l.Failing())
 	assert.Zero(t, port.checkFailures)
@@ -145,6 +151,9 @@ func TestBeatsKeepItAlive(t *testing.T) {
 	l.Due(term, last.Add(10*time.Second))
 	require.Len(t, leader.stuck, 1)
 	assert.ErrorContains(t, leader.stuck[0], "no beat for 10s (BeatWindow 10s)")
+	since, why := l.Stuck(term, last.Add(11*time.Second))
+	assert.Equal(t, last.Add(10*time.Second), since)
+	assert.ErrorContains(t, why, "no beat for 11s", "as of now, not as judged")
 	select {
 	case <-beats.Woken():
 		t.Fatal("woken before a beat")
