@@ -148,6 +148,7 @@ func TestDeposedLeadersLateWriteIsRefused(t *testing.T) {
 		close(wake)
 		err := <-late
 		assert.ErrorIs(t, err, fencing.ErrStale)
+		synctest.Wait() // b's events reach its collector (a goroutine of the harness)
 		assert.False(t, errors.Is(store.Admit(fences(b)[0]), fencing.ErrStale), "b writes on")
 		a.client.Heal()
 		stopAll(a, b)
