@@ -70,8 +70,9 @@ func (a *LeaseAPI) watch(ctx context.Context, namespace, name string, sel labels
 			return nil, apierrors.NewBadRequest(fmt.Sprintf("relecttest: invalid resourceVersion %q", resourceVersion))
 		}
 		if len(a.history) > 0 && from+1 < a.history[0].rv && from < a.rv {
+			oldest := a.history[0].rv - 1 // read before the unlock: the history moves
 			a.mu.Unlock()
-			return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, a.history[0].rv-1))
+			return nil, apierrors.NewResourceExpired(fmt.Sprintf("too old resource version: %d (%d)", from, oldest))
 		}
 		for _, h := range a.history {
 			if h.rv > from && w.matches(h.lease) {
