@@ -676,9 +676,9 @@ func refillTime(lt leaseTiming) time.Duration {
 // line at a Yield is, with equal priorities and three candidates, the
 // candidate that led before, and a leader lists the registry only with
 // tokens to spare: changes in quicker succession wait for tokens, and
-// pass on lines of succession that leave out the leaders before (see
-// docs/performance.md). HandOver names the candidate that did not lead
-// last.
+// pass on lines of succession that leave out the leaders before (the
+// runs that showed it: `git log -p docs/performance.md`). HandOver names
+// the candidate that did not lead last.
 func benchStepDown(t *testing.T, c *cluster, kind string, n int) stepDownRun {
 	lt := productionTiming
 	lease := leaseName(t)
