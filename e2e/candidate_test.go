@@ -188,6 +188,21 @@ func (cand *candidate) events(kind string, from time.Time) []history.Record {
 	return out
 }
 
+// eventsAfterOne waits until cand has recorded at least one event kind at
+// or after from, and returns all of them. The candidate writes an event
+// after the Lease call it reports has returned, so the apiserver (and any
+// other candidate) can show the effect before the record is written:
+// read right away, the count races with that write.
+func (cand *candidate) eventsAfterOne(t *testing.T, kind string, from time.Time) []history.Record {
+	t.Helper()
+	var rs []history.Record
+	waitFor(t, slack, cand.id+"'s "+kind+" event", func() bool {
+		rs = cand.events(kind, from)
+		return len(rs) > 0
+	})
+	return rs
+}
+
 // Leadership controls of a relect candidate process, and the events it
 // records for them.
 const (

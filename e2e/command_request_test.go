@@ -90,7 +90,7 @@ func TestCommandYieldHandOver(t *testing.T) {
 		t.Errorf("relect yield: exit %d, stdout %q, stderr %q; want 0 and %s leading", code, out, errOut, second.id)
 	}
 	waitNewLeader(t, maxAcquireWait()+slack, sent, r1, r2)
-	if !second.leading() || len(first.events("released", sent)) != 1 {
+	if !second.leading() || len(first.eventsAfterOne(t, "released", sent)) != 1 {
 		t.Errorf("after relect yield: %s should lead, and %s should have released the Lease once", second.id, first.id)
 	}
 	if req := pendingRequest(t, kc, ref); req != nil {
@@ -106,8 +106,8 @@ func TestCommandYieldHandOver(t *testing.T) {
 		t.Errorf("relect handover: exit %d, stdout %q, stderr %q; want 0 and %s leading", code, out, errOut, first.id)
 	}
 	next, _, _ := waitNewLeader(t, maxAcquireWait()+slack, sent, r1, r2)
-	if next != first || len(second.events("handed-over", sent)) != 1 {
-		t.Errorf("after relect handover to %s: %s leads; %s's handed-over events: %d", first.id, next.id, second.id, len(second.events("handed-over", sent)))
+	if n := len(second.eventsAfterOne(t, "handed-over", sent)); next != first || n != 1 {
+		t.Errorf("after relect handover to %s: %s leads; %s's handed-over events: %d", first.id, next.id, second.id, n)
 	}
 
 	// A typo is refused by the command itself: nothing is written.

@@ -68,7 +68,7 @@ func TestFailover(t *testing.T) {
 	termSent, exited := second.terminate()
 	released := w.await(t, termSent, time.Second, "the lease to be seen released",
 		func(o leaseObs) bool { return o.exists && o.holder == "" })
-	if len(second.events("released", termSent)) != 1 {
+	if len(second.eventsAfterOne(t, "released", termSent)) != 1 {
 		t.Errorf("%s: want one released event after SIGTERM", second.id)
 	}
 	waitLeader(t, maxAcquireWait()+slack, third)

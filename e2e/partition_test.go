@@ -41,7 +41,7 @@ func TestPartitionedLeader(t *testing.T) {
 		t.Errorf("%s led after the renew deadline %v: %v", cut.id, renewDeadline, last)
 	}
 	other.takenOverOnlyAfter(t, "partition", partitioned, last.SurelyUntil)
-	stopped := cut.events("stopped-leading", partitioned)
+	stopped := cut.eventsAfterOne(t, "stopped-leading", partitioned)
 	if len(stopped) != 1 || !strings.Contains(stopped[0].Err, "expired") {
 		t.Errorf("%s: want one stopped-leading event with the lease expired, got %+v", cut.id, stopped)
 	}

@@ -70,7 +70,7 @@ func TestPausedLeader(t *testing.T) {
 	}
 	// Its term ends on waking: by its watchdog (the lease expired) or by
 	// seeing the new holder (the lease was lost), whichever runs first.
-	stopped := paused.events("stopped-leading", contAt)
+	stopped := paused.eventsAfterOne(t, "stopped-leading", contAt)
 	if len(stopped) != 1 || !(strings.Contains(stopped[0].Err, "expired") || strings.Contains(stopped[0].Err, "lost")) {
 		t.Errorf("%s: want one stopped-leading event (lease expired or lost) after waking, got %+v", paused.id, stopped)
 	} else {

@@ -77,7 +77,7 @@ func TestWorkStuckHandsOver(t *testing.T) {
 	if len(stops) != 1 {
 		t.Fatalf("%s: %d stopped-leading events for stuck work after its work hung, want 1", first.id, len(stops))
 	}
-	if n := len(first.events("released", stops[0].Time())); n != 1 {
+	if n := len(first.eventsAfterOne(t, "released", stops[0].Time())); n != 1 {
 		t.Errorf("%s: %d released events after its stuck term, want 1 (released at once, as a Yield)", first.id, n)
 	}
 	released, ok := w.first(hung, func(o leaseObs) bool { return o.exists && o.holder == "" })
