@@ -60,16 +60,29 @@ func main() {
 	}
 }
 
-func run(logger *slog.Logger, log logr.Logger) error {
-	namespace := flag.String("lease-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Lease and of the ConfigMaps (default: $POD_NAMESPACE)")
-	leaseName := flag.String("lease-name", "relect-controller-runtime", "name of the Lease")
-	metricsAddr := flag.String("metrics-addr", ":8080", "address of the metrics server (controller-runtime's and relect's metrics)")
-	healthAddr := flag.String("health-addr", ":8081", "address of the health probes: /healthz and /readyz")
-	// -kubeconfig is controller-runtime's (package client/config), for
-	// runs outside a cluster.
+// flags are the command line. -kubeconfig is controller-runtime's (package
+// client/config), for runs outside a cluster.
+type flags struct {
+	namespace, leaseName, metricsAddr, healthAddr string
+}
+
+func parseFlags() (flags, error) {
+	var f flags
+	flag.StringVar(&f.namespace, "lease-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Lease and of the ConfigMaps (default: $POD_NAMESPACE)")
+	flag.StringVar(&f.leaseName, "lease-name", "relect-controller-runtime", "name of the Lease")
+	flag.StringVar(&f.metricsAddr, "metrics-addr", ":8080", "address of the metrics server (controller-runtime's and relect's metrics)")
+	flag.StringVar(&f.healthAddr, "health-addr", ":8081", "address of the health probes: /healthz and /readyz")
 	flag.Parse()
-	if *namespace == "" {
-		return errors.New("no namespace: set -lease-namespace or POD_NAMESPACE")
+	if f.namespace == "" {
+		return f, errors.New("no namespace: set -lease-namespace or POD_NAMESPACE")
+	}
+	return f, nil
+}
+
+func run(logger *slog.Logger, log logr.Logger) error {
+	f, err := parseFlags()
+	if err != nil {
+		return err
 	}
 	identity := os.Getenv("POD_NAME")
 	if identity == "" {
@@ -90,13 +103,13 @@ func run(logger *slog.Logger, log logr.Logger) error {
 		Logger: log,
 		// The cache holds the namespace's ConfigMaps only, as the Role
 		// grants; it is the manager's, listed once, warm for every term.
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{*namespace: {}}},
-		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
-		HealthProbeBindAddress: *healthAddr,
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{f.namespace: {}}},
+		Metrics:                metricsserver.Options{BindAddress: f.metricsAddr},
+		HealthProbeBindAddress: f.healthAddr,
 	}, ctrlrt.Options{
 		Elector: relect.Options{
-			Namespace: *namespace,
-			Name:      *leaseName,
+			Namespace: f.namespace,
+			Name:      f.leaseName,
 			Identity:  identity,
 			// relect's default durations (15 s, 10 s, 2 s): a crashed
 			// leader is replaced in about 15–20 s, a stopped one at once.
@@ -115,19 +128,26 @@ func run(logger *slog.Logger, log logr.Logger) error {
 	}
 	stamper.client, stamper.identity = mgr.GetClient(), mgr.Elector().Identity()
 
-	// relect's metrics beside controller-runtime's, on the manager's
-	// metrics server.
-	collector, err := metrics.NewCollector(mgr.Elector(), metrics.Options{})
+	if err := registerMetrics(mgr.Elector()); err != nil {
+		return err
+	}
+
+	logger.Info("starting", "lease", f.namespace+"/"+f.leaseName, "identity", mgr.Elector().Identity())
+	// Start returns on SIGTERM (a rollout, a drain, kubectl delete): it
+	// ends the term (the controller returns, the lease is released so that
+	// another replica takes over at once), then stops the manager.
+	return mgr.Start(signals.SetupSignalHandler())
+}
+
+// registerMetrics serves relect's metrics beside controller-runtime's, on
+// the manager's metrics server.
+func registerMetrics(e *relect.Elector) error {
+	collector, err := metrics.NewCollector(e, metrics.Options{})
 	if err != nil {
 		return err
 	}
 	if err := ctrlmetrics.Registry.Register(collector); err != nil {
 		return fmt.Errorf("registering relect's metrics: %w", err)
 	}
-
-	logger.Info("starting", "lease", *namespace+"/"+*leaseName, "identity", mgr.Elector().Identity())
-	// Start returns on SIGTERM (a rollout, a drain, kubectl delete): it
-	// ends the term (the controller returns, the lease is released so that
-	// another replica takes over at once), then stops the manager.
-	return mgr.Start(signals.SetupSignalHandler())
+	return nil
 }

@@ -45,17 +45,31 @@ func main() {
 	}
 }
 
-func run(logger *slog.Logger) error {
-	namespace := flag.String("lease-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Lease (default: $POD_NAMESPACE)")
-	name := flag.String("lease-name", "relect-controller", "name of the Lease")
-	healthAddr := flag.String("health-addr", ":8080", "address of the /healthz, /readyz and /metrics endpoints")
-	workEvery := flag.Duration("work-every", 5*time.Second, "how often the leader does its work")
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file to use instead of the in-cluster configuration (out-of-cluster runs and tests)")
-	flag.Parse()
-	if *namespace == "" {
-		return errors.New("no Lease namespace: set -lease-namespace or POD_NAMESPACE")
-	}
+// flags are the command line.
+type flags struct {
+	namespace, name, healthAddr, kubeconfig string
+	workEvery                               time.Duration
+}
 
+func parseFlags() (flags, error) {
+	var f flags
+	flag.StringVar(&f.namespace, "lease-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Lease (default: $POD_NAMESPACE)")
+	flag.StringVar(&f.name, "lease-name", "relect-controller", "name of the Lease")
+	flag.StringVar(&f.healthAddr, "health-addr", ":8080", "address of the /healthz, /readyz and /metrics endpoints")
+	flag.DurationVar(&f.workEvery, "work-every", 5*time.Second, "how often the leader does its work")
+	flag.StringVar(&f.kubeconfig, "kubeconfig", "", "kubeconfig file to use instead of the in-cluster configuration (out-of-cluster runs and tests)")
+	flag.Parse()
+	if f.namespace == "" {
+		return f, errors.New("no Lease namespace: set -lease-namespace or POD_NAMESPACE")
+	}
+	return f, nil
+}
+
+func run(logger *slog.Logger) error {
+	f, err := parseFlags()
+	if err != nil {
+		return err
+	}
 	// The pod name is unique among live replicas and, unlike the default
 	// (host name plus random digits), readable in `kubectl get lease`.
 	identity := os.Getenv("POD_NAME")
@@ -64,8 +78,8 @@ func run(logger *slog.Logger) error {
 	}
 
 	cfg, err := rest.InClusterConfig()
-	if *kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	if f.kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", f.kubeconfig)
 	}
 	if err != nil {
 		return err
@@ -78,12 +92,12 @@ func run(logger *slog.Logger) error {
 
 	e, err := relect.New(relect.Options{
 		Config:    cfg, // relect builds its own Lease client from it
-		Namespace: *namespace,
-		Name:      *name,
+		Namespace: f.namespace,
+		Name:      f.name,
 		Identity:  identity,
 		// The durations are relect's defaults (15 s, 10 s, 2 s): a crashed
 		// leader is replaced in about 15–20 s, a stopped one in ≤ 4.4 s.
-		OnStartedLeading: func(ctx context.Context) { lead(ctx, logger, *workEvery) },
+		OnStartedLeading: func(ctx context.Context) { lead(ctx, logger, f.workEvery) },
 		OnNewLeader: func(holder string) {
 			logger.Info("new leader observed", "leader", holder, "me", holder == identity)
 		},
@@ -92,22 +106,42 @@ func run(logger *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-
-	// /healthz is the liveness probe: relect's HealthCheck fails when the
-	// process is cut off from the API server for longer than twice the lease
-	// duration, or when leader work ignores its cancelled context — both
-	// fixed by a restart. /readyz answers as long as the process serves
-	// HTTP and does not depend on leadership: a follower is a healthy
-	// standby, not a broken pod. Were readiness to follow leadership, only
-	// one pod of the Deployment would ever be Ready: the Deployment would
-	// report the others unavailable for good, a rolling update would wait
-	// forever for a new pod (which cannot lead while an old one holds the
-	// lease) to become Ready, and a PodDisruptionBudget would count the
-	// followers as disrupted and block node drains.
-	// /metrics serves relect's metrics from a registry of our own.
-	collector, err := metrics.NewCollector(e, metrics.Options{})
+	shutdown, err := serve(e, f.healthAddr, cancel)
 	if err != nil {
 		return err
+	}
+	defer shutdown()
+
+	logger.Info("campaigning", "lease", f.namespace+"/"+f.name, "identity", e.Identity())
+	// Run returns when ctx is done: on SIGTERM, after the leader's work has
+	// returned and the lease was released (at most RenewDeadline/2 for an
+	// acquiring write in flight, then at most RenewDeadline for the release:
+	// well within the pod's terminationGracePeriodSeconds).
+	if err := e.Run(ctx); !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil // SIGTERM or SIGINT: a normal shutdown
+}
+
+// serve serves /healthz, /readyz and /metrics on addr until shutdown is
+// called; a server that fails cancels the run with its error.
+//
+// /healthz is the liveness probe: relect's HealthCheck fails when the
+// process is cut off from the API server for longer than twice the lease
+// duration, or when leader work ignores its cancelled context — both
+// fixed by a restart. /readyz answers as long as the process serves
+// HTTP and does not depend on leadership: a follower is a healthy
+// standby, not a broken pod. Were readiness to follow leadership, only
+// one pod of the Deployment would ever be Ready: the Deployment would
+// report the others unavailable for good, a rolling update would wait
+// forever for a new pod (which cannot lead while an old one holds the
+// lease) to become Ready, and a PodDisruptionBudget would count the
+// followers as disrupted and block node drains.
+// /metrics serves relect's metrics from a registry of our own.
+func serve(e *relect.Elector, addr string, cancel context.CancelCauseFunc) (shutdown func(), err error) {
+	collector, err := metrics.NewCollector(e, metrics.Options{})
+	if err != nil {
+		return nil, err
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collector)
@@ -118,7 +152,7 @@ func run(logger *slog.Logger) error {
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	srv := &http.Server{
-		Addr:              *healthAddr,
+		Addr:              addr,
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
 	}
@@ -126,26 +160,15 @@ func run(logger *slog.Logger) error {
 	go func() {
 		defer close(served)
 		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-			cancel(fmt.Errorf("health server: %w", err)) // stops Run below
+			cancel(fmt.Errorf("health server: %w", err)) // stops Run
 		}
 	}()
-
-	logger.Info("campaigning", "lease", *namespace+"/"+*name, "identity", e.Identity())
-	// Run returns when ctx is done: on SIGTERM, after the leader's work has
-	// returned and the lease was released (at most RenewDeadline/2 for an
-	// acquiring write in flight, then at most RenewDeadline for the release:
-	// well within the pod's terminationGracePeriodSeconds).
-	runErr := e.Run(ctx)
-
-	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
-	srv.Shutdown(shutdownCtx)
-	<-served
-
-	if errors.Is(runErr, context.Canceled) {
-		return nil // SIGTERM or SIGINT: a normal shutdown
-	}
-	return runErr
+	return func() {
+		ctx, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		srv.Shutdown(ctx)
+		<-served
+	}, nil
 }
 
 // lead is the leader-only work of one term. It returns when ctx is done: the

@@ -140,6 +140,7 @@ type settings struct {
 	renewDeadline   time.Duration
 	retryPeriod     time.Duration
 	healthAddr      string
+	kubeconfig      string   // empty: the pod's service account
 	shards          []string // the metricsets reported as shards; none: the leader reports them all
 }
 
@@ -181,7 +182,8 @@ var metricsets = map[string]func(ctx context.Context, client kubernetes.Interfac
 	},
 }
 
-func run(logger *slog.Logger) error {
+// parseSettings reads the command line.
+func parseSettings() (settings, error) {
 	var s settings
 	flag.StringVar(&s.namespace, "lease-namespace", os.Getenv("POD_NAMESPACE"), "namespace of the Lease (default: $POD_NAMESPACE)")
 	flag.StringVar(&s.name, "lease-name", "relect-reporter", "name of the Lease")
@@ -190,35 +192,34 @@ func run(logger *slog.Logger) error {
 	flag.DurationVar(&s.renewDeadline, "renew-deadline", 10*time.Second, "Options.RenewDeadline (relect's default)")
 	flag.DurationVar(&s.retryPeriod, "retry-period", 2*time.Second, "Options.RetryPeriod (relect's default): how often the leader renews; the fleet's steady cost does not grow with the number of agents")
 	flag.StringVar(&s.healthAddr, "health-addr", ":8080", "address of the /healthz endpoint")
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig file, to run outside a pod (e.g. against the local control plane of docs/testing.md); empty: the pod's service account")
+	flag.StringVar(&s.kubeconfig, "kubeconfig", "", "kubeconfig file, to run outside a pod (e.g. against the local control plane of docs/testing.md); empty: the pod's service account")
 	shards := flag.String("shards", "", "comma-separated metricsets (nodes, pods, namespaces) reported as shards spread over the fleet; empty: the leader reports the nodes metricset")
 	flag.Parse()
 	if *shards != "" {
 		s.shards = strings.Split(*shards, ",")
 		for _, sh := range s.shards {
 			if metricsets[sh] == nil {
-				return fmt.Errorf("-shards: unknown metricset %q (known: nodes, pods, namespaces)", sh)
+				return s, fmt.Errorf("-shards: unknown metricset %q (known: nodes, pods, namespaces)", sh)
 			}
 		}
 	}
 	if s.namespace == "" {
-		return errors.New("no Lease namespace: set -lease-namespace or POD_NAMESPACE")
+		return s, errors.New("no Lease namespace: set -lease-namespace or POD_NAMESPACE")
+	}
+	return s, nil
+}
+
+func run(logger *slog.Logger) error {
+	s, err := parseSettings()
+	if err != nil {
+		return err
 	}
 	node, pod := os.Getenv("NODE_NAME"), os.Getenv("POD_NAME")
 	if node == "" || pod == "" {
 		return errors.New("NODE_NAME and POD_NAME must be set (downward API: spec.nodeName, metadata.name)")
 	}
 
-	cfg, err := rest.InClusterConfig()
-	if *kubeconfig != "" {
-		cfg, err = clientcmd.BuildConfigFromFlags("", *kubeconfig)
-	}
-	if err != nil {
-		return err
-	}
-	// For the agent's own calls (listing nodes). relect builds a separate
-	// Lease client from cfg, so that these calls never delay a renewal.
-	client, err := kubernetes.NewForConfig(cfg)
+	cfg, client, err := clients(s.kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -244,37 +245,64 @@ func run(logger *slog.Logger) error {
 		return err // names the invalid flag's Options field
 	}
 
-	// Liveness and readiness: the process is up. Not leadership: every
-	// agent is needed for its node's metrics, and a DaemonSet rolling update
-	// waits for each new pod to become Ready, which a follower never would.
-	mux := http.NewServeMux()
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprintln(w, "ok")
-	})
-	srv := &http.Server{Addr: s.healthAddr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
-			cancel(fmt.Errorf("health server: %w", err))
-		}
-	})
-	wg.Go(func() { reportNode(ctx, logger, node, s.reportEvery) })
+	shutdown := serveHealth(s.healthAddr, cancel)
+	var reported sync.WaitGroup
+	reported.Go(func() { reportNode(ctx, logger, node, s.reportEvery) })
 
 	logger.Info("campaigning", "lease", s.namespace+"/"+s.name, "identity", e.Identity(),
 		"lease_duration", s.leaseDuration.String(), "renew_deadline", s.renewDeadline.String(), "retry_period", s.retryPeriod.String())
 	runErr := e.Run(ctx) // until SIGTERM; releases the lease if it leads
 	cancel(runErr)       // stops reportNode if Run ended for another reason
-
-	shutdownCtx, done := context.WithTimeout(context.Background(), 5*time.Second)
-	defer done()
-	srv.Shutdown(shutdownCtx)
-	wg.Wait()
+	shutdown()
+	reported.Wait()
 
 	if errors.Is(runErr, context.Canceled) {
 		return nil // SIGTERM or SIGINT: a normal shutdown
 	}
 	return runErr
+}
+
+// clients returns the cluster's configuration, from kubeconfig or else the
+// pod's service account, and a client for the agent's own calls (listing
+// nodes). relect builds a separate Lease client from the configuration, so
+// that these calls never delay a renewal.
+func clients(kubeconfig string) (*rest.Config, kubernetes.Interface, error) {
+	cfg, err := rest.InClusterConfig()
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	return cfg, client, err
+}
+
+// serveHealth serves /healthz on addr until shutdown is called; a server
+// that fails cancels the run with its error.
+//
+// Liveness and readiness: the process is up. Not leadership: every agent
+// is needed for its node's metrics, and a DaemonSet rolling update waits
+// for each new pod to become Ready, which a follower never would.
+func serveHealth(addr string, cancel context.CancelCauseFunc) (shutdown func()) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		fmt.Fprintln(w, "ok")
+	})
+	srv := &http.Server{Addr: addr, Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		if err := srv.ListenAndServe(); !errors.Is(err, http.ErrServerClosed) {
+			cancel(fmt.Errorf("health server: %w", err))
+		}
+	}()
+	return func() {
+		ctx, done := context.WithTimeout(context.Background(), 5*time.Second)
+		defer done()
+		srv.Shutdown(ctx)
+		<-served
+	}
 }
 
 // setWork sets the agent's cluster-wide work in opts: without shards, the

@@ -99,6 +99,47 @@ type settings struct {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	s, err := parseSettings(args, stderr)
+	if err != nil {
+		if !errors.Is(err, flag.ErrHelp) && !errors.Is(err, errUsage) {
+			fmt.Fprintf(stderr, "demo: %v\n", err)
+		}
+		return 2
+	}
+	b, err := newBackend(s)
+	if err != nil {
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 2
+	}
+
+	logger := slog.New(slog.DiscardHandler)
+	if s.verbose {
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+
+	// Ctrl-C stops the script; the candidates still stop gracefully.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+
+	d := newDemo(s, b, newTimeline(stdout), logger)
+	err = d.script(ctx)
+	switch {
+	case errors.Is(err, errSetup):
+		fmt.Fprintf(stderr, "demo: %v\n", err)
+		return 2
+	case err != nil:
+		fmt.Fprintf(stderr, "demo: FAIL: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// errUsage is a command line the flag package refused: it printed why.
+var errUsage = errors.New("usage")
+
+// parseSettings reads the command line; flag errors are printed on stderr
+// (errUsage, or flag.ErrHelp for -h).
+func parseSettings(args []string, stderr io.Writer) (settings, error) {
 	var s settings
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -115,74 +156,42 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&s.namespace, "namespace", "default", "namespace of the Lease (cluster mode)")
 	fs.StringVar(&s.lease, "lease", "relect-demo", "name of the Lease (cluster mode)")
 	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "demo: unexpected arguments %q\n", fs.Args())
-		return 2
-	}
-	if s.candidates < 2 {
-		fmt.Fprintln(stderr, "demo: -candidates must be at least 2: someone has to take over")
-		return 2
-	}
-	if s.sampleEvery <= 0 {
-		fmt.Fprintln(stderr, "demo: -sample-every must be positive")
-		return 2
-	}
-
-	var b backend
-	switch {
-	case s.inCluster && s.kubeconfig != "":
-		fmt.Fprintln(stderr, "demo: give -kubeconfig or -in-cluster, not both")
-		return 2
-	case s.inCluster:
-		if os.Getenv("KUBERNETES_SERVICE_HOST") == "" {
-			fmt.Fprintln(stderr, "demo: -in-cluster needs KUBERNETES_SERVICE_HOST (run it in a pod)")
-			return 2
+		if errors.Is(err, flag.ErrHelp) {
+			return s, err
 		}
+		return s, errUsage
+	}
+	switch {
+	case fs.NArg() > 0:
+		return s, fmt.Errorf("unexpected arguments %q", fs.Args())
+	case s.candidates < 2:
+		return s, errors.New("-candidates must be at least 2: someone has to take over")
+	case s.sampleEvery <= 0:
+		return s, errors.New("-sample-every must be positive")
+	case s.inCluster && s.kubeconfig != "":
+		return s, errors.New("give -kubeconfig or -in-cluster, not both")
+	case s.inCluster && os.Getenv("KUBERNETES_SERVICE_HOST") == "":
+		return s, errors.New("-in-cluster needs KUBERNETES_SERVICE_HOST (run it in a pod)")
+	}
+	return s, nil
+}
+
+// newBackend returns the Lease API s asks for: the cluster the pod runs
+// in, the one of a kubeconfig file, or else the in-memory one.
+func newBackend(s settings) (backend, error) {
+	switch {
+	case s.inCluster:
 		cfg, err := rest.InClusterConfig()
 		if err != nil {
-			fmt.Fprintf(stderr, "demo: %v\n", err)
-			return 2
+			return nil, err
 		}
-		b, err = newClusterBackend(cfg, s.namespace, s.lease, "in-cluster")
-		if err != nil {
-			fmt.Fprintf(stderr, "demo: %v\n", err)
-			return 2
-		}
+		return newClusterBackend(cfg, s.namespace, s.lease, "in-cluster")
 	case s.kubeconfig != "":
 		cfg, err := loadKubeconfig(s.kubeconfig, s.kubecontext)
 		if err != nil {
-			fmt.Fprintf(stderr, "demo: %v\n", err)
-			return 2
+			return nil, err
 		}
-		b, err = newClusterBackend(cfg, s.namespace, s.lease, s.kubeconfig)
-		if err != nil {
-			fmt.Fprintf(stderr, "demo: %v\n", err)
-			return 2
-		}
-	default:
-		b = newMemBackend()
+		return newClusterBackend(cfg, s.namespace, s.lease, s.kubeconfig)
 	}
-
-	logger := slog.New(slog.DiscardHandler)
-	if s.verbose {
-		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-
-	// Ctrl-C stops the script; the candidates still stop gracefully.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-
-	d := newDemo(s, b, newTimeline(stdout), logger)
-	err := d.script(ctx)
-	switch {
-	case errors.Is(err, errSetup):
-		fmt.Fprintf(stderr, "demo: %v\n", err)
-		return 2
-	case err != nil:
-		fmt.Fprintf(stderr, "demo: FAIL: %v\n", err)
-		return 1
-	}
-	return 0
+	return newMemBackend(), nil
 }

@@ -449,25 +449,9 @@ func (d *demo) sample(ctx context.Context) {
 	}
 }
 
-// summary prints the results and returns an error naming every failed check
-// (or err, the script's own error, with them).
-func (d *demo) summary(err error) error {
-	d.mu.Lock()
-	results, overlaps, samples, costs, notes := d.results, d.overlaps, d.samples, d.costs, d.notes
-	d.mu.Unlock()
-	d.store.mu.Lock()
-	terms, accepted, problems := d.store.terms, d.store.accepted, d.store.problems
-	d.store.mu.Unlock()
-
-	var failed []string
-	if err != nil {
-		if errors.Is(err, errSetup) {
-			return err
-		}
-		failed = append(failed, err.Error())
-	}
-
-	d.tl.heading("summary")
+// printMeasurements prints what the script measured: printed, never
+// checked, as they depend on this machine's load.
+func (d *demo) printMeasurements(results []result, costs []changeCost, notes []string) {
 	slow := 0
 	for _, r := range results {
 		d.tl.plain("%s", r)
@@ -490,6 +474,28 @@ func (d *demo) summary(err error) error {
 	for _, n := range notes {
 		d.tl.plain("note: %s", n)
 	}
+}
+
+// summary prints the results and returns an error naming every failed check
+// (or err, the script's own error, with them).
+func (d *demo) summary(err error) error {
+	d.mu.Lock()
+	results, overlaps, samples, costs, notes := d.results, d.overlaps, d.samples, d.costs, d.notes
+	d.mu.Unlock()
+	d.store.mu.Lock()
+	terms, accepted, problems := d.store.terms, d.store.accepted, d.store.problems
+	d.store.mu.Unlock()
+
+	var failed []string
+	if err != nil {
+		if errors.Is(err, errSetup) {
+			return err
+		}
+		failed = append(failed, err.Error())
+	}
+
+	d.tl.heading("summary")
+	d.printMeasurements(results, costs, notes)
 	if len(overlaps) == 0 {
 		d.tl.plain("two leaders at once: never, in %d samples of every candidate's IsLeader", samples)
 	} else {
