@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/relect/relect/internal/linelease"
 	"github.com/relect/relect/internal/wire"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -73,7 +74,7 @@ type follower struct {
 	retryAt    time.Time
 	// standby: never acquire (Options.Standby), only observe.
 	standby bool
-	// The line Lease (line.go): lineRetryAt holds back the next try to
+	// The line Lease (internal/linelease): lineRetryAt holds back the next try to
 	// follow it after one that did not match, by lineRetry's backoff;
 	// sawPosted: a record observed in this follow phase posted its line;
 	// withdrawAt: since a record that posts none was observed, when the
@@ -500,3 +501,135 @@ func (f *follower) acquire(ctx context.Context) error {
 	}
 	return err
 }
+
+// The line Lease (internal/linelease, lineport.go): the follower decides
+// when it follows the line Lease instead of the election's, and what it
+// does when it comes back; the component reads, watches and withdraws it.
+
+// mayFollowLine reports whether the follower may stop watching the
+// election's Lease and follow the line Lease: the registry is on, the
+// record it observed posts a line that names neither this candidate nor
+// anyone it could not be told of (the holder is the line's leader, not
+// this candidate), nothing is due, a try that did not match is not being
+// held back, the record observed has not expired (its holder may be gone
+// with its whole line: the follower stays for its turn), and, after a line
+// that went stale, the follower has seen the election's Lease change since
+// it came back.
+func (f *follower) mayFollowLine() bool {
+	if !f.cfg.registry || f.lease == nil || f.stale || f.needRead || f.lineHold > 0 || time.Now().Before(f.lineRetryAt) {
+		return false
+	}
+	if free, turns := f.freeAt(); turns && !time.Now().Before(free) {
+		return false // the holder may be gone, with its line: stay for the turn
+	}
+	sc := linelease.PostedFor(f.lease)
+	return sc != nil && !sc.Names(f.cfg.identity) && sc.From != f.cfg.identity && !f.due()
+}
+
+// followLine follows the line Lease instead of the election's: it reads
+// it, and if it posts the line of the record observed, stops the
+// election's watch and follows the line Lease (linelease.Follow) until the
+// follower must watch the election's Lease again. It then returns nil with
+// a read of the election's Lease due (needRead), unless the line's warden
+// brought a record back (wardenBack). It returns ctx's error when ctx is
+// done. A line that does not match yet (the leader has not posted it) is
+// tried again after a backoff that grows to the refresh period.
+func (f *follower) followLine(ctx context.Context) error {
+	cfg := lineConfigOf(f.cfg)
+	l, line, err := linelease.Read(ctx, cfg, lineCalls{f.gw})
+	if err != nil || l == nil || !linelease.Same(line, linelease.RecordLine(f.lease)) {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		f.lineRetryAt = time.Now().Add(f.lineRetry.next())
+		return nil
+	}
+	f.lineRetry.reset()
+	f.stopWatch()
+	seed, seedAt := f.lease, f.observedAt
+	// What it knew of the election's Lease ages from here: it is read
+	// again before anything is done with it.
+	f.known, f.lease, f.key, f.needRead = false, nil, nil, true
+	out, err := linelease.Follow(ctx, cfg, lineOutsider{lineCalls{f.gw}, f}, l, seed, seedAt)
+	switch {
+	case out.Silent != nil:
+		f.wardenBack(out.Silent, out.Since)
+	case out.Stale:
+		// The leader may be gone, with its whole line: the follower does
+		// not follow the line again before it has seen the election's
+		// Lease change (a renewal).
+		f.lineHold = 2
+	}
+	return err
+}
+
+// wardenBack makes l, which this candidate's read as the line's warden
+// found released, or unchanged since since, its observation of the
+// election's Lease, observed since then: it was that record then already,
+// so the follower's expiry may count from there, as a watcher's would. The
+// follower then watches the election's Lease from l, and does not follow
+// the line again before it has seen the Lease change (a renewal, or a
+// takeover).
+func (f *follower) wardenBack(l *coordinationv1.Lease, since time.Time) {
+	f.lineHold = 2
+	f.observe(l, false)
+	f.needRead = false
+	if since.Before(f.observedAt) {
+		f.observedAt = since
+	}
+}
+
+// withdrawLine withdraws the line Lease for l, the record this follower
+// watched (linelease.Withdraw), with the registry on.
+func (f *follower) withdrawLine(ctx context.Context, l *coordinationv1.Lease) {
+	if f.cfg.registry {
+		linelease.Withdraw(ctx, lineConfigOf(f.cfg), lineCalls{f.gw}, l)
+	}
+}
+
+// noteLine looks at l, a record (nil: missing) that this follower observed
+// while it watches the election's Lease, for a withdrawal: once a record
+// posted a line in this follow phase, a record that is missing, or held by
+// a holder that posts none (not a release, not a handover in progress),
+// makes the line due for withdrawal two lease durations later — unless a
+// record that posts a line comes first: a hand edit is followed, once the
+// edited record expires (a lease duration and a turn in line), by a
+// relect leader's term, which posts its line, and the candidates following
+// the line need not come back meanwhile. Only those who watch see it, and
+// they are few: the line, a newcomer, a candidate that had to read again.
+func (f *follower) noteLine(l *coordinationv1.Lease) {
+	if !f.cfg.registry {
+		return
+	}
+	switch {
+	case linelease.PostedFor(l) != nil:
+		f.sawPosted, f.withdrawAt = true, time.Time{}
+	case !f.sawPosted:
+	case l == nil || (wire.Holder(l) != "" && handOverOf(l) == nil):
+		if f.withdrawAt.IsZero() {
+			f.withdrawAt = time.Now().Add(2 * f.cfg.LeaseDuration)
+		}
+	default: // released, or a handover: the next holder's record will say
+		f.withdrawAt = time.Time{}
+	}
+}
+
+// lineOutsider is a follower's port to the line Lease component
+// (linelease.Outsider).
+type lineOutsider struct {
+	lineCalls
+	f *follower
+}
+
+var _ linelease.Outsider = lineOutsider{}
+
+func (o lineOutsider) ReadLease(ctx context.Context) (*coordinationv1.Lease, error) {
+	return o.f.gw.getLease(ctx)
+}
+
+func (o lineOutsider) RecordKey(l *coordinationv1.Lease) string {
+	return string(recordKey(recordOf(l)))
+}
+
+func (o lineOutsider) Observed(line wire.Line) { o.f.up.observedLine(line) }
+func (o lineOutsider) WardenBeat()             { o.f.up.wardenBeat() }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relect/relect/internal/linelease"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/internal/work"
 
@@ -69,9 +70,9 @@ type state struct {
 
 	// succession is what this candidate knows of the line of succession
 	// and, as leader, of the registry (succession.go); line is the line
-	// it wants posted to the line Lease as leader (line.go).
+	// it wants posted to the line Lease as leader (internal/linelease).
 	succession lineage
-	line       linePost
+	line       linelease.Want
 	// changed is closed, and replaced, at every change of leader, at the
 	// start and end of every term, and when the leader lists the registry:
 	// WaitForLeader, WaitForTerm and HandOver wait on it.
@@ -103,6 +104,25 @@ func newState(cfg *config, events *eventQueue, logs *logQueue) *state {
 	s := &state{cfg: cfg, events: events, logs: logs, maxTransitions: -1, changed: make(chan struct{}), registryOffCtx: off, offRegistry: offRegistry}
 	s.work = work.New(cfg.Work.resolved(), workPort{s})
 	return s
+}
+
+// setRegistration gives the state this Run's registration (nil: none,
+// or Run ends), for the warden's beats.
+func (s *state) setRegistration(r *registrar) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.reg = r
+}
+
+// wardenBeat renews this candidate's registration now, as the line's
+// warden (warden.Beat): the leader sees its warden alive by it.
+func (s *state) wardenBeat() {
+	s.mu.Lock()
+	r := s.reg
+	s.mu.Unlock()
+	if r != nil {
+		r.renewNow()
+	}
 }
 
 // changedLocked wakes whoever waits for a change of leader or term.
@@ -202,8 +222,8 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 		if h := handOverOf(l); h != nil {
 			s.succession.handOverTo = h.To
 		}
-		if postedFor(l) != nil {
-			s.line.mayBePosted = true
+		if linelease.PostedFor(l) != nil {
+			s.line.Seen()
 		}
 	}
 	if p := rec.PreferredHolder; p != "" && p != s.cfg.identity && rec.HolderIdentity == s.cfg.identity &&

@@ -180,11 +180,8 @@ const (
 	verbWatchCandidates = "watch-candidates"
 	verbDeleteCandidate = "delete-candidate"
 
-	verbPostLine  = "post-line"
-	verbGetLine   = "get-line"
-	verbWatchLine = "watch-line"
-
-	// The shards' verbs are internal/shards' (shards.VerbGetTable...).
+	// The line Lease's verbs are internal/linelease's (linelease.VerbPost,
+	// VerbGet, VerbWatch), the shards' internal/shards' (shards.VerbGetTable...).
 
 	resultOK          = "ok"
 	resultNotFound    = "not_found"

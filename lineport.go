@@ -1,0 +1,174 @@
+package relect
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/relect/relect/internal/linelease"
+	"github.com/relect/relect/internal/wire"
+
+	"k8s.io/apimachinery/pkg/watch"
+)
+
+// The core's side of the line Lease component (internal/linelease; see
+// docs/design.md, "Only the line watches"): the component's Config, built
+// from the election's, and its ports — Calls over a gateway, the leader's
+// (linePoster: the state's Want and the line Lease's version) and the
+// outsider's (lineOutsider, follow.go, beside the follower's decisions of
+// when to follow the line Lease and when to withdraw it). The state keeps
+// the leader's want (state.line, a linelease.Want) under its mutex.
+
+// lineConfigOf is the line Lease component's Config of cfg's election.
+func lineConfigOf(cfg *config) linelease.Config {
+	return linelease.Config{
+		Name: cfg.Name, Namespace: cfg.Namespace, Identity: cfg.identity,
+		LeaseDuration: cfg.LeaseDuration, RetryPeriod: cfg.RetryPeriod,
+		Refresh: lineRefresh(cfg), Leases: cfg.leases,
+	}
+}
+
+// lineRefresh is how often a leader writes its line Lease when nothing
+// changed (linelease.Refresh): 5 minutes by default.
+func lineRefresh(cfg *config) time.Duration {
+	return linelease.Refresh(cfg.RegistrationRenewal, cfg.LeaseDuration)
+}
+
+// lineCalls implements linelease.Calls over a gateway.
+type lineCalls struct{ gw *gateway }
+
+var _ linelease.Calls = lineCalls{}
+
+func (c lineCalls) Do(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
+	return c.gw.do(ctx, verb, bounded, fn)
+}
+
+func (c lineCalls) DoSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
+	return c.gw.doSpare(ctx, verb, bounded, fn)
+}
+
+// lineEventKinds are the line Lease component's names of leaseEventKind.
+var lineEventKinds = [...]linelease.EventKind{
+	leaseIgnored: linelease.Ignored, leaseChanged: linelease.Changed, leaseDeleted: linelease.Deleted,
+	leaseProgress: linelease.Progress, watchClosed: linelease.Closed, watchBroken: linelease.Broken,
+}
+
+func (c lineCalls) Decode(ev watch.Event, open bool) linelease.Event {
+	e := c.gw.event(ev, open)
+	return linelease.Event{Kind: lineEventKinds[e.kind], Lease: e.lease}
+}
+
+// postLine keeps the line Lease as st wants it while ctx (the term's)
+// lasts (linelease.Post).
+func postLine(ctx context.Context, cfg *config, gw *gateway, st *state) {
+	linelease.Post(ctx, lineConfigOf(cfg), linePoster{lineCalls{gw}, cfg, st})
+}
+
+// postHandOverLine posts the line of a handover just written, if it needs
+// one (linelease.Want.HandOver), within ctx: a failure leaves the named
+// candidate to take the lease by its turn, as after a release.
+func postHandOverLine(ctx context.Context, cfg *config, gw *gateway, st *state) {
+	p := linePoster{lineCalls{gw}, cfg, st}
+	st.mu.Lock()
+	line, ok := st.line.HandOver()
+	st.mu.Unlock()
+	if ok {
+		linelease.PostHandOver(ctx, lineConfigOf(cfg), p, line, p.Version())
+	}
+}
+
+// linePoster is the leader's port (linelease.Leader): a term's gateway,
+// and the state's want.
+type linePoster struct {
+	lineCalls
+	cfg *config
+	st  *state
+}
+
+var _ linelease.Leader = linePoster{}
+
+func (p linePoster) NewRetry() linelease.Backoff { return retryBackoff{newRetryBackoff(p.cfg)} }
+
+func (p linePoster) Wanted() (line wire.Line, ok, withView bool, changed <-chan struct{}) {
+	s := p.st
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w := s.written
+	ours := w != nil && w.HolderIdentity == s.cfg.identity
+	var term int32
+	if ours {
+		term = clampTransitions(w.LeaderTransitions)
+	}
+	return s.line.Current(ours, term)
+}
+
+func (p linePoster) Version() string {
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	return p.st.succession.lineVersion()
+}
+
+// Posted records the line Lease's resourceVersion for the records the
+// leader writes next: they say Posted once the line Lease posts their line
+// (wantLineLocked), and carry rv (lineage.lineVersion).
+func (p linePoster) Posted(line wire.Line, rv string) {
+	p.st.mu.Lock()
+	defer p.st.mu.Unlock()
+	p.st.succession.linePostedRV = rv
+	p.st.line.Wrote(line)
+}
+
+// Forbidden turns posting off for this Elector: the lines it publishes
+// from now on do not say Posted, so every candidate keeps watching the
+// election's Lease, as without the line Lease. Reported once.
+func (p linePoster) Forbidden(err error) {
+	s := p.st
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.succession.lineOff {
+		return
+	}
+	s.succession.lineOff = true
+	s.logs.log(slog.LevelWarn, "relect: this candidate may not write its line Lease; every candidate keeps watching the election's Lease",
+		"lease", s.cfg.describe, "line", wire.LineName(s.cfg.Name), "err", err)
+}
+
+// wantLineLocked sets the line this leader wants posted, with a record of
+// its own of term term carrying sc (nil: none; linelease.Want.Set). It
+// reports whether the line Lease posts sc's line already: until it does,
+// the record says Posted false (annotate). Requires mu.
+func (s *state) wantLineLocked(term int32, sc *succession) (posted bool) {
+	line := wire.Line{Holder: s.cfg.identity, Term: term}
+	if sc != nil && sc.Posted {
+		line.Succession = sc
+	}
+	return s.line.Set(line, s.succession.view != nil)
+}
+
+// wantHandOverLineLocked prepares, for a handover record of term term to
+// to carrying sc (nil: none), the line that tells to of it when to
+// follows the line Lease (linelease.Want.SetHandOver); the leader posts it
+// once the handover is written (postHandOverLine). Requires mu.
+func (s *state) wantHandOverLineLocked(to string, term int32, sc *succession) {
+	line := succession{Term: term, From: s.cfg.identity, Priority: s.cfg.Priority}
+	if sc != nil {
+		line = *sc
+	}
+	s.line.SetHandOver(to, term, line)
+}
+
+// observedLine records a line read from the line Lease by a follower that
+// follows it: its holder leads (or holds, if withdrawn), and its
+// succession is the line observed.
+func (s *state) observedLine(line wire.Line) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term != nil {
+		return
+	}
+	if line.Succession != nil {
+		s.succession.line, s.succession.lineAt = line.Succession, time.Now()
+	}
+	s.maxTransitions = max(s.maxTransitions, int(line.Term))
+	s.setLeaderLocked(line.Holder, int(line.Term))
+}
