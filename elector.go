@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/work"
 )
 
@@ -257,11 +258,11 @@ func (e *Elector) campaignUntilDone(ctx context.Context) error {
 			return context.Cause(ctx)
 		}
 		if stable {
-			bo.reset()
+			bo.Reset()
 		}
-		d := bo.next()
+		d := bo.Next()
 		e.st.backedOff(d)
-		if sleep(ctx, d) != nil {
+		if pace.Sleep(ctx, d) != nil {
 			return context.Cause(ctx)
 		}
 	}

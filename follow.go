@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relect/relect/internal/linelease"
+	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/wire"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -41,7 +42,7 @@ type follower struct {
 	cfg   *config
 	gw    *gateway
 	up    followerReports
-	retry *expBackoff // after failed calls; reset once watching
+	retry *pace.Backoff // after failed calls; reset once watching
 
 	w        watch.Interface       // open watch, or nil
 	needRead bool                  // read the Lease before anything else
@@ -79,7 +80,7 @@ type follower struct {
 	// sawPosted: a record observed in this follow phase posted its line;
 	// withdrawAt: since a record that posts none was observed, when the
 	// line is withdrawn if such a record is still there (zero: not due).
-	lineRetry   *expBackoff
+	lineRetry   *pace.Backoff
 	lineRetryAt time.Time
 	sawPosted   bool
 	withdrawAt  time.Time
@@ -108,7 +109,7 @@ type follower struct {
 // have been applied even if it failed here.
 func follow(ctx context.Context, cfg *config, gw *gateway, up followerReports) (w watch.Interface, rv string, wrote bool, err error) {
 	f := &follower{cfg: cfg, gw: gw, up: up, retry: newRetryBackoff(cfg), needRead: true, standby: cfg.Standby,
-		lineRetry: newExpBackoff(cfg.RetryPeriod, lineRefresh(cfg))}
+		lineRetry: pace.NewBackoff(cfg.RetryPeriod, lineRefresh(cfg))}
 	if err := f.run(ctx); err != nil {
 		f.stopWatch()
 		return nil, "", f.wrote, err
@@ -169,7 +170,7 @@ func (f *follower) run(ctx context.Context) error {
 				}
 				continue
 			}
-			f.retry.reset() // watching: the follower's steady state
+			f.retry.Reset() // watching: the follower's steady state
 			f.listRead = false
 		}
 		if err := f.await(ctx); err != nil {
@@ -210,10 +211,10 @@ func (f *follower) acquireFailed(ctx context.Context, err error) error {
 // it sleeps.
 func (f *follower) backOff(ctx context.Context) error {
 	if f.w != nil {
-		f.retryAt = time.Now().Add(f.retry.next())
+		f.retryAt = time.Now().Add(f.retry.Next())
 		return nil
 	}
-	return sleep(ctx, f.retry.next())
+	return pace.Sleep(ctx, f.retry.Next())
 }
 
 // poll is a standby's follow when it may not watch: it reads the Lease
@@ -223,9 +224,9 @@ func (f *follower) poll(ctx context.Context) error {
 	for {
 		wait := f.cfg.RetryPeriod
 		if err := f.read(ctx); err != nil {
-			wait = f.retry.next()
+			wait = f.retry.Next()
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := pace.Sleep(ctx, wait); err != nil {
 			return err
 		}
 	}
@@ -541,10 +542,10 @@ func (f *follower) followLine(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		f.lineRetryAt = time.Now().Add(f.lineRetry.next())
+		f.lineRetryAt = time.Now().Add(f.lineRetry.Next())
 		return nil
 	}
-	f.lineRetry.reset()
+	f.lineRetry.Reset()
 	f.stopWatch()
 	seed, seedAt := f.lease, f.observedAt
 	// What it knew of the election's Lease ages from here: it is read

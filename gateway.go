@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/relect/relect/internal/pace"
 )
 
 // gateway is an Elector's one way to the Lease API. Every call — client-go's
@@ -125,7 +127,7 @@ func (g *gateway) doSpare(ctx context.Context, verb string, bounded bool, fn fun
 			break
 		}
 		refill := time.Duration((need - have) / float64(g.limiter.Limit()) * float64(time.Second))
-		if err := sleep(ctx, max(refill, time.Millisecond)); err != nil {
+		if err := pace.Sleep(ctx, max(refill, time.Millisecond)); err != nil {
 			g.up.called(verb, callResult(ctx, err), err, time.Since(start))
 			return err
 		}
@@ -143,7 +145,7 @@ func (g *gateway) ready(ctx context.Context) error {
 		if have >= 1 {
 			return nil
 		}
-		if err := sleep(ctx, max(time.Duration((1-have)/float64(g.limiter.Limit())*float64(time.Second)), time.Millisecond)); err != nil {
+		if err := pace.Sleep(ctx, max(time.Duration((1-have)/float64(g.limiter.Limit())*float64(time.Second)), time.Millisecond)); err != nil {
 			return err
 		}
 	}

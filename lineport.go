@@ -87,14 +87,7 @@ type linePoster struct {
 
 var _ linelease.Leader = linePoster{}
 
-func (p linePoster) NewRetry() linelease.Backoff { return lineBackoff{newRetryBackoff(p.cfg)} }
-
-// lineBackoff is an expBackoff as a linelease.Backoff. (shardport.go's
-// retryBackoff is the same: using it would tie this file to the shards'.)
-type lineBackoff struct{ b *expBackoff }
-
-func (r lineBackoff) Next() time.Duration { return r.b.next() }
-func (r lineBackoff) Reset()              { r.b.reset() }
+func (p linePoster) NewRetry() linelease.Backoff { return newRetryBackoff(p.cfg) }
 
 func (p linePoster) Wanted() (line wire.Line, ok, withView bool, changed <-chan struct{}) {
 	s := p.st

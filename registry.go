@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/wire"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -51,14 +52,14 @@ func startRegistration(ctx context.Context, cfg *config, gw *gateway, up registr
 		ctx: rctx, cfg: cfg, gw: gw, up: up, done: make(chan struct{}), mu: make(chan struct{}, 1),
 		// Retries are not urgent either: from BackoffMax, doubling to
 		// the renewal period, so that a failing API sees few of them.
-		retry: newExpBackoff(cfg.BackoffMax, max(cfg.BackoffMax, cfg.RegistrationRenewal)),
+		retry: pace.NewBackoff(cfg.BackoffMax, max(cfg.BackoffMax, cfg.RegistrationRenewal)),
 	}
 	unhook := context.AfterFunc(up.registryOff(), cancel)
 	// Not urgent, and not with the first campaign's calls: a candidate
 	// that is not registered yet still follows, and takes its turn after
 	// the successors named.
 	r.lock()
-	r.setLocked(jitter(cfg.RetryPeriod, 0.5))
+	r.setLocked(pace.Jitter(cfg.RetryPeriod, 0.5))
 	r.unlock()
 	ended := make(chan struct{}) // closed by the returned function
 	context.AfterFunc(rctx, func() {
@@ -83,7 +84,7 @@ type registrar struct {
 	cfg   *config
 	gw    *gateway
 	up    registryReports
-	retry *expBackoff
+	retry *pace.Backoff
 	done  chan struct{} // closed once deregistered
 
 	// mu is held by a write for its whole call, so that deregister waits
@@ -128,7 +129,7 @@ func (r *registrar) write() {
 	switch {
 	case err == nil:
 		r.own = l
-		r.retry.reset()
+		r.retry.Reset()
 	case forbidsRegistry(r.cfg, err):
 		r.own = nil // nothing to delete that this candidate may write
 		r.up.registryForbidden(verbRegister, err)
@@ -136,9 +137,9 @@ func (r *registrar) write() {
 	case apierrors.IsConflict(err):
 		r.own = nil // changed by someone else: read it again
 	}
-	wait := jitter(r.cfg.RegistrationRenewal, 0.1)
+	wait := pace.Jitter(r.cfg.RegistrationRenewal, 0.1)
 	if err != nil {
-		wait = r.retry.next()
+		wait = r.retry.Next()
 	}
 	r.setLocked(wait)
 }
@@ -245,7 +246,7 @@ type registryReports interface {
 // (deleteLapsed), after each listing and every RegistrationRenewal.
 func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryReports) {
 	defer up.candidatesUnknown()
-	if sleep(ctx, cfg.RetryPeriod/2) != nil {
+	if pace.Sleep(ctx, cfg.RetryPeriod/2) != nil {
 		return
 	}
 	retry := newRetryBackoff(cfg)
@@ -264,7 +265,7 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 			return
 		}
 		if err != nil {
-			if sleep(ctx, retry.next()) != nil {
+			if pace.Sleep(ctx, retry.Next()) != nil {
 				return
 			}
 			continue
@@ -282,12 +283,12 @@ func watchCandidates(ctx context.Context, cfg *config, gw *gateway, up registryR
 				up.registryForbidden(verbWatchCandidates, err)
 				return
 			}
-			if sleep(ctx, retry.next()) != nil {
+			if pace.Sleep(ctx, retry.Next()) != nil {
 				return
 			}
 			continue
 		}
-		retry.reset()
+		retry.Reset()
 	}
 }
 

@@ -120,15 +120,9 @@ func (c shardCore) Decode(ev watch.Event, open bool) shards.Event {
 	return shards.Event{Kind: shardEventKinds[e.kind], Lease: e.lease}
 }
 
-func (c shardCore) NewRetry() shards.Backoff { return retryBackoff{newRetryBackoff(c.cfg)} }
+func (c shardCore) NewRetry() shards.Backoff { return newRetryBackoff(c.cfg) }
 
 func (c shardCore) Log(level slog.Level, msg string, args ...any) { c.logs.log(level, msg, args...) }
-
-// retryBackoff is an expBackoff as a shards.Backoff.
-type retryBackoff struct{ b *expBackoff }
-
-func (r retryBackoff) Next() time.Duration { return r.b.next() }
-func (r retryBackoff) Reset()              { r.b.reset() }
 
 // shardMember is the member's port: the Elector's gateway and its
 // registration.

@@ -5,6 +5,8 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/relect/relect/internal/pace"
 )
 
 // A watch on the one Lease: the follower reads one while it waits to
@@ -100,7 +102,7 @@ type termWatchReports interface {
 func watchTerm(ctx context.Context, gw *gateway, up termWatchReports, w watch.Interface, rv string) {
 	caughtUp := w == nil // a watch opened from rv shows only what followed it
 	if w == nil {
-		if !gw.hasTokens(2) && sleep(ctx, gw.cfg.RetryPeriod) != nil {
+		if !gw.hasTokens(2) && pace.Sleep(ctx, gw.cfg.RetryPeriod) != nil {
 			return
 		}
 		var err error

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/operator"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -134,7 +135,7 @@ func (w *outcomeWatch) resync(ctx context.Context, j *judge) (outcome, bool) {
 				return outcome{}, false
 			}
 		}
-		sleep(ctx, time.Second)
+		_ = pace.Sleep(ctx, time.Second)
 	}
 	return j.gaveUp(ctx, w.plan.timeout), true
 }

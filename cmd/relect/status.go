@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/operator"
 
@@ -456,7 +457,7 @@ func watchStatus(ctx context.Context, leases coordinationv1client.LeaseInterface
 			if ctx.Err() == nil {
 				fmt.Fprintf(stderr, "relect status: Lease %s: %v (retrying in %v)\n", ref, err, retry)
 			}
-			sleep(ctx, retry)
+			_ = pace.Sleep(ctx, retry)
 			retry = min(2*retry, 30*time.Second)
 			continue
 		}
@@ -611,15 +612,6 @@ func (w *statusWatch) print() leaseStatus {
 	st := withShards(withCandidates(statusOf(w.ref, w.current, time.Now(), w.observedAt), w.cands, w.candsErr), w.table, w.tableErr)
 	w.p.print(st)
 	return st
-}
-
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }
 
 // statusPrinter prints statuses as a table or as JSON. A watch's table

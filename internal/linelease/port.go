@@ -168,29 +168,3 @@ type OutsiderReports interface {
 	// warden (warden.Beat): the leader sees its warden alive by it.
 	WardenBeat()
 }
-
-// sleep waits d, or until ctx is done, and then returns ctx.Err().
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// sleepUntilChanged waits for changed or d, whichever comes first; it
-// returns ctx's error if ctx ends first.
-func sleepUntilChanged(ctx context.Context, changed <-chan struct{}, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-changed:
-	case <-t.C:
-	}
-	return nil
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/wire"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -40,7 +41,7 @@ func Post(ctx context.Context, cfg Config, up Leader) {
 	for {
 		want, ok, withView, changed := up.Wanted()
 		if wait := time.Until(firstBy); ok && !posted && !withView && wait > 0 {
-			if sleepUntilChanged(ctx, changed, wait) != nil {
+			if pace.SleepUntil(ctx, changed, wait) != nil {
 				return
 			}
 			continue // look again; past firstBy, post what there is
@@ -58,7 +59,7 @@ func Post(ctx context.Context, cfg Config, up Leader) {
 				return
 			default:
 				own = nil // read it again
-				if sleep(ctx, retry.Next()) != nil {
+				if pace.Sleep(ctx, retry.Next()) != nil {
 					return
 				}
 				continue

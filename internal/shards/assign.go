@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/shardpace"
 	"github.com/relect/relect/internal/wire"
 
@@ -112,7 +113,7 @@ func (s *Shards[C]) Assign(ctx context.Context, term int32, port Leader) {
 	a := newAssigner(cfg, port, &s.seen, term)
 	// Half a retry period in, as the registry's list: not with the
 	// acquisition's calls.
-	if sleep(ctx, cfg.RetryPeriod/2) != nil {
+	if pace.Sleep(ctx, cfg.RetryPeriod/2) != nil {
 		return
 	}
 	// The view of the shard Leases is kept by a goroutine of its own, so

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/wire"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -158,7 +159,7 @@ func (m *member[C]) follow() {
 			return err
 		})
 		if err != nil {
-			if sleep(m.ctx, retry.Next()) != nil {
+			if pace.Sleep(m.ctx, retry.Next()) != nil {
 				return
 			}
 			continue
@@ -169,7 +170,7 @@ func (m *member[C]) follow() {
 		if m.watch(sel, list.ResourceVersion, retry) {
 			return
 		}
-		if sleep(m.ctx, retry.Next()) != nil {
+		if pace.Sleep(m.ctx, retry.Next()) != nil {
 			return
 		}
 	}

@@ -158,15 +158,3 @@ type Registration struct {
 	Set      string // its wire.AnnotationShardSet; "" if none
 	Instance string // its wire.AnnotationInstance: another after a restart
 }
-
-// sleep waits d, or until ctx is done, and then returns ctx.Err().
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/wire"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -42,7 +43,7 @@ func (a *assigner) observe(ctx context.Context) {
 			return err
 		})
 		if err != nil {
-			if sleep(ctx, retry.Next()) != nil {
+			if pace.Sleep(ctx, retry.Next()) != nil {
 				return
 			}
 			continue
@@ -71,7 +72,7 @@ func (a *assigner) observe(ctx context.Context) {
 			}
 			retry.Reset()
 		}
-		if sleep(ctx, retry.Next()) != nil {
+		if pace.Sleep(ctx, retry.Next()) != nil {
 			return
 		}
 	}
