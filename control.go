@@ -180,9 +180,9 @@ func (s *state) requestedLocked(l *coordinationv1.Lease) {
 	}
 	switch {
 	case r.To == "":
-		s.logs.log(slog.LevelInfo, "relect: yielding, as requested", asked...)
+		s.logs.Log(slog.LevelInfo, "relect: yielding, as requested", asked...)
 	case why == "":
-		s.logs.log(slog.LevelInfo, "relect: handing over, as requested", append(asked, "to", r.To)...)
+		s.logs.Log(slog.LevelInfo, "relect: handing over, as requested", append(asked, "to", r.To)...)
 	default:
 		if s.refused == r {
 			return
@@ -190,7 +190,7 @@ func (s *state) requestedLocked(l *coordinationv1.Lease) {
 		s.refused = r
 		err := fmt.Errorf("%w: a request (by %q at %s) to hand over to %q is refused: %s",
 			ErrUnknownCandidate, r.By, r.At.Format(time.RFC3339), r.To, why)
-		s.logs.log(slog.LevelWarn, "relect: "+err.Error(), "lease", s.cfg.describe)
+		s.logs.Log(slog.LevelWarn, "relect: "+err.Error(), "lease", s.cfg.describe)
 		s.emitLocked(Event{Kind: EventError, Err: err})
 		return
 	}

@@ -14,6 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
 
+	"github.com/relect/relect/internal/logq"
+	"github.com/relect/relect/internal/notify"
 	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/work"
 )
@@ -37,7 +39,7 @@ type Elector struct {
 	st      *state   // what it knows and counts, under the one mutex
 	gw      *gateway // every Lease API call
 	events  *eventQueue
-	logs    *logQueue
+	logs    *logq.Queue
 	klogger logr.Logger // client-go's logs, through logs
 
 	running atomic.Bool
@@ -59,10 +61,10 @@ func New(opts Options) (*Elector, error) {
 // newElector is the Elector of a valid config.
 func newElector(cfg *config) *Elector {
 	events := newEventQueue(cfg.EventBuffer)
-	logs := newLogQueue(cfg.Logger.Handler())
+	logs := logq.New(cfg.Logger.Handler())
 	st := newState(cfg, events, logs)
 	klog := cfg.Logger.Handler()
-	if _, ok := klog.(defaultWarnings); ok {
+	if _, ok := klog.(logq.DefaultWarnings); ok {
 		// No Logger: relect's own warnings go to slog.Default(), not
 		// client-go's errors, one per failed retry (relect warns of runs
 		// of failures, at 2, then each time the run doubles).
@@ -74,7 +76,7 @@ func newElector(cfg *config) *Elector {
 		gw:      newGateway(cfg, st),
 		events:  events,
 		logs:    logs,
-		klogger: logr.FromSlogHandler(queuedHandler{logs, klog}),
+		klogger: logr.FromSlogHandler(logs.Handler(klog)),
 		shards:  newShardsOf(cfg),
 	}
 }
@@ -203,7 +205,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	// Deferred calls run in reverse: the notifier stops first (its calls
 	// may still report a panic as an event), then the Events channel is
 	// closed, and the log queue is drained last.
-	defer e.logs.start()()
+	defer e.logs.Start()()
 	defer e.events.close()
 	var reg *registrar
 	if e.cfg.registry && e.cfg.leases != nil {
@@ -235,15 +237,23 @@ func (e *Elector) Run(ctx context.Context) error {
 // startNotifier starts delivering new leaders to OnNewLeader, and returns
 // the function that stops it once the calls in progress returned.
 func (e *Elector) startNotifier() (stop func()) {
-	n := newNotifier(e.cfg.OnNewLeader, func(p *PanicError) { e.st.emit(Event{Kind: EventError, Err: p}) },
+	var call func(string) // OnNewLeader, a panic in it reported as an event
+	if f := e.cfg.OnNewLeader; f != nil {
+		call = func(id string) {
+			if p := callSafely("OnNewLeader", func() { f(id) }); p != nil {
+				e.st.emit(Event{Kind: EventError, Err: p})
+			}
+		}
+	}
+	n := notify.New(call,
 		func(id string) {
-			e.logs.log(slog.LevelWarn, "relect: OnNewLeader is too slow: a holder was dropped unannounced, newer ones wait",
-				"lease", e.cfg.describe, "dropped", id, "waiting", maxQueuedLeaders)
+			e.logs.Log(slog.LevelWarn, "relect: OnNewLeader is too slow: a holder was dropped unannounced, newer ones wait",
+				"lease", e.cfg.describe, "dropped", id, "waiting", notify.MaxQueued)
 		})
 	e.st.setNotifier(n)
 	return func() {
 		e.st.setNotifier(nil)
-		n.stop()
+		n.Stop()
 	}
 }
 

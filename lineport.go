@@ -129,7 +129,7 @@ func (p linePoster) Forbidden(err error) {
 		return
 	}
 	s.succession.lineOff = true
-	s.logs.log(slog.LevelWarn, "relect: this candidate may not write its line Lease; every candidate keeps watching the election's Lease",
+	s.logs.Log(slog.LevelWarn, "relect: this candidate may not write its line Lease; every candidate keeps watching the election's Lease",
 		"lease", s.cfg.describe, "line", wire.LineName(s.cfg.Name), "err", err)
 }
 

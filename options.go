@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/relect/relect/internal/defaults"
+	"github.com/relect/relect/internal/logq"
 	"github.com/relect/relect/internal/shards"
 
 	"golang.org/x/time/rate"
@@ -659,7 +660,7 @@ func resolveDelivery(o *Options, p *problems) {
 	}
 	switch {
 	case o.Logger == nil:
-		o.Logger = slog.New(defaultWarnings{})
+		o.Logger = slog.New(logq.DefaultWarnings{})
 	case o.Logger.Handler() == nil:
 		p.bad("Logger", "has no handler (a zero slog.Logger): use slog.New, or leave Logger nil")
 	}

@@ -399,7 +399,7 @@ func (s *state) registryForbidden(verb string, err error) {
 		"grant its Role leases get, watch, create, update, list and delete (deploy/), "+
 		"or set Options.DisableRegistry (relect run and sidecar: --disable-registry) to go without a line of succession",
 		ErrRegistryOff, rbacVerb(verb), s.cfg.Namespace, err)
-	s.logs.log(slog.LevelWarn, "relect: the candidate registry is off", "lease", s.cfg.describe, "err", e)
+	s.logs.Log(slog.LevelWarn, "relect: the candidate registry is off", "lease", s.cfg.describe, "err", e)
 	s.emitLocked(Event{Kind: EventError, Err: e})
 }
 
@@ -422,7 +422,7 @@ func (s *state) registryCannotDelete(verb string, err error) {
 	e := fmt.Errorf("relect: this candidate may not delete the Leases of namespace %s (%s: %w): "+
 		"registrations of candidates that stopped stay until deleted by hand (they lapse for the leader meanwhile); "+
 		"grant leases delete, or set Options.DisableRegistry (--disable-registry)", s.cfg.Namespace, verb, err)
-	s.logs.log(slog.LevelWarn, "relect: registrations cannot be deleted", "lease", s.cfg.describe, "err", e)
+	s.logs.Log(slog.LevelWarn, "relect: registrations cannot be deleted", "lease", s.cfg.describe, "err", e)
 	s.emitLocked(Event{Kind: EventError, Err: e})
 }
 
@@ -460,7 +460,7 @@ func (s *state) duplicateLocked(how string) {
 	}
 	s.duplicateAt[how] = now
 	e := fmt.Errorf("%w %q: %s; give every candidate its own Identity (in a pod, its name)", ErrDuplicateIdentity, s.cfg.identity, how)
-	s.logs.log(slog.LevelWarn, "relect: "+e.Error(), "lease", s.cfg.describe)
+	s.logs.Log(slog.LevelWarn, "relect: "+e.Error(), "lease", s.cfg.describe)
 	s.emitLocked(Event{Kind: EventError, Err: e})
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/relect/relect/internal/logq"
 	"github.com/relect/relect/internal/wire"
 )
 
@@ -58,7 +59,7 @@ func newShardElector(cfg *config, sh string) (*Elector, error) {
 	o.DisableRegistry, o.Priority, o.Standby, o.KeepLeaseOnCancel = true, 0, false, false
 	run := cfg.Shards.Run
 	o.OnStartedLeading = func(ctx context.Context) { run(context.WithValue(ctx, shardKey{}, sh)) }
-	if _, plain := o.Logger.Handler().(defaultWarnings); !plain {
+	if _, plain := o.Logger.Handler().(logq.DefaultWarnings); !plain {
 		o.Logger = slog.New(shardLogs{h: o.Logger.Handler(), shard: sh})
 	}
 	o.OnStoppedLeading, o.OnNewLeader, o.EventRecorder = nil, nil, nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relect/relect/internal/defaults"
+	"github.com/relect/relect/internal/logq"
 	"github.com/relect/relect/internal/shards"
 
 	"k8s.io/apimachinery/pkg/watch"
@@ -80,7 +81,7 @@ func joinShards(ctx context.Context, s *shardsPart, core shardCore, reg *registr
 // term's context lasts, with a token bucket of its own (RateLimit and
 // RateBurst, as the election's): the assignment's calls never delay a
 // renewal, nor wait for one. Nil without shards.
-func assignShards(s *shardsPart, cfg *config, st *state, logs *logQueue) func(context.Context) {
+func assignShards(s *shardsPart, cfg *config, st *state, logs *logq.Queue) func(context.Context) {
 	if s == nil {
 		return nil
 	}
@@ -94,7 +95,7 @@ func assignShards(s *shardsPart, cfg *config, st *state, logs *logQueue) func(co
 type shardCore struct {
 	gw   *gateway
 	cfg  *config
-	logs *logQueue
+	logs *logq.Queue
 }
 
 var _ shards.Core = shardCore{}
@@ -122,7 +123,7 @@ func (c shardCore) Decode(ev watch.Event, open bool) shards.Event {
 
 func (c shardCore) NewRetry() shards.Backoff { return newRetryBackoff(c.cfg) }
 
-func (c shardCore) Log(level slog.Level, msg string, args ...any) { c.logs.log(level, msg, args...) }
+func (c shardCore) Log(level slog.Level, msg string, args ...any) { c.logs.Log(level, msg, args...) }
 
 // shardMember is the member's port: the Elector's gateway and its
 // registration.

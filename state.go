@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/relect/relect/internal/linelease"
+	"github.com/relect/relect/internal/logq"
+	"github.com/relect/relect/internal/notify"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/internal/work"
 
@@ -19,12 +21,12 @@ import (
 // counters of Stats. The gateway, the follower and the leader's watch
 // report to it; the public methods read it. One mutex guards all of it,
 // and nothing done under that mutex calls code outside this package or
-// waits: events go to the eventQueue and logs to the logQueue, neither of
-// which blocks, and new leaders to the notifier's queue.
+// waits: events go to the eventQueue and logs to the log queue (internal/logq), neither of
+// which blocks, and new leaders to the notifier's queue (internal/notify).
 type state struct {
 	cfg    *config
 	events *eventQueue
-	logs   *logQueue
+	logs   *logq.Queue
 
 	mu sync.Mutex // guards every field below
 
@@ -95,11 +97,11 @@ type state struct {
 	stranger    *record
 	duplicateAt map[string]time.Time
 
-	notify *notifier // queues OnNewLeader calls during Run; nil outside
-	stats  Stats     // the counters; snapshot adds the rest
+	notify *notify.Notifier // queues OnNewLeader calls during Run; nil outside
+	stats  Stats            // the counters; snapshot adds the rest
 }
 
-func newState(cfg *config, events *eventQueue, logs *logQueue) *state {
+func newState(cfg *config, events *eventQueue, logs *logq.Queue) *state {
 	off, offRegistry := context.WithCancel(context.Background())
 	s := &state{cfg: cfg, events: events, logs: logs, maxTransitions: -1, changed: make(chan struct{}), registryOffCtx: off, offRegistry: offRegistry}
 	s.work = work.New(cfg.Work.resolved(), workPort{s})
@@ -174,11 +176,11 @@ func (s *state) emitLocked(ev Event) {
 	case EventDegraded, EventWorkStuck:
 		level = slog.LevelWarn
 	}
-	s.logs.log(level, msg, attrs...)
+	s.logs.Log(level, msg, attrs...)
 }
 
 // setNotifier makes n receive new leaders (nil: none).
-func (s *state) setNotifier(n *notifier) {
+func (s *state) setNotifier(n *notify.Notifier) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.notify = n
@@ -197,7 +199,7 @@ func (s *state) setLeaderLocked(holder string, transitions int) {
 	}
 	s.emitLocked(Event{Kind: EventNewLeader, Leader: holder, Term: int64(transitions)})
 	if s.notify != nil {
-		s.notify.push(holder)
+		s.notify.Push(holder)
 	}
 }
 
@@ -601,7 +603,7 @@ func (s *state) called(verb string, result string, err error, waited time.Durati
 	// is worth a warning — at the threshold, then each time the run has
 	// doubled, so that an outage does not flood the log.
 	if n := s.stats.ConsecutiveFailures; n >= warnFailuresAfter && n&(n-1) == 0 {
-		s.logs.log(slog.LevelWarn, "relect: Lease API calls are failing", "lease", s.cfg.describe, "failuresInARow", n,
+		s.logs.Log(slog.LevelWarn, "relect: Lease API calls are failing", "lease", s.cfg.describe, "failuresInARow", n,
 			"since", s.stats.FailingSince.Format(time.RFC3339), "verb", verb, "err", err)
 	}
 	if !s.stats.Degraded && s.stats.ConsecutiveFailures >= s.cfg.DegradedAfter {
@@ -702,7 +704,7 @@ var (
 )
 
 func (p workPort) Log(level slog.Level, msg string, args ...any) {
-	p.s.logs.log(level, msg, append([]any{"lease", p.s.cfg.describe}, args...)...)
+	p.s.logs.Log(level, msg, append([]any{"lease", p.s.cfg.describe}, args...)...)
 }
 
 func (p workPort) SomeoneElse(now time.Time) bool { return p.s.succession.someoneElse(p.s.cfg, now) }

@@ -1,4 +1,4 @@
-package relect
+package logq
 
 import (
 	"log/slog"
@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// When a slow handler lets more than maxQueuedLogs records wait, the
+// When a slow handler lets more than MaxQueued records wait, the
 // warning that reports the oldest dropped says what they were: how many,
 // their levels, their most frequent messages, and when. It said how many
 // only ("log records dropped: the Logger's handler was too slow").
@@ -19,15 +19,15 @@ func TestDroppedLogsSayWhatWasDropped(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		release := make(chan struct{})
 		h := &testlog.Handler{Level: testlog.All, Wait: func() { <-release }}
-		q := newLogQueue(h)
-		stop := q.start()
-		q.log(slog.LevelInfo, "first") // the handler blocks on it
+		q := New(h)
+		stop := q.Start()
+		q.Log(slog.LevelInfo, "first") // the handler blocks on it
 		synctest.Wait()
-		for i := range maxQueuedLogs + 30 {
+		for i := range MaxQueued + 30 {
 			if i < 20 {
-				q.log(slog.LevelInfo, "relect: started-leading")
+				q.Log(slog.LevelInfo, "relect: started-leading")
 			} else {
-				q.log(slog.LevelDebug, "relect: the work check failed")
+				q.Log(slog.LevelDebug, "relect: the work check failed")
 			}
 		}
 		close(release)
@@ -52,6 +52,6 @@ func TestDroppedLogsSayWhatWasDropped(t *testing.T) {
 		assert.Equal(t, `"relect: started-leading"×20 "relect: the work check failed"×10`, attrs["messages"])
 		assert.NotEmpty(t, attrs["oldest"])
 		assert.Contains(t, warning.Message, "30 log records dropped")
-		assert.Len(t, recs, 1+maxQueuedLogs+1, "the first, the warning, and the records kept")
+		assert.Len(t, recs, 1+MaxQueued+1, "the first, the warning, and the records kept")
 	})
 }

@@ -1,4 +1,9 @@
-package relect
+// Package logq is relect's log queue: it hands relect's log records, and
+// those client-go writes through klog, to the user's slog handler from a
+// goroutine of its own, so that nothing that runs the election ever calls
+// the handler. It also holds DefaultWarnings, the handler relect logs to
+// when Options.Logger is nil. It knows nothing of elections.
+package logq
 
 import (
 	"cmp"
@@ -10,26 +15,29 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/relect/relect/internal/ondemand"
 )
 
-// maxQueuedLogs bounds the log records waiting for a slow handler; beyond it
+// MaxQueued bounds the log records waiting for a slow handler; beyond it
 // the oldest are dropped and counted.
-const maxQueuedLogs = 1024
+const MaxQueued = 1024
 
-// logQueue hands relect's log records, and those client-go writes through
+// Queue hands relect's log records, and those client-go writes through
 // klog, to Options.Logger's handler from a goroutine of its own, in the
 // order they were queued. Nothing that runs the election ever calls the
 // handler: a handler that blocks (a stalled pipe, a slow network sink)
-// delays only the log, never a renewal. When more than maxQueuedLogs
+// delays only the log, never a renewal. When more than MaxQueued
 // records wait, the oldest is dropped; a warning says how many were lost.
-// The goroutine runs only while records wait (onDemand): an idle follower
-// logs nothing and costs none.
+// The goroutine runs only while records wait (internal/ondemand): an idle
+// follower logs nothing and costs none.
 //
-// Records queued while no Run is active wait for the next one. start and
-// stop bracket a Run: stop returns once every queued record was handled.
-type logQueue struct {
+// Records queued while no Run is active wait for the next one. Start and
+// its stop bracket a Run: stop returns once every queued record was
+// handled. Use New; a Queue is safe for concurrent use.
+type Queue struct {
 	handler slog.Handler // Options.Logger's
-	drainer onDemand
+	drainer ondemand.Runner
 
 	mu      sync.Mutex // guards the fields below
 	queue   []queuedLog
@@ -67,7 +75,7 @@ func (d *droppedLogs) add(r slog.Record) {
 // counts, "oldest" and "newest" when they were written.
 func (d *droppedLogs) record() slog.Record {
 	r := slog.NewRecord(time.Now(), slog.LevelWarn, fmt.Sprintf(
-		"relect: %d log records dropped, unhandled: the Logger's handler was too slow (more than %d waited)", d.n, maxQueuedLogs), 0)
+		"relect: %d log records dropped, unhandled: the Logger's handler was too slow (more than %d waited)", d.n, MaxQueued), 0)
 	var levels []string
 	for _, l := range slices.Sorted(maps.Keys(d.levels)) {
 		levels = append(levels, fmt.Sprintf("%v×%d", l, d.levels[l]))
@@ -91,51 +99,53 @@ type queuedLog struct {
 	r slog.Record
 }
 
-func newLogQueue(h slog.Handler) *logQueue {
-	return &logQueue{handler: h}
+// New returns a Queue of records for h, not started.
+func New(h slog.Handler) *Queue {
+	return &Queue{handler: h}
 }
 
-// log queues one of relect's own records. It never calls the handler, so
+// Log queues one of relect's own records, at level, with msg and attrs
+// (slog's key-value pairs or Attrs). It never calls the handler, so
 // it may be called with the Elector's state lock held; the handler's
 // Enabled is asked later, from the queue's goroutine.
-func (q *logQueue) log(level slog.Level, msg string, attrs ...any) {
+func (q *Queue) Log(level slog.Level, msg string, attrs ...any) {
 	r := slog.NewRecord(time.Now(), level, msg, 0)
 	r.Add(attrs...)
 	q.push(q.handler, r)
 }
 
-func (q *logQueue) push(h slog.Handler, r slog.Record) {
+func (q *Queue) push(h slog.Handler, r slog.Record) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	if len(q.queue) == maxQueuedLogs {
+	if len(q.queue) == MaxQueued {
 		q.dropped.add(q.queue[0].r)
 		q.queue = q.queue[1:]
 	}
 	q.queue = append(q.queue, queuedLog{h, r})
 	if q.active {
-		q.drainer.kick(q.drain)
+		q.drainer.Kick(q.drain)
 	}
 }
 
-// start has records handled as they come, those queued before included,
+// Start has records handled as they come, those queued before included,
 // and returns the function that stops it once the queue is empty.
-func (q *logQueue) start() (stop func()) {
+func (q *Queue) Start() (stop func()) {
 	q.mu.Lock()
 	q.active = true
-	q.drainer.kick(q.drain)
+	q.drainer.Kick(q.drain)
 	q.mu.Unlock()
 	return func() {
 		q.mu.Lock()
 		q.active = false
-		q.drainer.kick(q.drain) // whatever came last
+		q.drainer.Kick(q.drain) // whatever came last
 		q.mu.Unlock()
-		q.drainer.wait()
+		q.drainer.Wait()
 	}
 }
 
 // drain hands every queued record to its handler, and reports whether it
 // found any.
-func (q *logQueue) drain() bool {
+func (q *Queue) drain() bool {
 	q.mu.Lock()
 	batch, dropped := q.queue, q.dropped
 	q.queue, q.dropped = nil, droppedLogs{}
@@ -162,11 +172,14 @@ func handle(h slog.Handler, r slog.Record) {
 	}
 }
 
-// queuedHandler is the slog.Handler client-go's klog output goes to (through
-// logr): it queues each record on a logQueue instead of handling it on
-// client-go's goroutine, which may be the one renewing the lease.
+// Handler returns the slog.Handler client-go's klog output goes to
+// (through logr): it queues each record on q, for h, instead of handling
+// it on client-go's goroutine, which may be the one renewing the lease.
+func (q *Queue) Handler(h slog.Handler) slog.Handler { return queuedHandler{q, h} }
+
+// queuedHandler is what Handler returns.
 type queuedHandler struct {
-	q *logQueue
+	q *Queue
 	h slog.Handler // the user's, with client-go's attributes and groups
 }
 
@@ -190,16 +203,16 @@ func (qh queuedHandler) WithGroup(name string) slog.Handler {
 	return queuedHandler{qh.q, qh.h.WithGroup(name)}
 }
 
-// defaultWarnings is the handler relect logs to when Options.Logger is
+// DefaultWarnings is the handler relect logs to when Options.Logger is
 // nil: slog.Default()'s, as it is when each record is handled, for
 // warnings and errors only — a stuck leader's warning, a registry turned
 // off for lack of RBAC, failing calls — so that a program that gave no
 // Logger still hears of them, and not of every event.
-type defaultWarnings struct {
+type DefaultWarnings struct {
 	with []func(slog.Handler) slog.Handler // WithAttrs and WithGroup, in order
 }
 
-func (d defaultWarnings) handler() slog.Handler {
+func (d DefaultWarnings) handler() slog.Handler {
 	h := slog.Default().Handler()
 	for _, f := range d.with {
 		h = f(h)
@@ -207,18 +220,18 @@ func (d defaultWarnings) handler() slog.Handler {
 	return h
 }
 
-func (d defaultWarnings) Enabled(ctx context.Context, level slog.Level) bool {
+func (d DefaultWarnings) Enabled(ctx context.Context, level slog.Level) bool {
 	return level >= slog.LevelWarn && slog.Default().Handler().Enabled(ctx, level)
 }
 
-func (d defaultWarnings) Handle(ctx context.Context, r slog.Record) error {
+func (d DefaultWarnings) Handle(ctx context.Context, r slog.Record) error {
 	return d.handler().Handle(ctx, r)
 }
 
-func (d defaultWarnings) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return defaultWarnings{append(slices.Clip(d.with), func(h slog.Handler) slog.Handler { return h.WithAttrs(attrs) })}
+func (d DefaultWarnings) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return DefaultWarnings{append(slices.Clip(d.with), func(h slog.Handler) slog.Handler { return h.WithAttrs(attrs) })}
 }
 
-func (d defaultWarnings) WithGroup(name string) slog.Handler {
-	return defaultWarnings{append(slices.Clip(d.with), func(h slog.Handler) slog.Handler { return h.WithGroup(name) })}
+func (d DefaultWarnings) WithGroup(name string) slog.Handler {
+	return DefaultWarnings{append(slices.Clip(d.with), func(h slog.Handler) slog.Handler { return h.WithGroup(name) })}
 }
