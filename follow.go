@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/linelease"
 	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/wire"
@@ -277,19 +278,19 @@ func (f *follower) await(ctx context.Context) error {
 		}
 		return nil // else due() now holds: the loop tries to acquire
 	case ev, open := <-f.w.ResultChan():
-		switch e := f.gw.event(ev, open); e.kind {
-		case watchClosed:
+		switch e := f.gw.event(ev, open); e.Kind {
+		case leasewatch.Closed:
 			f.w = nil // closed by the server: resume from f.rv
-		case leaseChanged:
-			f.observe(e.lease, true)
-		case leaseDeleted:
-			if e.lease != nil {
-				f.rv = e.lease.ResourceVersion // a resumed watch goes on from here
+		case leasewatch.Changed:
+			f.observe(e.Lease, true)
+		case leasewatch.Deleted:
+			if e.Lease != nil {
+				f.rv = e.Lease.ResourceVersion // a resumed watch goes on from here
 			}
 			f.observe(nil, true)
-		case leaseProgress:
-			f.rv = e.lease.ResourceVersion
-		case watchBroken:
+		case leasewatch.Progress:
+			f.rv = e.Lease.ResourceVersion
+		case leasewatch.Broken:
 			f.stopWatch() // start over with a read
 			f.needRead = true
 		}

@@ -47,16 +47,7 @@ func (c lineCalls) DoSpare(ctx context.Context, verb string, bounded bool, fn fu
 	return c.gw.doSpare(ctx, verb, bounded, fn)
 }
 
-// lineEventKinds are the line Lease component's names of leaseEventKind.
-var lineEventKinds = [...]linelease.EventKind{
-	leaseIgnored: linelease.Ignored, leaseChanged: linelease.Changed, leaseDeleted: linelease.Deleted,
-	leaseProgress: linelease.Progress, watchClosed: linelease.Closed, watchBroken: linelease.Broken,
-}
-
-func (c lineCalls) Decode(ev watch.Event, open bool) linelease.Event {
-	e := c.gw.event(ev, open)
-	return linelease.Event{Kind: lineEventKinds[e.kind], Lease: e.lease}
-}
+func (c lineCalls) Decode(ev watch.Event, open bool) linelease.Event { return c.gw.event(ev, open) }
 
 // postLine keeps the line Lease as st wants it while ctx (the term's)
 // lasts (linelease.Post).

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/wire"
 
@@ -330,23 +331,23 @@ func readCandidates(ctx context.Context, gw *gateway, w watch.Interface, up regi
 			deleteLapsed(ctx, gw, up)
 		case ev, open := <-w.ResultChan():
 			e := gw.event(ev, open)
-			if e.lease != nil {
-				*rv = e.lease.ResourceVersion
+			if e.Lease != nil {
+				*rv = e.Lease.ResourceVersion
 			}
-			switch e.kind {
-			case watchClosed:
+			switch e.Kind {
+			case leasewatch.Closed:
 				return false
-			case watchBroken:
+			case leasewatch.Broken:
 				return true
-			case leaseChanged:
-				if c, ok := candidateFrom(e.lease); ok {
+			case leasewatch.Changed:
+				if c, ok := candidateFrom(e.Lease); ok {
 					up.candidateChanged(c)
 				} else {
-					up.candidateGone(e.lease.Name)
+					up.candidateGone(e.Lease.Name)
 				}
-			case leaseDeleted:
-				if e.lease != nil {
-					up.candidateGone(e.lease.Name)
+			case leasewatch.Deleted:
+				if e.Lease != nil {
+					up.candidateGone(e.Lease.Name)
 				}
 			}
 		}

@@ -110,16 +110,7 @@ func (c shardCore) DoSpare(ctx context.Context, verb string, bounded bool, fn fu
 
 func (c shardCore) Ready(ctx context.Context) error { return c.gw.ready(ctx) }
 
-// shardEventKinds are the shards component's names of leaseEventKind.
-var shardEventKinds = [...]shards.EventKind{
-	leaseIgnored: shards.Ignored, leaseChanged: shards.Changed, leaseDeleted: shards.Deleted,
-	leaseProgress: shards.Progress, watchClosed: shards.Closed, watchBroken: shards.Broken,
-}
-
-func (c shardCore) Decode(ev watch.Event, open bool) shards.Event {
-	e := c.gw.event(ev, open)
-	return shards.Event{Kind: shardEventKinds[e.kind], Lease: e.lease}
-}
+func (c shardCore) Decode(ev watch.Event, open bool) shards.Event { return c.gw.event(ev, open) }
 
 func (c shardCore) NewRetry() shards.Backoff { return newRetryBackoff(c.cfg) }
 

@@ -6,68 +6,24 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/pace"
 )
 
 // A watch on the one Lease: the follower reads one while it waits to
 // acquire, and the leader goes on reading the same one during its term
 // (watchTerm). Both open it through the gateway (gateway.watch) and read
-// its events through it (gateway.event, which decodes them).
-
-// leaseEvent is one event of a watch on the Lease, decoded.
-type leaseEvent struct {
-	kind leaseEventKind
-	// lease is the Lease as changed, the deleted object (nil if the event
-	// did not carry one), or the bookmark's.
-	lease *coordinationv1.Lease
-}
-
-type leaseEventKind uint8
-
-const (
-	leaseIgnored  leaseEventKind = iota // an object that is not a Lease
-	leaseChanged                        // added or modified
-	leaseDeleted                        // deleted
-	leaseProgress                       // a bookmark: a resourceVersion to resume from
-	watchClosed                         // the server ended the watch: resume it from the last resourceVersion
-	watchBroken                         // an error event (410 Gone, say): start over with a read
-)
-
-// decode turns what a watch's result channel delivered (open is false once
-// it is closed) into a leaseEvent.
-func decode(ev watch.Event, open bool) leaseEvent {
-	if !open {
-		return leaseEvent{kind: watchClosed}
-	}
-	l, isLease := ev.Object.(*coordinationv1.Lease)
-	switch ev.Type {
-	case watch.Added, watch.Modified:
-		if isLease {
-			return leaseEvent{kind: leaseChanged, lease: l}
-		}
-	case watch.Deleted:
-		if !isLease {
-			l = nil
-		}
-		return leaseEvent{kind: leaseDeleted, lease: l}
-	case watch.Bookmark:
-		if isLease {
-			return leaseEvent{kind: leaseProgress, lease: l}
-		}
-	default:
-		return leaseEvent{kind: watchBroken}
-	}
-	return leaseEvent{kind: leaseIgnored}
-}
+// its events through it (gateway.event, which decodes them:
+// internal/leasewatch).
 
 // event decodes what a watch opened through the gateway delivered (open is
-// false once it is closed; see decode), and reports an event that carries
-// an object — a change, a deletion, a bookmark — as contact with the API,
-// exactly as an answer to a call is: a follower learns by watching.
-func (g *gateway) event(ev watch.Event, open bool) leaseEvent {
-	e := decode(ev, open)
-	switch e.kind {
-	case leaseChanged, leaseDeleted, leaseProgress:
+// false once it is closed; see leasewatch.Decode), and reports an event
+// that carries an object — a change, a deletion, a bookmark — as contact
+// with the API, exactly as an answer to a call is: a follower learns by
+// watching.
+func (g *gateway) event(ev watch.Event, open bool) leasewatch.Event {
+	e := leasewatch.Decode(ev, open)
+	if e.CarriesObject() {
 		g.up.heard()
 	}
 	return e
@@ -117,16 +73,16 @@ func watchTerm(ctx context.Context, gw *gateway, up termWatchReports, w watch.In
 			return
 		case ev, open := <-w.ResultChan():
 			e := gw.event(ev, open)
-			if !caughtUp && e.lease != nil {
-				caughtUp = e.lease.ResourceVersion == rv
+			if !caughtUp && e.Lease != nil {
+				caughtUp = e.Lease.ResourceVersion == rv
 				continue // before our write, or our write itself
 			}
-			switch e.kind {
-			case leaseChanged:
-				up.observed(recordOf(e.lease), e.lease)
-			case leaseDeleted:
+			switch e.Kind {
+			case leasewatch.Changed:
+				up.observed(recordOf(e.Lease), e.Lease)
+			case leasewatch.Deleted:
 				up.observedMissing(false)
-			case watchClosed, watchBroken:
+			case leasewatch.Closed, leasewatch.Broken:
 				return
 			}
 		}

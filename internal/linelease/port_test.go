@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
 
@@ -60,21 +61,7 @@ func (c *fakeCalls) DoSpare(ctx context.Context, verb string, bounded bool, fn f
 	return c.Do(ctx, verb, bounded, fn)
 }
 
-func (c *fakeCalls) Decode(ev watch.Event, open bool) Event {
-	if !open {
-		return Event{Kind: Closed}
-	}
-	l, _ := ev.Object.(*coordinationv1.Lease)
-	switch ev.Type {
-	case watch.Added, watch.Modified:
-		return Event{Kind: Changed, Lease: l}
-	case watch.Deleted:
-		return Event{Kind: Deleted, Lease: l}
-	case watch.Bookmark:
-		return Event{Kind: Progress, Lease: l}
-	}
-	return Event{Kind: Broken}
-}
+func (c *fakeCalls) Decode(ev watch.Event, open bool) Event { return leasewatch.Decode(ev, open) }
 
 func (c *fakeCalls) count(verb string) int {
 	c.mu.Lock()

@@ -16,9 +16,10 @@ import (
 	"log/slog"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
+
+	"github.com/relect/relect/internal/leasewatch"
 )
 
 // Config is what the component reads of the election's configuration; it
@@ -71,25 +72,21 @@ type Calls interface {
 	Decode(ev watch.Event, open bool) Event
 }
 
-// Event is one event of a watch on Leases, decoded (Calls.Decode).
-type Event struct {
-	Kind EventKind
-	// Lease is the Lease changed, the one deleted (nil if the event did
-	// not carry it), or the bookmark's.
-	Lease *coordinationv1.Lease
-}
+// Event is one event of a watch on Leases, decoded (Calls.Decode): the
+// core's and the component's one reading of watch events.
+type Event = leasewatch.Event
 
 // EventKind is what a watch event says.
-type EventKind uint8
+type EventKind = leasewatch.Kind
 
-// The kinds of Event.
+// The kinds of Event (leasewatch's).
 const (
-	Ignored  EventKind = iota // an object that is not a Lease
-	Changed                   // added or modified
-	Deleted                   // deleted
-	Progress                  // a bookmark: a resourceVersion to resume from
-	Closed                    // the server ended the watch: resume it from the last resourceVersion
-	Broken                    // an error event (410 Gone, say): start over with a list
+	Ignored  = leasewatch.Ignored  // an object that is not a Lease
+	Changed  = leasewatch.Changed  // added or modified
+	Deleted  = leasewatch.Deleted  // deleted
+	Progress = leasewatch.Progress // a bookmark: a resourceVersion to resume from
+	Closed   = leasewatch.Closed   // the server ended the watch: resume it from the last resourceVersion
+	Broken   = leasewatch.Broken   // an error event (410 Gone, say): start over with a list
 )
 
 // Backoff paces retries after failed calls (the core's retry backoff:

@@ -7,8 +7,9 @@ import (
 	"sync"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/relect/relect/internal/leasewatch"
 )
 
 // The fake port: what the component asks of the election core, played by
@@ -48,21 +49,7 @@ func (c *fakeCore) DoSpare(ctx context.Context, verb string, bounded bool, fn fu
 
 func (c *fakeCore) Ready(ctx context.Context) error { return ctx.Err() }
 
-func (c *fakeCore) Decode(ev watch.Event, open bool) Event {
-	if !open {
-		return Event{Kind: Closed}
-	}
-	l, _ := ev.Object.(*coordinationv1.Lease)
-	switch ev.Type {
-	case watch.Added, watch.Modified:
-		return Event{Kind: Changed, Lease: l}
-	case watch.Deleted:
-		return Event{Kind: Deleted, Lease: l}
-	case watch.Bookmark:
-		return Event{Kind: Progress, Lease: l}
-	}
-	return Event{Kind: Broken}
-}
+func (c *fakeCore) Decode(ev watch.Event, open bool) Event { return leasewatch.Decode(ev, open) }
 
 func (c *fakeCore) NewRetry() Backoff { return &fixedBackoff{d: rp} }
 
