@@ -6,6 +6,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/relect/relect/internal/leaserecord"
 	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/linelease"
 	"github.com/relect/relect/internal/pace"
@@ -50,7 +51,7 @@ type follower struct {
 	wrote    bool                  // an acquiring write was sent
 	known    bool                  // lease reflects a read or a watch event
 	lease    *coordinationv1.Lease // last observed; nil if missing or unknown
-	key      []byte                // its recordKey, to tell a change
+	key      []byte                // its leaserecord.Key, to tell a change
 	// observedAt is the local time the record last changed: client-go's
 	// expiry rule counts from it.
 	observedAt time.Time
@@ -380,8 +381,8 @@ func (f *follower) observe(l *coordinationv1.Lease, fromWatch bool) {
 	}
 	f.watchedMissing = false
 	f.lease, f.rv = l, l.ResourceVersion
-	rec := recordOf(l)
-	if key := recordKey(rec); !bytes.Equal(key, f.key) {
+	rec := leaserecord.Of(l)
+	if key := leaserecord.Key(rec); !bytes.Equal(key, f.key) {
 		// A new record: a new situation, which a try held back after a
 		// failure (retryAt) must not miss — a release, or a handover to
 		// us. The backoff itself goes on growing until a watch opens.
@@ -396,7 +397,7 @@ func (f *follower) record() *record {
 	if f.lease == nil {
 		return nil
 	}
-	return recordOf(f.lease)
+	return leaserecord.Of(f.lease)
 }
 
 // expiry is when the observed lease may be taken over: if there is none,
@@ -440,7 +441,7 @@ func (f *follower) freeAt() (_ time.Time, turns bool) {
 		// the named successor's time to take the lease, then succession
 		// resumes.
 		free = f.observedAt.Add(time.Duration(rec.LeaseDurationSeconds) * time.Second)
-	case released(rec):
+	case leaserecord.Released(rec):
 		free = f.observedAt
 	case rec.HolderIdentity == "":
 		// Emptied by hand: our own lease duration, whatever the record
@@ -479,7 +480,7 @@ func (f *follower) due() bool {
 func (f *follower) acquire(ctx context.Context) error {
 	var transitions int32
 	if rec := f.record(); rec != nil {
-		transitions = nextTransitions(rec, f.up.ours(rec))
+		transitions = leaserecord.NextTransitions(rec, f.up.ours(rec))
 	} else {
 		transitions = f.up.recreatedTransitions()
 	}
@@ -630,7 +631,7 @@ func (o lineOutsider) ReadLease(ctx context.Context) (*coordinationv1.Lease, err
 }
 
 func (o lineOutsider) RecordKey(l *coordinationv1.Lease) string {
-	return string(recordKey(recordOf(l)))
+	return string(leaserecord.Key(leaserecord.Of(l)))
 }
 
 func (o lineOutsider) Observed(line wire.Line) { o.f.up.observedLine(line) }

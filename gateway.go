@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/relect/relect/internal/leaserecord"
 	"github.com/relect/relect/internal/pace"
 )
 
@@ -37,11 +38,11 @@ import (
 // request) and its outcome, and every record read, which drive IsLeader,
 // the term watchdog, new-leader events and loss detection; and it shows
 // client-go a disguised record where client-go's rules would be unsafe
-// (disguise).
+// (leaserecord.Disguise).
 type gateway struct {
 	cfg     *config
 	inner   resourcelock.Interface // the lock client-go's elector drives through the gateway
-	own     *leaseLock             // inner, when it is relect's own (Config or Client); nil with a Lock
+	own     *leaserecord.Lock      // inner, when it is relect's own (Config or Client); nil with a Lock
 	limiter *rate.Limiter
 	up      gatewayReports
 	// acquired is the follower's acquiring write of this campaign, until
@@ -70,7 +71,7 @@ type gatewayReports interface {
 func newGateway(cfg *config, up gatewayReports) *gateway {
 	g := &gateway{cfg: cfg, inner: cfg.lock, limiter: newLimiter(cfg), up: up}
 	if cfg.lock == nil {
-		g.own = &leaseLock{leases: cfg.leases, ns: cfg.Namespace, name: cfg.Name, identity: cfg.identity, annotate: up.annotate}
+		g.own = leaserecord.NewLock(cfg.leases, cfg.Namespace, cfg.Name, cfg.identity, up.annotate)
 		g.inner = g.own
 	}
 	return g
@@ -82,7 +83,7 @@ func (g *gateway) lastLease() *coordinationv1.Lease {
 	if g.own == nil {
 		return nil
 	}
-	return g.own.last()
+	return g.own.Last()
 }
 
 // errBudget wraps a token-bucket wait that could not finish in time.
@@ -185,7 +186,7 @@ func (g *gateway) wait(ctx context.Context) (time.Duration, error) {
 func (g *gateway) hasTokens(n float64) bool { return g.limiter.Tokens() >= n }
 
 // Get is client-go's read of the record. The record read is reported; what
-// client-go gets is the record, or its disguise, with its recordKey as the
+// client-go gets is the record, or its disguise, with its leaserecord.Key as the
 // raw bytes client-go compares (so that it sees renewals within one second
 // as new, too).
 //
@@ -195,10 +196,10 @@ func (g *gateway) hasTokens(n float64) bool { return g.limiter.Tokens() >= n }
 func (g *gateway) Get(ctx context.Context) (*record, []byte, error) {
 	if a := g.acquired.Load(); a != nil && !a.read && g.own != nil {
 		a.read = true
-		g.own.lease = a.lease
-		rec := recordOf(a.lease)
+		g.own.SetLast(a.lease)
+		rec := leaserecord.Of(a.lease)
 		g.up.observed(rec, a.lease)
-		return rec, recordKey(rec), nil
+		return rec, leaserecord.Key(rec), nil
 	}
 	var (
 		rec *record
@@ -212,10 +213,10 @@ func (g *gateway) Get(ctx context.Context) (*record, []byte, error) {
 	switch {
 	case err == nil:
 		stranger := g.up.observed(rec, g.lastLease())
-		if disguised(rec, stranger, g.cfg.leaseSeconds) {
-			rec = disguise(rec, stranger, g.cfg.leaseSeconds)
+		if leaserecord.Disguised(rec, stranger, g.cfg.leaseSeconds) {
+			rec = leaserecord.Disguise(rec, stranger, g.cfg.leaseSeconds)
 		}
-		return rec, recordKey(rec), nil
+		return rec, leaserecord.Key(rec), nil
 	case apierrors.IsNotFound(err):
 		g.up.observedMissing(false)
 	}
@@ -253,7 +254,7 @@ func (g *gateway) Create(ctx context.Context, ler record) error {
 func (g *gateway) Update(ctx context.Context, ler record) error {
 	if a := g.acquired.Load(); a != nil && a.resumes(g, &ler) {
 		a.answered++
-		g.up.wrote(a.sent, recordOf(a.lease), a.lease.ResourceVersion)
+		g.up.wrote(a.sent, leaserecord.Of(a.lease), a.lease.ResourceVersion)
 		return nil
 	}
 	if ler.HolderIdentity == g.cfg.identity {
@@ -280,8 +281,8 @@ type acquisition struct {
 // the campaign, and nothing was written since (the lock still holds a's
 // Lease).
 func (a *acquisition) resumes(g *gateway, ler *record) bool {
-	return a.read && a.answered < 2 && g.own != nil && g.own.lease == a.lease &&
-		ler.HolderIdentity == g.cfg.identity && ler.LeaderTransitions == recordOf(a.lease).LeaderTransitions &&
+	return a.read && a.answered < 2 && g.own != nil && g.own.Last() == a.lease &&
+		ler.HolderIdentity == g.cfg.identity && ler.LeaderTransitions == leaserecord.Of(a.lease).LeaderTransitions &&
 		time.Since(a.sent) < g.cfg.RetryPeriod/2
 }
 
@@ -290,7 +291,7 @@ func (g *gateway) write(ctx context.Context, verb string, ler record, call func(
 	var sent time.Time
 	err := g.do(ctx, verb, true, func(ctx context.Context) error {
 		sent = time.Now()
-		ler.LeaderTransitions = int(clampTransitions(ler.LeaderTransitions)) // client-go counts past MaxInt32
+		ler.LeaderTransitions = int(leaserecord.ClampTransitions(ler.LeaderTransitions)) // client-go counts past MaxInt32
 		if ler.HolderIdentity == g.cfg.identity {
 			// client-go stamped the renew time before the bucket wait (and
 			// before a slow-path Get); stamp it again now, so that a
@@ -343,7 +344,7 @@ func (g *gateway) read(ctx context.Context) (*record, error) {
 }
 
 // release hands the lease back — or over, to the holder to names (see
-// handOverRecord), if to is not empty: it writes the record conditionally
+// leaserecord.HandOver), if to is not empty: it writes the record conditionally
 // on the object this gateway last read or wrote, so a Lease that has passed
 // to another holder is never blanked. If check, or after a conflict
 // (perhaps a write of ours cancelled on our side after the apiserver
@@ -362,9 +363,9 @@ func (g *gateway) release(ctx context.Context, transitions int, to string, check
 			}
 			transitions = cur.LeaderTransitions
 		}
-		rec := releaseRecord(transitions)
+		rec := leaserecord.Release(transitions)
 		if to != "" {
-			rec = handOverRecord(transitions, to, g.cfg.handOverSeconds)
+			rec = leaserecord.HandOver(transitions, to, g.cfg.handOverSeconds)
 		}
 		err := g.Update(ctx, rec)
 		if err == nil {
@@ -432,8 +433,8 @@ func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec 
 			want = from.DeepCopy()
 		}
 		want.Spec = spec(sent)
-		g.up.sending(recordOf(want))
-		g.up.annotate(want, recordOf(want))
+		g.up.sending(leaserecord.Of(want))
+		g.up.annotate(want, leaserecord.Of(want))
 		if from == nil {
 			l, err = g.cfg.leases.Create(ctx, want, metav1.CreateOptions{})
 		} else {
@@ -442,7 +443,7 @@ func (g *gateway) acquire(ctx context.Context, from *coordinationv1.Lease, spec 
 		return err
 	})
 	if err == nil {
-		g.up.wrote(sent, recordOf(l), l.ResourceVersion)
+		g.up.wrote(sent, leaserecord.Of(l), l.ResourceVersion)
 		g.acquired.Store(&acquisition{lease: l, sent: sent})
 	}
 	return l, sent, err

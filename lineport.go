@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/relect/relect/internal/leaserecord"
 	"github.com/relect/relect/internal/linelease"
 	"github.com/relect/relect/internal/wire"
 
@@ -88,7 +89,7 @@ func (p linePoster) Wanted() (line wire.Line, ok, withView bool, changed <-chan 
 	ours := w != nil && w.HolderIdentity == s.cfg.identity
 	var term int32
 	if ours {
-		term = clampTransitions(w.LeaderTransitions)
+		term = leaserecord.ClampTransitions(w.LeaderTransitions)
 	}
 	return s.line.Current(ours, term)
 }

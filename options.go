@@ -17,6 +17,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/relect/relect/internal/defaults"
+	"github.com/relect/relect/internal/leaserecord"
 	"github.com/relect/relect/internal/logq"
 	"github.com/relect/relect/internal/shards"
 
@@ -443,14 +444,14 @@ func checkLease(o *Options, p *problems) {
 
 // checkIdentity rejects an identity the API server would store altered,
 // and one that relect uses itself, for client-go's eyes only, to stand for
-// a holder that is not this candidate (disguise): a candidate of that
+// a holder that is not this candidate (leaserecord.Disguise): a candidate of that
 // identity would take such a lease for its own.
 func checkIdentity(field, id string, p *problems) {
 	switch {
 	case !utf8.ValidString(id):
 		p.bad(field, "%q is not valid UTF-8: the API server would store it altered, and "+
 			"this candidate would not recognise the lease it holds", id)
-	case id == emptiedHolder || strings.HasSuffix(id, strangerSuffix):
+	case id == leaserecord.EmptiedHolder || strings.HasSuffix(id, leaserecord.StrangerSuffix):
 		p.bad(field, "%q is reserved: relect shows it to client-go in place of a holder that is not this candidate", id)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relect/relect/internal/leaserecord"
 	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/wire"
@@ -504,7 +505,7 @@ func (s *state) candidatesUnknown() {
 }
 
 // annotate sets relect's annotations on a Lease object about to be written
-// with rec (leaseLock, and the follower's acquiring write): the line of
+// with rec (leaserecord.Lock, and the follower's acquiring write): the line of
 // succession, and for a record that names another holder — a handover —
 // the handover mark. Annotations of relect's that the write does not carry
 // are removed, an operator's Request among them.
@@ -518,7 +519,7 @@ func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
 	// version read, so it never removes one it did not see.
 	delete(l.Annotations, wire.AnnotationRequest)
 	delete(l.Annotations, wire.AnnotationFence)
-	term := clampTransitions(rec.LeaderTransitions)
+	term := leaserecord.ClampTransitions(rec.LeaderTransitions)
 	set := func(k, v string) {
 		if l.Annotations == nil {
 			l.Annotations = map[string]string{}

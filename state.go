@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/relect/relect/internal/leaserecord"
 	"github.com/relect/relect/internal/linelease"
 	"github.com/relect/relect/internal/logq"
 	"github.com/relect/relect/internal/notify"
@@ -35,7 +36,7 @@ type state struct {
 	// sent is the last record naming us that we sent, applied or not: a
 	// write whose answer was lost may have been applied (see mine).
 	sent *record
-	// published is the client-go view of our last write (clientGoView),
+	// published is the client-go view of our last write (leaserecord.ClientGoView),
 	// publishedAt when the first write with that view was sent: the last
 	// change a client-go follower could see, which bounds its takeover.
 	published   []byte
@@ -211,7 +212,7 @@ func (s *state) setLeaderLocked(holder string, transitions int) {
 // (KEP-4355's spec.preferredHolder), unless the registry shows that
 // candidate standing by or unknown (as HandOver refuses it). It reports whether, outside a term,
 // the record names us although this Elector did not write it: a stranger's
-// (see disguise).
+// (see leaserecord.Disguise).
 func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -249,7 +250,7 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 	case s.term == nil && s.followed && !mine:
 		s.stopCampaign(ErrLeaseLost) // the lease we acquired moved on before client-go resumed it
 	}
-	stranger = s.term == nil && mine && !sameRecord(rec, s.written)
+	stranger = s.term == nil && mine && !leaserecord.Same(rec, s.written)
 	if stranger {
 		s.strangerLocked(rec)
 	}
@@ -308,7 +309,7 @@ func (s *state) acquireAllowedAt(l *coordinationv1.Lease) time.Time {
 	if !s.pollOnly || s.term != nil || s.followed || l == nil || l.ResourceVersion != s.seenRV {
 		return time.Time{}
 	}
-	rec := recordOf(l)
+	rec := leaserecord.Of(l)
 	if rec.HolderIdentity == s.cfg.identity {
 		return time.Time{}
 	}
@@ -318,7 +319,7 @@ func (s *state) acquireAllowedAt(l *coordinationv1.Lease) time.Time {
 		return time.Time{}
 	}
 	free := s.seenAt
-	if !released(rec) {
+	if !leaserecord.Released(rec) {
 		own := time.Duration(s.cfg.leaseSeconds) * time.Second
 		free = free.Add(max(time.Duration(rec.LeaseDurationSeconds)*time.Second, own))
 	}
@@ -346,7 +347,7 @@ func (s *state) createAllowedAt() time.Time {
 func (s *state) recreatedTransitions() int32 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return clampTransitions(s.maxTransitions + 1)
+	return leaserecord.ClampTransitions(s.maxTransitions + 1)
 }
 
 // sending records rec, a record naming us, as about to be sent.
@@ -359,7 +360,7 @@ func (s *state) sending(rec *record) {
 
 // mine reports whether rec carries the stamps of a record naming us that
 // this Elector wrote, or sent without learning whether it was applied
-// (stampedAs; an edit may have changed other fields since): only such a
+// (leaserecord.StampedAs; an edit may have changed other fields since): only such a
 // record may be released or handed over after a conflict, or without a
 // term that holds it. A record that names us otherwise — an operator's
 // edit naming us, a handover naming us — may have been written while
@@ -368,7 +369,7 @@ func (s *state) sending(rec *record) {
 func (s *state) mine(rec *record) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return rec.HolderIdentity == s.cfg.identity && (stampedAs(rec, s.written) || stampedAs(rec, s.sent))
+	return rec.HolderIdentity == s.cfg.identity && (leaserecord.StampedAs(rec, s.written) || leaserecord.StampedAs(rec, s.sent))
 }
 
 // ours reports whether rec is the record this Elector last wrote: then it
@@ -376,7 +377,7 @@ func (s *state) mine(rec *record) bool {
 func (s *state) ours(rec *record) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return rec.HolderIdentity == s.cfg.identity && sameRecord(rec, s.written)
+	return rec.HolderIdentity == s.cfg.identity && leaserecord.Same(rec, s.written)
 }
 
 // wrote records a successful write of ours, sent at sent, that left the
@@ -399,7 +400,7 @@ func (s *state) wrote(sent time.Time, rec *record, rv string) {
 	s.written = &w
 	s.missingSince = time.Time{} // the Lease exists: we just wrote it
 	s.maxTransitions = max(s.maxTransitions, rec.LeaderTransitions)
-	if view := clientGoView(rec); string(view) != string(s.published) {
+	if view := leaserecord.ClientGoView(rec); string(view) != string(s.published) {
 		s.published, s.publishedAt = view, sent
 	}
 	if rec.HolderIdentity == s.cfg.identity && (s.stopCampaign == nil || s.term == nil && !s.followed) {

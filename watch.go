@@ -6,6 +6,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
+	"github.com/relect/relect/internal/leaserecord"
 	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/pace"
 )
@@ -79,7 +80,7 @@ func watchTerm(ctx context.Context, gw *gateway, up termWatchReports, w watch.In
 			}
 			switch e.Kind {
 			case leasewatch.Changed:
-				up.observed(recordOf(e.Lease), e.Lease)
+				up.observed(leaserecord.Of(e.Lease), e.Lease)
 			case leasewatch.Deleted:
 				up.observedMissing(false)
 			case leasewatch.Closed, leasewatch.Broken:
