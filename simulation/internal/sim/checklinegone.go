@@ -47,7 +47,7 @@ const (
 	// ExcuseWardenJustLeft: the warden the line names had left, or was cut
 	// off, and it did so, or was named, within its replacement window
 	// (WardenWindow) before the line left: the documented limit of one
-	// warden (docs/design.md, "The whole line gone": a fleet then waits
+	// warden (docs/design.md, "Liveness, and what a user sees": a fleet then waits
 	// for the line Lease to go stale).
 	ExcuseWardenJustLeft = "the warden gone, and gone or named within its replacement window before the line left (the limit of one warden)"
 )
