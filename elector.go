@@ -17,6 +17,7 @@ import (
 	"github.com/relect/relect/internal/logq"
 	"github.com/relect/relect/internal/notify"
 	"github.com/relect/relect/internal/pace"
+	"github.com/relect/relect/internal/registry"
 	"github.com/relect/relect/internal/work"
 )
 
@@ -207,7 +208,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	// closed, and the log queue is drained last.
 	defer e.logs.Start()()
 	defer e.events.close()
-	var reg *registrar
+	var reg *registry.Registration
 	if e.cfg.registry && e.cfg.leases != nil {
 		// The registration lives as long as Run: waited for after the
 		// loop ended (ctx is done then), once it deregistered.
@@ -220,7 +221,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	if e.cfg.shards != nil && !e.cfg.Standby && e.cfg.leases != nil {
 		// Shards end before the registration: every shard Elector has
 		// released when the candidate deregisters.
-		defer joinShards(klog.NewContext(ctx, e.klogger), e.shards, shardCore{gw: e.gw, cfg: e.cfg, logs: e.logs}, reg)()
+		defer joinShards(klog.NewContext(ctx, e.klogger), e.shards, shardCore{gatewayCalls: gatewayCalls{e.gw}, cfg: e.cfg, logs: e.logs}, reg)()
 	}
 	if e.cfg.Work.Check != nil {
 		// The work check runs as long as Run: joined after the loop
@@ -378,7 +379,7 @@ func (e *Elector) stepDown(ctx context.Context, to string, unregistered bool) er
 			// Unknown to the view: one read of its registration before
 			// refusing (it may have registered since the leader's list).
 			var l *coordinationv1.Lease
-			err = e.gw.doSpare(ctx, verbListCandidates, true, func(ctx context.Context) error {
+			err = e.gw.doSpare(ctx, registry.VerbListCandidates, true, func(ctx context.Context) error {
 				var err error
 				l, err = e.cfg.leases.Get(ctx, registrationName(e.cfg.Name, to), metav1.GetOptions{})
 				return err

@@ -1033,7 +1033,7 @@ func TestBreakCreateMissingDoesNotStallAssignment(t *testing.T) {
 
 // TestBreakLeader403IsRetried: a 403 to the leader's list and watch (RBAC
 // applied late, an authorizer's hiccup). Without shards it turns the
-// candidate registry off (registryForbidden); with shards, whose
+// candidate registry off (registry.Reports.Forbidden); with shards, whose
 // assignment needs it, it is retried as any error: nothing stops or moves
 // meanwhile. After the heal the leader's own shard Electors, refused their
 // watch too, poll their Leases from then on, as the election's Elector

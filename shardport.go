@@ -7,9 +7,8 @@ import (
 
 	"github.com/relect/relect/internal/defaults"
 	"github.com/relect/relect/internal/logq"
+	"github.com/relect/relect/internal/registry"
 	"github.com/relect/relect/internal/shards"
-
-	"k8s.io/apimachinery/pkg/watch"
 )
 
 // The core's side of the shards component (internal/shards): the
@@ -66,7 +65,7 @@ func shardMaxCooldown(cfg *config) time.Duration {
 // (through core, the Elector's gateway, with reg, its registration, nil if
 // none), and returns the function that ends it, once every shard Elector
 // returned (and released).
-func joinShards(ctx context.Context, s *shardsPart, core shardCore, reg *registrar) (wait func()) {
+func joinShards(ctx context.Context, s *shardsPart, core shardCore, reg *registry.Registration) (wait func()) {
 	return s.Join(ctx, &shardMember{shardCore: core, reg: reg}, func(sh string) (shardChild, error) {
 		e, err := newShardElector(core.cfg, sh)
 		if err != nil {
@@ -87,30 +86,19 @@ func assignShards(s *shardsPart, cfg *config, st *state, logs *logq.Queue) func(
 	}
 	return func(ctx context.Context) {
 		term, _ := TermFromContext(ctx)
-		s.Assign(ctx, int32(term), &shardLeader{shardCore: shardCore{gw: newGateway(cfg, st), cfg: cfg, logs: logs}, st: st})
+		s.Assign(ctx, int32(term), &shardLeader{shardCore: shardCore{gatewayCalls: gatewayCalls{newGateway(cfg, st)}, cfg: cfg, logs: logs}, st: st})
 	}
 }
 
-// shardCore implements shards.Core over a gateway.
+// shardCore implements shards.Core over a gateway: its Calls (Do,
+// DoSpare, Ready, Decode) are gatewayCalls, which the registry uses too.
 type shardCore struct {
-	gw   *gateway
+	gatewayCalls
 	cfg  *config
 	logs *logq.Queue
 }
 
 var _ shards.Core = shardCore{}
-
-func (c shardCore) Do(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
-	return c.gw.do(ctx, verb, bounded, fn)
-}
-
-func (c shardCore) DoSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
-	return c.gw.doSpare(ctx, verb, bounded, fn)
-}
-
-func (c shardCore) Ready(ctx context.Context) error { return c.gw.ready(ctx) }
-
-func (c shardCore) Decode(ev watch.Event, open bool) shards.Event { return c.gw.event(ev, open) }
 
 func (c shardCore) NewRetry() shards.Backoff { return newRetryBackoff(c.cfg) }
 
@@ -120,14 +108,14 @@ func (c shardCore) Log(level slog.Level, msg string, args ...any) { c.logs.Log(l
 // registration.
 type shardMember struct {
 	shardCore
-	reg *registrar // nil if the registry is off: nothing to renew
+	reg *registry.Registration // nil if the registry is off: nothing to renew
 }
 
 var _ shards.Member = (*shardMember)(nil)
 
 func (m *shardMember) RenewRegistration() {
 	if m.reg != nil {
-		m.reg.renewNow()
+		m.reg.RenewNow()
 	}
 }
 

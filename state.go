@@ -2,6 +2,7 @@ package relect
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/relect/relect/internal/linelease"
 	"github.com/relect/relect/internal/logq"
 	"github.com/relect/relect/internal/notify"
+	"github.com/relect/relect/internal/registry"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/internal/work"
 
@@ -60,7 +62,7 @@ type state struct {
 
 	// reg is this Run's registration, nil without one: the line's warden
 	// renews it at each beat (wardenBeat).
-	reg *registrar
+	reg *registry.Registration
 
 	// pollOnly: the Lease may not be watched (403), so campaigns poll
 	// through client-go's acquire loop, as with a Lock, from then on.
@@ -111,7 +113,7 @@ func newState(cfg *config, events *eventQueue, logs *logq.Queue) *state {
 
 // setRegistration gives the state this Run's registration (nil: none,
 // or Run ends), for the warden's beats.
-func (s *state) setRegistration(r *registrar) {
+func (s *state) setRegistration(r *registry.Registration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.reg = r
@@ -124,7 +126,7 @@ func (s *state) wardenBeat() {
 	r := s.reg
 	s.mu.Unlock()
 	if r != nil {
-		r.renewNow()
+		r.RenewNow()
 	}
 }
 
@@ -269,6 +271,24 @@ func (s *state) strangerLocked(rec *record) {
 		prev.AcquireTime.Equal(&rec.AcquireTime) && rec.RenewTime.After(prev.RenewTime.Time) {
 		s.duplicateLocked("the Lease it holds is renewed by a process that is not this one")
 	}
+}
+
+// duplicateLocked reports that another process seems to run with this
+// Elector's identity (how says what showed it): an EventError wrapping
+// ErrDuplicateIdentity and a warning, at most once per RegistrationRenewal
+// for each way it shows. Requires mu.
+func (s *state) duplicateLocked(how string) {
+	now := time.Now()
+	if at, ok := s.duplicateAt[how]; ok && now.Sub(at) < s.cfg.RegistrationRenewal {
+		return
+	}
+	if s.duplicateAt == nil {
+		s.duplicateAt = map[string]time.Time{}
+	}
+	s.duplicateAt[how] = now
+	e := fmt.Errorf("%w %q: %s; give every candidate its own Identity (in a pod, its name)", ErrDuplicateIdentity, s.cfg.identity, how)
+	s.logs.Log(slog.LevelWarn, "relect: "+e.Error(), "lease", s.cfg.describe)
+	s.emitLocked(Event{Kind: EventError, Err: e})
 }
 
 // observedMissing records that a read or a watch found no Lease. The

@@ -174,11 +174,7 @@ const (
 	verbUpdate = "update"
 	verbWatch  = "watch"
 
-	verbRegister        = "register"
-	verbDeregister      = "deregister"
-	verbListCandidates  = "list-candidates"
-	verbWatchCandidates = "watch-candidates"
-	verbDeleteCandidate = "delete-candidate"
+	// The registry's verbs are internal/registry's (registry.VerbRegister...).
 
 	// The line Lease's verbs are internal/linelease's (linelease.VerbPost,
 	// VerbGet, VerbWatch), the shards' internal/shards' (shards.VerbGetTable...).

@@ -31,7 +31,8 @@ import (
 //  1. the wire format: the two annotations a relect leader writes into the
 //     election's Lease beside its record, and the registrations — one
 //     small Lease per candidate beside the election's — as written and as
-//     read (candidate); registry.go keeps them, with API calls;
+//     read (candidate); the registry component (internal/registry) keeps
+//     them, with API calls;
 //  2. the ordering: who goes first (chooseSuccessors, turn,
 //     sortCandidates);
 //  3. lineage: what one candidate knows of the line and, as leader, of the
@@ -79,11 +80,16 @@ func candidateFrom(l *coordinationv1.Lease) (c candidate, ok bool) {
 	if !ok {
 		return c, false
 	}
+	return candidateOf(r), true
+}
+
+// candidateOf is a registration as read, as a candidate.
+func candidateOf(r wire.Registration) candidate {
 	return candidate{
 		Candidate: Candidate{Identity: r.Identity, Priority: r.Priority, Standby: r.Standby, RenewedAt: r.RenewedAt},
 		name:      r.Name, seconds: r.Seconds, rv: r.RV, shardWeight: r.ShardWeight,
 		shardSet: r.ShardSet, instance: r.Instance, wards: r.Wards,
-	}, true
+	}
 }
 
 // registration is this candidate's own registration object, as it wants it

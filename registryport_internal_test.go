@@ -6,15 +6,16 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/relect/relect/internal/registry"
 	"github.com/relect/relect/relecttest"
 	"github.com/stretchr/testify/assert"
 	"golang.org/x/time/rate"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// noReports is a gatewayReports and registryReports that records nothing,
-// but for the lapsed registrations it reports.
-type noReports struct{ lapsed []candidate }
+// noReports is a gatewayReports that records nothing.
+type noReports struct{}
 
 func (noReports) called(string, string, error, time.Duration)      {}
 func (noReports) observed(*record, *coordinationv1.Lease) bool     { return false }
@@ -26,15 +27,6 @@ func (noReports) createAllowedAt() time.Time                       { return time
 func (noReports) acquireAllowedAt(*coordinationv1.Lease) time.Time { return time.Time{} }
 func (noReports) annotate(*coordinationv1.Lease, *record)          {}
 func (noReports) heard()                                           {}
-func (noReports) registryForbidden(string, error)                  {}
-func (noReports) registryOff() context.Context                     { return context.Background() }
-func (noReports) registryCannotDelete(string, error)               {}
-func (noReports) duplicateIdentity(string)                         {}
-func (noReports) candidatesListed([]candidate)                     {}
-func (noReports) candidateChanged(candidate)                       {}
-func (noReports) candidateGone(string)                             {}
-func (r noReports) candidatesLapsed() []candidate                  { return r.lapsed }
-func (noReports) candidatesUnknown()                               {}
 
 // The leader deletes lapsed registrations from the goroutine that reads
 // the registry's watch: without the rate limiter's spare tokens it leaves
@@ -42,23 +34,29 @@ func (noReports) candidatesUnknown()                               {}
 // refill. Under a low RateLimit that wait lasted tens of seconds, the
 // watch went unread, and every registration of the view lapsed: the
 // leader gave no shard to anyone (the shard simulation's seed 24173).
-func TestLapsedRegistrationsDoNotHoldTheWatchBack(t *testing.T) {
+// This is the gateway's half, through the registry's Calls: TrySpare
+// does not wait; the registry's is internal/registry's
+// TestLapsedRegistrationsDoNotHoldTheWatchBack.
+func TestTrySpareDoesNotWaitForTheBucket(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		api := relecttest.NewLeaseAPI()
 		client := api.Client("leader")
 		cfg := &config{callTimeout: time.Second}
 		cfg.leases = client.Clientset().CoordinationV1().Leases("default")
-		up := noReports{lapsed: []candidate{{name: "gone", rv: "1"}}}
-		gw := &gateway{cfg: cfg, limiter: rate.NewLimiter(0.4, 10), up: up}
+		gw := &gateway{cfg: cfg, limiter: rate.NewLimiter(0.4, 10), up: noReports{}}
 		gw.limiter.AllowN(time.Now(), 8) // two tokens left: fewer than the spare ones
+		calls := registryCalls(gw)
+		del := func(ctx context.Context) error { return cfg.leases.Delete(ctx, "gone", metav1.DeleteOptions{}) }
 
 		start := time.Now()
-		deleteLapsed(context.Background(), gw, up)
+		tried, _ := calls.TrySpare(context.Background(), registry.VerbDeleteCandidate, true, del)
+		assert.False(t, tried)
 		assert.Zero(t, time.Since(start), "it did not wait for the bucket")
 		assert.Zero(t, client.Calls(relecttest.VerbDelete), "no deletion without spare tokens")
 
 		time.Sleep(10 * time.Second) // refilled: 4 tokens more
-		deleteLapsed(context.Background(), gw, up)
+		tried, _ = calls.TrySpare(context.Background(), registry.VerbDeleteCandidate, true, del)
+		assert.True(t, tried)
 		assert.Equal(t, 1, client.Calls(relecttest.VerbDelete), "with spare tokens, it deletes")
 	})
 }
