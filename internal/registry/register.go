@@ -124,8 +124,9 @@ func (r *Registration) write() {
 	if other != "" && r.own != nil {
 		// It was ours, and another Elector wrote it since: a process
 		// that is gone writes nothing.
+		// Named from the config: l is nil when the write after the read failed.
 		r.up.DuplicateIdentity(fmt.Sprintf("its registration %s was written by another process (instance %s) since this one (instance %s) wrote it",
-			l.Name, other, r.cfg.Instance))
+			wire.RegistrationName(r.cfg.Name, r.cfg.Identity), other, r.cfg.Instance))
 	}
 	switch {
 	case err == nil:

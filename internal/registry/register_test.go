@@ -86,6 +86,51 @@ func TestRegisterTakesOverAndReportsADuplicate(t *testing.T) {
 	})
 }
 
+// A duplicate identity is reported even when the write after the read of
+// what the other process wrote fails (here with 409: the other process
+// renewed it again between the read and the write); the registration is
+// written at the retry. Reporting it read the name of the object written,
+// which such a failure leaves nil: the timer's goroutine panicked.
+func TestDuplicateReportedWhenTheWriteAfterTheReadFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		client := api.Client("a")
+		name := wire.RegistrationName(testLease, "a")
+		calls, up := &fakeCalls{}, newFakeReports()
+		ctx, cancel := context.WithCancel(t.Context())
+		reg, wait := Register(ctx, testConfig(client, "a", "i1"), calls, up)
+		defer wait()
+		defer cancel()
+		time.Sleep(2 * rp)
+		synctest.Wait()
+		require.NotNil(t, api.Lease(testNS, name))
+
+		api.Put(testRegistration("a", "i2")(api.Lease(testNS, name), time.Now())) // another process writes it
+		// The renewal's calls: its Update (409: changed), a Create (409:
+		// there), the Get, and the Update of what it read, which fails.
+		n := 0
+		calls.mu.Lock()
+		calls.fail = func(verb string) error {
+			if n++; verb == VerbRegister && n == 4 {
+				return relecttest.Error(409)
+			}
+			return nil
+		}
+		calls.mu.Unlock()
+		reg.RenewNow()
+		synctest.Wait()
+		up.with(func() {
+			require.Len(t, up.duplicates, 1)
+			assert.Contains(t, up.duplicates[0], name)
+		})
+		assert.Equal(t, "i2", api.Lease(testNS, name).Annotations[wire.AnnotationInstance], "not written: it failed")
+
+		time.Sleep(4 * rp) // the retry, after BackoffMax
+		synctest.Wait()
+		assert.Equal(t, "i1", api.Lease(testNS, name).Annotations[wire.AnnotationInstance], "written at the retry")
+	})
+}
+
 // A 403 to the registration's write turns the registry off: no more
 // writes, nothing to delete. Where the registry is Needed (shards), a 403
 // is retried after the backoff as any error.
