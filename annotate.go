@@ -5,13 +5,14 @@ import (
 	"time"
 
 	"github.com/relect/relect/internal/leaserecord"
+	"github.com/relect/relect/internal/succession"
 	"github.com/relect/relect/internal/wire"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 )
 
 // The state's side of the line of succession that the Lease's writes and
-// Elector.Candidates read (lineage, succession.go), under mu.
+// Elector.Candidates read (succession.Book), under mu.
 
 // annotate sets relect's annotations on a Lease object about to be written
 // with rec (leaserecord.Lock, and the follower's acquiring write): the line of
@@ -49,7 +50,7 @@ func (s *state) annotate(l *coordinationv1.Lease, rec *record) {
 		to = h
 		set(wire.AnnotationHandOver, (&handOver{Term: term, From: s.cfg.identity, To: to}).Encode())
 	}
-	sc := s.succession.next(s.cfg, term, time.Now(), to)
+	sc := s.succession.Next(term, time.Now(), to)
 	switch {
 	case !s.cfg.registry || s.cfg.leases == nil:
 	case rec.HolderIdentity == s.cfg.identity:
@@ -78,5 +79,5 @@ func (s *state) knownCandidates() []Candidate {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	self := Candidate{Identity: s.cfg.identity, Priority: s.cfg.Priority, Standby: s.cfg.Standby}
-	return s.succession.known(s.cfg, self, s.leader, time.Now())
+	return candidates(s.succession.Known(succession.Candidate(self), s.leader, time.Now()))
 }

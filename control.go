@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/relect/relect/internal/succession"
 	"github.com/relect/relect/internal/wire"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -47,11 +48,11 @@ func (s *state) stepDown(of *term, to string, unregistered, confirmed bool, read
 		return t, nil, nil, errors.New("relect: a Yield or HandOver of this term is already under way")
 	}
 	if to != "" {
-		if s.succession.standingBy(to) {
+		if s.succession.StandingBy(to) {
 			return t, nil, nil, fmt.Errorf("%w: %q stands by and never leads", ErrUnknownCandidate, to)
 		}
-		ok, loaded := s.succession.mayLead(to, now)
-		registry := s.cfg.registry && !s.succession.off
+		ok, loaded := s.succession.MayLead(to, now)
+		registry := s.cfg.registry && !s.succession.RegistryOff()
 		switch {
 		case unregistered || ok:
 		case registry && !loaded:
@@ -84,13 +85,13 @@ func (s *state) candidateRead(to string, l *coordinationv1.Lease, err error) err
 	defer s.mu.Unlock()
 	switch {
 	case err == nil:
-		if c, ok := candidateFrom(l); ok && c.Identity == to {
-			s.succession.changed(c, time.Now())
+		if c, ok := succession.RegistrationOf(l); ok && c.Identity == to {
+			s.succession.Changed(c, time.Now())
 		} else {
-			s.succession.gone(l.Name) // departed: its holder emptied
+			s.succession.Gone(l.Name) // departed: its holder emptied
 		}
 	case apierrors.IsNotFound(err):
-		s.succession.gone(registrationName(s.cfg.Name, to))
+		s.succession.Gone(registrationName(s.cfg.Name, to))
 	default:
 		return err
 	}
@@ -105,10 +106,10 @@ func (s *state) unknownLocked(to string, now time.Time, readErr error) error {
 		return fmt.Errorf("%w: %q is not a live registered candidate as this leader knows them, and reading its registration failed (%v): "+
 			"try again, or set HandOverOptions.Unregistered", ErrUnknownCandidate, to, err)
 	}
-	if c := s.succession.viewed(to); c != nil {
+	if c := s.succession.Viewed(to); c != nil {
 		return fmt.Errorf("%w: %q is gone: its registration was not renewed for %v (its lease duration, %ds, has passed; "+
 			"its own clock last stamped it at %s): the candidate stopped without deregistering, or cannot reach the API",
-			ErrUnknownCandidate, to, now.Sub(c.seenAt).Round(time.Second), c.seconds, c.RenewedAt.UTC().Format(time.RFC3339))
+			ErrUnknownCandidate, to, now.Sub(c.SeenAt).Round(time.Second), c.Seconds, c.RenewedAt.UTC().Format(time.RFC3339))
 	}
 	return fmt.Errorf("%w: %q is not registered: it has no registration. A relect candidate registers %v to %v after it starts "+
 		"(half a RetryPeriod to 1.5 RetryPeriods), so one that has just started is not registered yet: try again then; "+
@@ -162,16 +163,16 @@ func (s *state) requestedLocked(l *coordinationv1.Lease) {
 	asked := []any{"lease", s.cfg.describe, "by", r.By, "at", r.At}
 	var why string // a handover's refusal
 	if r.To != "" {
-		ok, listed := s.succession.mayLead(r.To, time.Now())
+		ok, listed := s.succession.MayLead(r.To, time.Now())
 		switch {
-		case s.succession.standingBy(r.To):
+		case s.succession.StandingBy(r.To):
 			why = "it stands by"
 		case r.Unregistered:
-		case !s.cfg.registry || s.succession.off:
+		case !s.cfg.registry || s.succession.RegistryOff():
 			why = "this leader's candidate registry is off, so it knows of no candidate (ask with Unregistered, relect handover --unregistered)"
 		case !listed:
 			why = "this leader has not listed the registry yet, half a retry period into its term: ask again"
-		case !ok && s.succession.viewed(r.To) != nil:
+		case !ok && s.succession.Viewed(r.To) != nil:
 			why = "it is gone: its registration lapsed unrenewed (it stopped without deregistering, or cannot reach the API)"
 		case !ok:
 			why = "it is not registered (a relect candidate registers half a retry period to 1.5 retry periods after it starts: ask again then; " +
@@ -203,9 +204,9 @@ func (s *state) requestedLocked(l *coordinationv1.Lease) {
 // cannot tell, and the request would be gone with the next renewal, which
 // does not carry it.) Requires mu.
 func (s *state) mayHandOverLocked(p string) bool {
-	if s.succession.standingBy(p) {
+	if s.succession.StandingBy(p) {
 		return false
 	}
-	ok, loaded := s.succession.mayLead(p, time.Now())
+	ok, loaded := s.succession.MayLead(p, time.Now())
 	return ok || !loaded
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/linelease"
 	"github.com/relect/relect/internal/pace"
+	"github.com/relect/relect/internal/succession"
 	"github.com/relect/relect/internal/wire"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -406,13 +407,13 @@ func (f *follower) record() *record {
 // is free — released; or expired: the observation time plus the longer of
 // the record's lease duration and ours (a handover's own duration, which
 // is nobody's term) — plus this candidate's turn in the line of succession
-// (turn).
+// (succession.Turn).
 func (f *follower) expiry() time.Time {
 	free, turns := f.freeAt()
 	if !turns {
 		return free
 	}
-	return free.Add(turn(f.lease, f.cfg.identity, f.cfg.successionStep, f.standsBack()))
+	return free.Add(succession.Turn(f.lease, f.cfg.identity, f.cfg.successionStep, f.standsBack()))
 }
 
 // freeAt is when the record observed leaves the lease free (expiry's

@@ -97,16 +97,16 @@ func (p linePoster) Wanted() (line wire.Line, ok, withView bool, changed <-chan 
 func (p linePoster) Version() string {
 	p.st.mu.Lock()
 	defer p.st.mu.Unlock()
-	return p.st.succession.lineVersion()
+	return p.st.succession.LineVersion()
 }
 
 // Posted records the line Lease's resourceVersion for the records the
 // leader writes next: they say Posted once the line Lease posts their line
-// (wantLineLocked), and carry rv (lineage.lineVersion).
+// (wantLineLocked), and carry rv (succession.Book.LineVersion).
 func (p linePoster) Posted(line wire.Line, rv string) {
 	p.st.mu.Lock()
 	defer p.st.mu.Unlock()
-	p.st.succession.linePostedRV = rv
+	p.st.succession.LinePosted(rv)
 	p.st.line.Wrote(line)
 }
 
@@ -117,10 +117,10 @@ func (p linePoster) Forbidden(err error) {
 	s := p.st
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.succession.lineOff {
+	if s.succession.LineOff() {
 		return
 	}
-	s.succession.lineOff = true
+	s.succession.TurnLineOff()
 	s.logs.Log(slog.LevelWarn, "relect: this candidate may not write its line Lease; every candidate keeps watching the election's Lease",
 		"lease", s.cfg.describe, "line", wire.LineName(s.cfg.Name), "err", err)
 }
@@ -129,20 +129,20 @@ func (p linePoster) Forbidden(err error) {
 // its own of term term carrying sc (nil: none; linelease.Want.Set). It
 // reports whether the line Lease posts sc's line already: until it does,
 // the record says Posted false (annotate). Requires mu.
-func (s *state) wantLineLocked(term int32, sc *succession) (posted bool) {
+func (s *state) wantLineLocked(term int32, sc *wire.Succession) (posted bool) {
 	line := wire.Line{Holder: s.cfg.identity, Term: term}
 	if sc != nil && sc.Posted {
 		line.Succession = sc
 	}
-	return s.line.Set(line, s.succession.view != nil)
+	return s.line.Set(line, s.succession.HasView())
 }
 
 // wantHandOverLineLocked prepares, for a handover record of term term to
 // to carrying sc (nil: none), the line that tells to of it when to
 // follows the line Lease (linelease.Want.SetHandOver); the leader posts it
 // once the handover is written (postHandOverLine). Requires mu.
-func (s *state) wantHandOverLineLocked(to string, term int32, sc *succession) {
-	line := succession{Term: term, From: s.cfg.identity, Priority: s.cfg.Priority}
+func (s *state) wantHandOverLineLocked(to string, term int32, sc *wire.Succession) {
+	line := wire.Succession{Term: term, From: s.cfg.identity, Priority: s.cfg.Priority}
 	if sc != nil {
 		line = *sc
 	}
@@ -159,7 +159,7 @@ func (s *state) observedLine(line wire.Line) {
 		return
 	}
 	if line.Succession != nil {
-		s.succession.line, s.succession.lineAt = line.Succession, time.Now()
+		s.succession.ObserveLine(line.Succession, time.Now())
 	}
 	s.maxTransitions = max(s.maxTransitions, int(line.Term))
 	s.setLeaderLocked(line.Holder, int(line.Term))

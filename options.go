@@ -20,6 +20,8 @@ import (
 	"github.com/relect/relect/internal/leaserecord"
 	"github.com/relect/relect/internal/logq"
 	"github.com/relect/relect/internal/shards"
+	"github.com/relect/relect/internal/succession"
+	"github.com/relect/relect/internal/wire"
 
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -353,6 +355,8 @@ type config struct {
 	shards      []string
 	shard       string
 	leaseLabels map[string]string
+	// succession is the succession component's Config (successionConfig).
+	succession succession.Config
 }
 
 // problems collects the field errors of one resolve.
@@ -680,6 +684,7 @@ func build(o Options, leases coordinationv1client.LeaseInterface) (*config, erro
 	}
 	if o.Lock != nil {
 		c.lock, c.identity, c.describe = o.Lock, o.Lock.Identity(), o.Lock.Describe()
+		c.succession = successionConfig(c)
 		return c, nil
 	}
 	if o.Identity == "" {
@@ -711,7 +716,30 @@ func build(o Options, leases coordinationv1client.LeaseInterface) (*config, erro
 	c.identity, c.describe = c.Identity, c.Namespace+"/"+c.Name
 	c.registry = !o.DisableRegistry
 	c.shards = o.Shards.names()
+	c.succession = successionConfig(c)
 	return c, nil
+}
+
+// successionConfig is the succession component's Config: what of c it
+// reads, derived once.
+func successionConfig(c *config) succession.Config {
+	sc := succession.Config{
+		Identity:            c.identity,
+		Priority:            c.Priority,
+		LeaseDuration:       c.LeaseDuration,
+		Registry:            c.registry,
+		Posts:               c.leases != nil,
+		Cooldown:            c.Work.cooldown, // work.Options.CooldownOf
+		Namespace:           c.Namespace,
+		Lease:               c.Name,
+		Standby:             c.Standby,
+		Instance:            c.instance,
+		RegistrationSeconds: int32(c.RegistrationRenewal / time.Second * registrationLives),
+	}
+	if c.shards != nil {
+		sc.ShardWeight, sc.ShardSet = c.Shards.Weight, wire.EncodeShardSet(c.shards)
+	}
+	return sc
 }
 
 // lease returns the Lease's namespace and name: Options.Namespace and Name,

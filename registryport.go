@@ -8,18 +8,18 @@ import (
 
 	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/registry"
+	"github.com/relect/relect/internal/succession"
 	"github.com/relect/relect/internal/wire"
-
-	coordinationv1 "k8s.io/api/coordination/v1"
 )
 
 // The core's side of the registry component (internal/registry): the
 // component's Config, built from the election's, and its port — Calls
 // (the gateway, through the adapter the shards component uses too) and
 // Reports (registryPort: the state, which keeps the leader's view in its
-// lineage, and warns). Followers do not watch the registry: they learn
-// the line of succession from the election's Lease, which they watch
-// anyway, or, outside the line, from the line Lease (line.go).
+// succession Book, and warns). Followers do not watch the registry: they
+// learn the line of succession from the election's Lease, which they
+// watch anyway, or, outside the line, from the line Lease
+// (internal/linelease).
 
 // startRegistration keeps this candidate's registration for one Run, from
 // cfg's election, through gw (registry.Register): the returned function,
@@ -42,11 +42,9 @@ func registryConfig(cfg *config) registry.Config {
 		Renewal: cfg.RegistrationRenewal,
 		// With shards, whose assignment needs the registry, a 403 is
 		// retried (TestBreakRegistration403IsRetried).
-		Needed: len(cfg.shards) > 0,
-		Leases: cfg.leases,
-		Registration: func(from *coordinationv1.Lease, now time.Time) *coordinationv1.Lease {
-			return registration(cfg, from, now)
-		},
+		Needed:       len(cfg.shards) > 0,
+		Leases:       cfg.leases,
+		Registration: cfg.succession.Registration,
 		NewBackoff: func(initial, maxWait time.Duration) registry.Backoff {
 			return pace.NewBackoff(initial, maxWait)
 		},
@@ -73,10 +71,10 @@ func (p registryPort) Forbidden(verb string, err error) {
 	s := p.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.succession.off {
+	if s.succession.RegistryOff() {
 		return
 	}
-	s.succession.off = true
+	s.succession.TurnRegistryOff()
 	s.offRegistry()
 	e := fmt.Errorf("%w: this candidate may not %s the Leases of namespace %s: %w; "+
 		"grant its Role leases get, watch, create, update, list and delete (deploy/), "+
@@ -128,14 +126,14 @@ func (p registryPort) DuplicateIdentity(how string) {
 
 // Listed replaces the leader's view with a fresh list.
 func (p registryPort) Listed(rs []wire.Registration) {
-	cs := make([]candidate, len(rs))
+	cs := make([]succession.Registration, len(rs))
 	for i, r := range rs {
-		cs[i] = candidateOf(r)
+		cs[i] = succession.RegistrationFrom(r)
 	}
 	s := p.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.succession.listed(cs, time.Now())
+	s.succession.Listed(cs, time.Now())
 	s.changedLocked() // a HandOver may wait for the view (stepDown)
 }
 
@@ -143,14 +141,14 @@ func (p registryPort) Listed(rs []wire.Registration) {
 func (p registryPort) Changed(r wire.Registration) {
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
-	p.s.succession.changed(candidateOf(r), time.Now())
+	p.s.succession.Changed(succession.RegistrationFrom(r), time.Now())
 }
 
 // Gone records a registration deleted, or departed.
 func (p registryPort) Gone(name string) {
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
-	p.s.succession.gone(name)
+	p.s.succession.Gone(name)
 }
 
 // Lapsed returns the registrations of the leader's view that it has seen
@@ -159,16 +157,16 @@ func (p registryPort) Lapsed() []registry.Version {
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
 	var out []registry.Version
-	for _, c := range p.s.succession.lapsedLongAgo(time.Now()) {
-		out = append(out, registry.Version{Name: c.name, RV: c.rv})
+	for _, c := range p.s.succession.LapsedLongAgo(time.Now()) {
+		out = append(out, registry.Version{Name: c.Name, RV: c.RV})
 	}
 	return out
 }
 
 // Unknown drops the leader's view: the term ended. When each registration
-// was first seen at its version is kept (lineage.sightings).
+// was first seen at its version is kept (succession.Book.DropView).
 func (p registryPort) Unknown() {
 	p.s.mu.Lock()
 	defer p.s.mu.Unlock()
-	p.s.succession.view = nil
+	p.s.succession.DropView()
 }

@@ -132,13 +132,13 @@ func (l *shardLeader) Registrations(now time.Time) (regs []shards.Registration, 
 	s := l.st
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	g := &s.succession
-	if g.view == nil {
+	g := s.succession
+	if !g.HasView() {
 		return nil, false
 	}
-	for _, c := range g.view {
-		if c.live(now) && !c.Standby && c.shardWeight > 0 {
-			regs = append(regs, shards.Registration{Identity: c.Identity, Weight: c.shardWeight, RV: c.rv, Set: c.shardSet, Instance: c.instance})
+	for c := range g.View() {
+		if c.Live(now) && !c.Standby && c.ShardWeight > 0 {
+			regs = append(regs, shards.Registration{Identity: c.Identity, Weight: c.ShardWeight, RV: c.RV, Set: c.ShardSet, Instance: c.Instance})
 		}
 	}
 	return regs, true
@@ -155,9 +155,9 @@ func (l *shardLeader) RegistrationVersions(ids []string) map[string]string {
 	for _, id := range ids {
 		out[id] = ""
 	}
-	for _, c := range s.succession.view {
+	for c := range s.succession.View() {
 		if _, ok := out[c.Identity]; ok {
-			out[c.Identity] = c.rv
+			out[c.Identity] = c.RV
 		}
 	}
 	return out

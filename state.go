@@ -13,6 +13,7 @@ import (
 	"github.com/relect/relect/internal/logq"
 	"github.com/relect/relect/internal/notify"
 	"github.com/relect/relect/internal/registry"
+	"github.com/relect/relect/internal/succession"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/internal/work"
 
@@ -74,9 +75,9 @@ type state struct {
 	seenAt time.Time
 
 	// succession is what this candidate knows of the line of succession
-	// and, as leader, of the registry (succession.go); line is the line
-	// it wants posted to the line Lease as leader (internal/linelease).
-	succession lineage
+	// and, as leader, of the registry (internal/succession); line is the
+	// line it wants posted to the line Lease as leader (internal/linelease).
+	succession *succession.Book
 	line       linelease.Want
 	// changed is closed, and replaced, at every change of leader, at the
 	// start and end of every term, and when the leader lists the registry:
@@ -88,7 +89,7 @@ type state struct {
 	// work is the work liveness component (internal/work; its port is
 	// workPort, below), guarded by mu.
 	work *work.Liveness
-	// registryOffCtx is done when the registry turns off (succession.off,
+	// registryOffCtx is done when the registry turns off (succession's
 	// offRegistry); warnedDelete: a registration could not be deleted
 	// (warned once).
 	registryOffCtx context.Context
@@ -108,6 +109,7 @@ func newState(cfg *config, events *eventQueue, logs *logq.Queue) *state {
 	off, offRegistry := context.WithCancel(context.Background())
 	s := &state{cfg: cfg, events: events, logs: logs, maxTransitions: -1, changed: make(chan struct{}), registryOffCtx: off, offRegistry: offRegistry}
 	s.work = work.New(cfg.Work.resolved(), workPort{s})
+	s.succession = succession.New(cfg.succession)
 	return s
 }
 
@@ -222,11 +224,7 @@ func (s *state) observed(rec *record, l *coordinationv1.Lease) (stranger bool) {
 		if l.ResourceVersion != s.seenRV {
 			s.seenRV, s.seenAt = l.ResourceVersion, time.Now()
 		}
-		s.succession.line, s.succession.lineAt = successionOf(l), s.seenAt
-		s.succession.handOverTo = ""
-		if h := handOverOf(l); h != nil {
-			s.succession.handOverTo = h.To
-		}
+		s.succession.Observe(l, s.seenAt)
 		if linelease.PostedFor(l) != nil {
 			s.line.Seen()
 		}
@@ -320,7 +318,7 @@ func (s *state) observedMissing(restart bool) {
 // Lease it last read: at once, unless this candidate stands back — its
 // work check fails, or l's line of succession has it cooling after a stuck
 // handover (internal/work) — and then when a follower that stands back would
-// try: after everyone else's turn (turn), from when l's record became free
+// try: after everyone else's turn (succession.Turn), from when l's record became free
 // as this Elector observed it. Zero: at once; also for a record of ours (a
 // renewal or a resumption), and with a term or a followed acquisition.
 func (s *state) acquireAllowedAt(l *coordinationv1.Lease) time.Time {
@@ -343,7 +341,7 @@ func (s *state) acquireAllowedAt(l *coordinationv1.Lease) time.Time {
 		own := time.Duration(s.cfg.leaseSeconds) * time.Second
 		free = free.Add(max(time.Duration(rec.LeaseDurationSeconds)*time.Second, own))
 	}
-	return free.Add(turn(l, s.cfg.identity, s.cfg.successionStep, true))
+	return free.Add(succession.Turn(l, s.cfg.identity, s.cfg.successionStep, true))
 }
 
 // createAllowedAt is when this Elector may create the Lease it sees
@@ -432,7 +430,7 @@ func (s *state) wrote(sent time.Time, rec *record, rv string) {
 		if expired == s.cfg.identity {
 			expired = ""
 		}
-		s.succession.acquired(s.cfg.identity, expired, time.Now())
+		s.succession.Acquired(expired, time.Now())
 	}
 	holder := rec.HolderIdentity
 	if holder != s.cfg.identity {
@@ -520,7 +518,7 @@ func (s *state) startServing(t *term, ctx context.Context, cancel context.Cancel
 	}
 	// If the fleet's last stuck handovers were in a row (the streak), t
 	// holds before handing over for stuck work in turn.
-	t.work = s.work.Start(termLeader{s, t}, t.value.beats, now, s.succession.streak)
+	t.work = s.work.Start(termLeader{s, t}, t.value.beats, now, s.succession.Streak())
 	s.stats.TermsStarted++
 	s.emitLocked(Event{Kind: EventStartedLeading, Leader: s.cfg.identity, Term: t.number, Fence: t.fence})
 	s.changedLocked()
@@ -693,7 +691,7 @@ func (s *state) snapshot(now time.Time) snapshot {
 		snap.ValidUntil, snap.Fence = s.term.validUntil, s.term.fence
 	}
 	snap.DroppedEvents = s.events.droppedCount()
-	snap.WorkCooling = s.succession.coolingAt(now)
+	snap.WorkCooling = s.succession.CoolingAt(now)
 	if t := s.term; t.leading(now) {
 		snap.stuckAt, snap.stuck = s.work.Stuck(t.work, now)
 		if streak, until := t.work.Hold(); streak > 0 {
@@ -728,8 +726,8 @@ func (p workPort) Log(level slog.Level, msg string, args ...any) {
 	p.s.logs.Log(level, msg, append([]any{"lease", p.s.cfg.describe}, args...)...)
 }
 
-func (p workPort) SomeoneElse(now time.Time) bool { return p.s.succession.someoneElse(p.s.cfg, now) }
-func (p workPort) EndStreak()                     { p.s.succession.streak = 0 }
+func (p workPort) SomeoneElse(now time.Time) bool { return p.s.succession.SomeoneElse(now) }
+func (p workPort) EndStreak()                     { p.s.succession.EndStreak() }
 func (p workPort) CheckFailures(n int)            { p.s.stats.WorkCheckFailures = n }
 
 func (p workPort) StuckSince(at time.Time) {
@@ -744,7 +742,7 @@ func (p workPort) Wanted() bool {
 	s := p.s
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	line, id := s.succession.line, s.cfg.identity
+	line, id := s.succession.Line(), s.cfg.identity
 	return s.term.leading(time.Now()) || (!s.cfg.Standby && line != nil && (line.Names(id) || line.Warden == id))
 }
 
@@ -800,11 +798,11 @@ func (l termLeader) Recovered(stuckFor time.Duration) {
 }
 
 // HandOver publishes the streak one longer and this candidate cooling
-// (lineage.stuckReleasing), and ends the current term to release the
+// (succession.Book.StuckReleasing), and ends the current term to release the
 // lease.
 func (l termLeader) HandOver(why error, now time.Time) {
 	s := l.s
-	s.succession.stuckReleasing(s.cfg, now)
+	s.succession.StuckReleasing(now)
 	s.stats.WorkStuckHandovers++
 	s.stepDownForLocked("", why)
 }
