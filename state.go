@@ -89,9 +89,9 @@ type state struct {
 	// work is the work liveness component (internal/work; its port is
 	// workPort, below), guarded by mu.
 	work *work.Liveness
-	// registryOffCtx is done when the registry turns off (succession's
-	// offRegistry); warnedDelete: a registration could not be deleted
-	// (warned once).
+	// registryOffCtx is done when the registry turns off
+	// (succession.Book.TurnRegistryOff, offRegistry); warnedDelete: a
+	// registration could not be deleted (warned once).
 	registryOffCtx context.Context
 	offRegistry    context.CancelFunc
 	warnedDelete   bool
