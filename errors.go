@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/relect/relect/internal/problem"
 	"github.com/relect/relect/internal/work"
 )
 
@@ -104,8 +105,9 @@ type FieldError struct {
 }
 
 // fieldRef is an argument of FieldError.format that names a field,
-// qualified ("Options.LeaseDuration").
-type fieldRef string
+// qualified ("Options.LeaseDuration"); the components report theirs as
+// problem.Ref, the same type.
+type fieldRef = problem.Ref
 
 // newFieldError returns the FieldError of field (in the struct of that
 // name, unqualified: "Options", "RenewDeadline") with the problem

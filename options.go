@@ -22,6 +22,7 @@ import (
 	"github.com/relect/relect/internal/shards"
 	"github.com/relect/relect/internal/succession"
 	"github.com/relect/relect/internal/wire"
+	"github.com/relect/relect/internal/work"
 
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -599,52 +600,9 @@ func resolveRegistry(o *Options, durationsOK bool, p *problems) {
 }
 
 // resolveWork defaults and checks work liveness (Options.Work, or
-// Options.Shards.Work: field names which), if it is on.
+// Options.Shards.Work: field names which), if it is on: work.Resolve.
 func resolveWork(w *WorkOptions, field string, standby bool, p *problems) {
-	ok := true
-	for _, d := range []struct {
-		field string
-		v     time.Duration
-	}{
-		{field + ".BeatWindow", w.BeatWindow}, {field + ".CheckInterval", w.CheckInterval}, {field + ".CheckTimeout", w.CheckTimeout},
-		{field + ".Cooldown", w.Cooldown}, {field + ".MaxCooldown", w.MaxCooldown},
-	} {
-		if d.v < 0 {
-			p.bad(d.field, "is negative (%v)", d.v)
-			ok = false
-		}
-	}
-	if w.CheckFailures < 0 {
-		p.bad(field+".CheckFailures", "is negative (%d)", w.CheckFailures)
-		ok = false
-	}
-	if !ok || !w.enabled() {
-		return
-	}
-	if w.CheckInterval == 0 {
-		w.CheckInterval = defaults.WorkCheckInterval
-	}
-	if w.CheckTimeout == 0 {
-		w.CheckTimeout = w.CheckInterval / 2
-	}
-	if w.CheckTimeout > w.CheckInterval {
-		p.bad(field+".CheckTimeout", "%v is longer than %s %v: calls of the check would overlap", w.CheckTimeout, fieldRef(field+".CheckInterval"), w.CheckInterval)
-	}
-	if w.CheckFailures == 0 {
-		w.CheckFailures = defaults.WorkCheckFailures
-	}
-	if w.Cooldown == 0 {
-		w.Cooldown = defaults.WorkCooldown
-	}
-	if w.MaxCooldown == 0 {
-		w.MaxCooldown = max(defaults.WorkMaxCooldown, w.Cooldown)
-	}
-	if w.MaxCooldown < w.Cooldown {
-		p.bad(field+".MaxCooldown", "%v is less than %s %v", w.MaxCooldown, fieldRef(field+".Cooldown"), w.Cooldown)
-	}
-	if standby && field == "Work" {
-		p.bad("Work", "is set, but %s is too: a standby never leads, so it has no work to watch", fieldRef("Standby"))
-	}
+	work.Resolve((*work.Options)(w), field, standby, p.bad)
 }
 
 // resolveDelivery defaults and checks what delivers events and logs.
