@@ -10,8 +10,6 @@ import (
 	"math"
 	"os"
 	"reflect"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -380,7 +378,7 @@ func resolve(o Options) (*config, error) {
 	durationsOK := resolveDurations(&o, &p)
 	resolvePacing(&o, durationsOK, &p)
 	resolveRegistry(&o, durationsOK, &p)
-	resolveWork(&o.Work, "Work", o.Standby, &p)
+	work.Resolve((*work.Options)(&o.Work), "Work", o.Standby, p.bad)
 	resolveShards(&o, durationsOK, &p)
 	resolveDelivery(&o, &p)
 	if len(p) > 0 {
@@ -599,12 +597,6 @@ func resolveRegistry(o *Options, durationsOK bool, p *problems) {
 	}
 }
 
-// resolveWork defaults and checks work liveness (Options.Work, or
-// Options.Shards.Work: field names which), if it is on: work.Resolve.
-func resolveWork(w *WorkOptions, field string, standby bool, p *problems) {
-	work.Resolve((*work.Options)(w), field, standby, p.bad)
-}
-
 // resolveDelivery defaults and checks what delivers events and logs.
 func resolveDelivery(o *Options, p *problems) {
 	switch {
@@ -673,7 +665,7 @@ func build(o Options, leases coordinationv1client.LeaseInterface) (*config, erro
 	}
 	c.identity, c.describe = c.Identity, c.Namespace+"/"+c.Name
 	c.registry = !o.DisableRegistry
-	c.shards = o.Shards.names()
+	c.shards = shards.Names(o.Shards.Count, o.Shards.Names)
 	c.succession = successionConfig(c)
 	return c, nil
 }
@@ -846,98 +838,18 @@ func (o *ShardOptions) enabled() bool {
 	return o.Count != 0 || len(o.Names) > 0 || o.Run != nil || o.Weight != 0 || o.JoinDelay != 0 || o.Work.enabled()
 }
 
-// names returns the shard names o configures; nil without shards.
-func (o *ShardOptions) names() []string {
-	if len(o.Names) > 0 {
-		return slices.Clone(o.Names)
-	}
-	if o.Count <= 0 {
-		return nil
-	}
-	out := make([]string, o.Count)
-	for i := range out {
-		out[i] = strconv.Itoa(i)
-	}
-	return out
-}
-
-// resolveShards defaults and checks Options.Shards, if it is on.
+// resolveShards defaults and checks Options.Shards, if it is on:
+// shards.CheckOptions.
 func resolveShards(o *Options, durationsOK bool, p *problems) {
 	s := &o.Shards
 	if !s.enabled() {
 		return
 	}
-	resolveShardNames(s, p)
-	if s.Run == nil {
-		p.bad("Shards.Run", "is nil")
-	}
-	switch {
-	case s.Weight < 0:
-		p.bad("Shards.Weight", "is negative (%d)", s.Weight)
-	case s.Weight == 0:
-		s.Weight = 1
-	}
-	switch {
-	case s.JoinDelay < 0:
-		p.bad("Shards.JoinDelay", "is negative (%v)", s.JoinDelay)
-	case s.JoinDelay == 0 && durationsOK:
-		s.JoinDelay = o.LeaseDuration
-	}
-	switch {
-	case o.Lock != nil:
-		p.bad("Shards", "is set, but %s is too: shards need the candidate registry, which a %s has not", fieldRef("Lock"), fieldRef("Lock"))
-	case o.DisableRegistry:
-		p.bad("Shards", "is set, but %s is too: the leader assigns shards to the registered candidates", fieldRef("DisableRegistry"))
-	}
-	resolveWork(&s.Work, "Shards.Work", false, p)
-	resolveShardTable(o, p)
-}
-
-// resolveShardNames checks Shards.Count and Names.
-func resolveShardNames(s *ShardOptions, p *problems) {
-	switch {
-	case s.Count < 0:
-		p.bad("Shards.Count", "is negative (%d)", s.Count)
-	case s.Count > 0 && len(s.Names) > 0:
-		p.bad("Shards.Count", "is %d and %s has %d names: set one of them", s.Count, fieldRef("Shards.Names"), len(s.Names))
-	case s.Count == 0 && len(s.Names) == 0:
-		p.bad("Shards.Count", "is 0 and %s is empty: set one of them to take part in shards", fieldRef("Shards.Names"))
-	case s.Count > shards.MaxShards:
-		p.bad("Shards.Count", "%d is more than %d shards", s.Count, shards.MaxShards)
-	case len(s.Names) > shards.MaxShards:
-		p.bad("Shards.Names", "has %d names, more than %d", len(s.Names), shards.MaxShards)
-	}
-	seen := map[string]bool{}
-	for i, n := range s.Names {
-		field := fmt.Sprintf("Shards.Names[%d]", i)
-		switch msgs := validation.IsDNS1123Label(n); {
-		case len(msgs) > 0:
-			p.bad(field, "%q is not a DNS label: %s", n, msgs[0])
-		case seen[n]:
-			p.bad(field, "%q is named twice", n)
-		}
-		seen[n] = true
-	}
-}
-
-// resolveShardTable checks that the shard table fits the Lease's
-// annotations. The table names every shard's holder and taker: judged with
-// identities as long as this candidate's, it must fit, or the apiserver
-// refuses every table the leader writes and no shard is ever assigned.
-func resolveShardTable(o *Options, p *problems) {
-	s := &o.Shards
-	idLen, whose := shards.JSONLen(o.Identity), fieldRef("Identity")
-	if o.Identity == "" {
-		idLen, whose = defaultIdentityLen(), fieldRef("Identity")+" left empty: the host name and 16 hex digits"
-	}
-	if names := s.names(); len(names) > 0 && len(names) <= shards.MaxShards {
-		if size := shards.TableSize(names, idLen); size > shards.TableBudget {
-			field := "Shards.Count"
-			if len(s.Names) > 0 {
-				field = "Shards.Names"
-			}
-			p.bad(field, "makes a shard table of about %d KiB with identities of %d bytes as JSON (%s), more than the %d KiB of the Lease's annotations it may use (the apiserver allows %d KiB): fewer shards, shorter shard names or a shorter identity",
-				(size+1023)>>10, idLen, whose, shards.TableBudget>>10, shards.AnnotationLimit>>10)
-		}
-	}
+	shards.CheckOptions(shards.Settings{
+		Count: s.Count, Names: s.Names, HasRun: s.Run != nil,
+		Weight: &s.Weight, JoinDelay: &s.JoinDelay, Work: (*work.Options)(&s.Work),
+		LeaseDuration: o.LeaseDuration, DurationsOK: durationsOK,
+		Lock: o.Lock != nil, DisableRegistry: o.DisableRegistry,
+		Identity: o.Identity, DefaultIdentityLen: defaultIdentityLen,
+	}, p.bad)
 }
