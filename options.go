@@ -2,20 +2,17 @@ package relect
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
-	"os"
 	"reflect"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/relect/relect/internal/defaults"
-	"github.com/relect/relect/internal/leaserecord"
+	"github.com/relect/relect/internal/identity"
+	"github.com/relect/relect/internal/leaseclient"
 	"github.com/relect/relect/internal/logq"
 	"github.com/relect/relect/internal/shards"
 	"github.com/relect/relect/internal/succession"
@@ -23,7 +20,6 @@ import (
 	"github.com/relect/relect/internal/work"
 
 	"golang.org/x/time/rate"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -412,7 +408,7 @@ func resolveSource(o *Options, p *problems) {
 		if o.Lock.Identity() == "" {
 			p.bad("Lock", "has an empty Identity()")
 		} else {
-			checkIdentity("Lock", o.Lock.Identity(), p)
+			identity.Check("Lock", o.Lock.Identity(), p.bad)
 		}
 		if o.Standby {
 			p.bad("Standby", "needs %s or %s: a standby follows the Lease with a watch, which a %s cannot give", fieldRef("Config"), fieldRef("Client"), fieldRef("Lock"))
@@ -442,21 +438,7 @@ func checkLease(o *Options, p *problems) {
 	if len(o.Identity) > 253 {
 		p.bad("Identity", "is %d bytes long, more than 253", len(o.Identity))
 	}
-	checkIdentity("Identity", o.Identity, p)
-}
-
-// checkIdentity rejects an identity the API server would store altered,
-// and one that relect uses itself, for client-go's eyes only, to stand for
-// a holder that is not this candidate (leaserecord.Disguise): a candidate of that
-// identity would take such a lease for its own.
-func checkIdentity(field, id string, p *problems) {
-	switch {
-	case !utf8.ValidString(id):
-		p.bad(field, "%q is not valid UTF-8: the API server would store it altered, and "+
-			"this candidate would not recognise the lease it holds", id)
-	case id == leaserecord.EmptiedHolder || strings.HasSuffix(id, leaserecord.StrangerSuffix):
-		p.bad(field, "%q is reserved: relect shows it to client-go in place of a holder that is not this candidate", id)
-	}
+	identity.Check("Identity", o.Identity, p.bad)
 }
 
 // isNilPointer reports whether v is an interface holding a nil pointer (or
@@ -638,13 +620,13 @@ func build(o Options, leases coordinationv1client.LeaseInterface) (*config, erro
 		return c, nil
 	}
 	if o.Identity == "" {
-		id, err := defaultIdentity()
+		id, err := identity.Default()
 		if err != nil {
 			return nil, err
 		}
 		c.Identity = id
 	}
-	instance, err := randomHex()
+	instance, err := identity.RandomHex()
 	if err != nil {
 		return nil, fmt.Errorf("relect: generating an instance name: %w", err)
 	}
@@ -653,7 +635,7 @@ func build(o Options, leases coordinationv1client.LeaseInterface) (*config, erro
 	if leases != nil {
 		client = nil
 	} else if o.Config != nil {
-		cs, err := kubernetes.NewForConfig(leaseRESTConfig(o.Config))
+		cs, err := kubernetes.NewForConfig(leaseclient.RESTConfig(o.Config))
 		if err != nil {
 			return nil, fmt.Errorf("relect: Options.Config: building the Lease client: %w", err)
 		}
@@ -701,65 +683,6 @@ func (c *config) lease() (namespace, name string) {
 	}
 	namespace, name, _ = strings.Cut(c.describe, "/")
 	return namespace, name
-}
-
-// leaseRESTConfig returns a copy of cfg for the Lease client: no client-side
-// rate limiter (relect's bucket paces the calls), no whole-request timeout,
-// its own user agent, and protobuf on the wire.
-func leaseRESTConfig(cfg *rest.Config) *rest.Config {
-	c := rest.CopyConfig(cfg)
-	c.RateLimiter = nil
-	c.QPS = -1 // negative: no client-side limiter (rest.RESTClientFor)
-	// An http.Client timeout covers the whole request, a watch's stream
-	// included; the lock gives every other call a context timeout.
-	c.Timeout = 0
-	// Protobuf, as kube-controller-manager, kube-scheduler and kubelet
-	// speak it: a Lease with relect's annotations is about 40 % smaller
-	// than in JSON, and decodes an order of magnitude faster — on the
-	// apiserver, which sends every renewal to every follower's watch, and
-	// on each follower. JSON remains accepted for an apiserver (or proxy)
-	// that answers in it.
-	c.ContentType = runtime.ContentTypeProtobuf
-	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
-	return rest.AddUserAgent(c, "relect")
-}
-
-// defaultIdentityLen is the length of the identity defaultIdentity gives
-// (as JSON: shards.JSONLen).
-func defaultIdentityLen() int { return min(253, shards.JSONLen(identityHost())+1+16) }
-
-// identityHost is the host name a default identity starts with.
-func identityHost() string {
-	host, err := os.Hostname()
-	if err != nil || host == "" {
-		return "relect"
-	}
-	return host
-}
-
-// defaultIdentity is the host name plus 64 random bits, so that two processes
-// sharing a host name (host-network pods of one node) never share an
-// identity.
-func defaultIdentity() (string, error) {
-	host := identityHost()
-	suffix, err := randomHex()
-	if err != nil {
-		return "", fmt.Errorf("relect: generating a default Identity: %w", err)
-	}
-	id := host + "_" + suffix
-	if len(id) > 253 {
-		id = id[len(id)-253:]
-	}
-	return id, nil
-}
-
-// randomHex is 64 random bits in hex.
-func randomHex() (string, error) {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(b[:]), nil
 }
 
 // ShardOptions split work over the fleet (Options.Shards): S shards, fixed
@@ -850,6 +773,6 @@ func resolveShards(o *Options, durationsOK bool, p *problems) {
 		Weight: &s.Weight, JoinDelay: &s.JoinDelay, Work: (*work.Options)(&s.Work),
 		LeaseDuration: o.LeaseDuration, DurationsOK: durationsOK,
 		Lock: o.Lock != nil, DisableRegistry: o.DisableRegistry,
-		Identity: o.Identity, DefaultIdentityLen: defaultIdentityLen,
+		Identity: o.Identity, DefaultIdentityLen: func() int { return identity.DefaultLen(shards.JSONLen) },
 	}, p.bad)
 }

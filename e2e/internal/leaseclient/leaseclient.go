@@ -1,6 +1,6 @@
 // Package leaseclient builds the benchmark's JSON Lease client: the
 // rest.Config relect builds its own Lease client from (the root module's
-// options.go, leaseRESTConfig: no client-side rate limiter, no
+// internal/leaseclient, RESTConfig: no client-side rate limiter, no
 // whole-request timeout, its user agent), but speaking JSON where relect
 // speaks protobuf. A relect candidate given a clientset built from it
 // (Options.Client) sends every Lease and registry call as relect did
