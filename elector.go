@@ -153,7 +153,7 @@ func (e *Elector) Events() <-chan Event {
 		close(ch)
 		return ch
 	}
-	return e.events.channel()
+	return e.events.Channel()
 }
 
 // Stats returns a snapshot of the Elector's state and counters, all read at
@@ -207,7 +207,7 @@ func (e *Elector) Run(ctx context.Context) error {
 	// may still report a panic as an event), then the Events channel is
 	// closed, and the log queue is drained last.
 	defer e.logs.Start()()
-	defer e.events.close()
+	defer e.events.Close()
 	var reg *registry.Registration
 	if e.cfg.registry && e.cfg.leases != nil {
 		// The registration lives as long as Run: waited for after the

@@ -2,8 +2,9 @@ package relect
 
 import (
 	"fmt"
-	"sync"
 	"time"
+
+	"github.com/relect/relect/internal/eventq"
 )
 
 // EventKind says what an Event reports.
@@ -143,59 +144,10 @@ func (e Event) String() string {
 	return s
 }
 
-// eventQueue delivers events in order on a buffered channel without ever
-// blocking the sender: when the buffer is full the oldest buffered event is
-// dropped and counted (hashicorp/raft's drop-and-count policy, keeping the
-// newest). A new channel is made for each Run and closed when Run returns.
-type eventQueue struct {
-	mu      sync.Mutex
-	ch      chan Event
-	size    int
-	dropped uint64
-}
+// eventQueue delivers events in order without ever blocking the sender,
+// dropping and counting the oldest when the buffer is full; a new channel
+// for each Run, closed when Run returns (internal/eventq).
+type eventQueue = eventq.Queue[Event]
 
-func newEventQueue(size int) *eventQueue {
-	return &eventQueue{ch: make(chan Event, size), size: size}
-}
-
-// channel returns the channel the current or next Run delivers on.
-func (q *eventQueue) channel() <-chan Event {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.ch
-}
-
-// send enqueues ev, dropping the oldest buffered event if the buffer is full.
-// Holding mu makes concurrent sends ordered and the drop-then-send atomic
-// with respect to other senders.
-func (q *eventQueue) send(ev Event) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	for {
-		select {
-		case q.ch <- ev:
-			return
-		default:
-		}
-		select {
-		case <-q.ch:
-			q.dropped++
-		default:
-			// A reader took one in between; try again.
-		}
-	}
-}
-
-// close closes the current channel and makes a fresh one for the next Run.
-func (q *eventQueue) close() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	close(q.ch)
-	q.ch = make(chan Event, q.size)
-}
-
-func (q *eventQueue) droppedCount() uint64 {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.dropped
-}
+// newEventQueue returns an eventQueue of size events (Options.EventBuffer).
+func newEventQueue(size int) *eventQueue { return eventq.New[Event](size) }

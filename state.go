@@ -151,7 +151,7 @@ func (s *state) emit(ev Event) {
 // report. Requires mu.
 func (s *state) emitLocked(ev Event) {
 	ev.Time = time.Now()
-	s.events.send(ev)
+	s.events.Send(ev)
 	attrs := []any{"lease", s.cfg.describe}
 	if ev.Leader != "" {
 		attrs = append(attrs, "leader", ev.Leader)
@@ -690,7 +690,7 @@ func (s *state) snapshot(now time.Time) snapshot {
 	if snap.Leading {
 		snap.ValidUntil, snap.Fence = s.term.validUntil, s.term.fence
 	}
-	snap.DroppedEvents = s.events.droppedCount()
+	snap.DroppedEvents = s.events.Dropped()
 	snap.WorkCooling = s.succession.CoolingAt(now)
 	if t := s.term; t.leading(now) {
 		snap.stuckAt, snap.stuck = s.work.Stuck(t.work, now)
