@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
+
+	"github.com/relect/relect/internal/health"
 )
 
 // HealthOptions configure Elector.HealthCheck and Elector.HealthHandler.
@@ -98,8 +99,10 @@ func (e *Elector) HealthCheck(opts HealthOptions) func(*http.Request) error {
 	if opts.WorkStuckTimeout == 0 {
 		opts.WorkStuckTimeout = e.cfg.Work.MaxCooldown
 	}
-	h := &healthCheck{src: e, opts: opts}
-	return h.check
+	return health.Check(healthSource{e}, health.Options{
+		WorkStopTimeout: opts.WorkStopTimeout, CutOffAfter: opts.CutOffAfter, WorkStuckTimeout: opts.WorkStuckTimeout,
+		ErrWorkOverrun: ErrWorkOverrun, ErrCutOff: ErrCutOff,
+	})
 }
 
 // Validate returns nil if HealthCheck accepts opts, or a *FieldError for
@@ -139,76 +142,40 @@ func (e *Elector) HealthHandler(opts HealthOptions) http.Handler {
 	})
 }
 
-// healthCheck is one HealthCheck with its options resolved.
-type healthCheck struct {
-	src  healthSource
-	opts HealthOptions
-}
-
-// healthSource is what a health check reads: one snapshot of the state,
-// whether Run is active, and the snapshots of the shard Electors running
-// (none without shards).
-type healthSource interface {
-	healthSnapshot(now time.Time) (snap snapshot, running bool)
-	shardSnapshots(now time.Time) []shardSnapshot
-}
-
-// shardSnapshot is one shard Elector's snapshot.
-type shardSnapshot struct {
-	shard string
-	snap  snapshot
-}
+// healthSource is the Elector as its health check reads it
+// (health.Source).
+type healthSource struct{ e *Elector }
 
 func (e *Elector) healthSnapshot(now time.Time) (snapshot, bool) {
 	return e.st.snapshot(now), e.running.Load()
 }
 
-// shardSnapshots snapshots the shard Electors of the current Run, in the
-// shards' order. A shard Elector stays listed until its Run returned,
-// which waits for its work.
-func (e *Elector) shardSnapshots(now time.Time) []shardSnapshot {
-	if e.shards == nil {
+// Snapshot is the Elector's snapshot at now, and whether Run is active.
+func (h healthSource) Snapshot(now time.Time) (health.Snapshot, bool) {
+	s, running := h.e.healthSnapshot(now)
+	return s.health(), running
+}
+
+// Shards snapshots the shard Electors of the current Run, in the shards'
+// order. A shard Elector stays listed until its Run returned, which waits
+// for its work.
+func (h healthSource) Shards(now time.Time) []health.Shard {
+	if h.e.shards == nil {
 		return nil
 	}
-	var out []shardSnapshot
-	for _, r := range e.shards.Running() {
+	var out []health.Shard
+	for _, r := range h.e.shards.Running() {
 		snap, _ := r.Child.healthSnapshot(now)
-		out = append(out, shardSnapshot{shard: r.Shard, snap: snap})
+		out = append(out, health.Shard{Name: r.Shard, Snapshot: snap.health()})
 	}
 	return out
 }
 
-func (h *healthCheck) check(*http.Request) error {
-	now := time.Now()
-	s, running := h.src.healthSnapshot(now)
-	if s.working && now.Sub(s.workingEnded) > h.opts.WorkStopTimeout {
-		return fmt.Errorf("%w: term %d ended %v ago, OnStartedLeading has not returned (WorkStopTimeout %v)",
-			ErrWorkOverrun, s.workingTerm, now.Sub(s.workingEnded).Round(time.Millisecond), h.opts.WorkStopTimeout)
+// health is what the health check reads of s.
+func (s snapshot) health() health.Snapshot {
+	return health.Snapshot{
+		Working: s.working, WorkingTerm: s.workingTerm, WorkingEnded: s.workingEnded,
+		Stuck: s.stuck, StuckAt: s.stuckAt, FailingSince: s.FailingSince, LastContact: s.LastContact,
+		ConsecutiveFailures: s.ConsecutiveFailures, Degraded: s.Degraded,
 	}
-	var overrun []string
-	for _, sh := range h.src.shardSnapshots(now) {
-		if w := sh.snap; w.working && now.Sub(w.workingEnded) > h.opts.WorkStopTimeout {
-			overrun = append(overrun, fmt.Sprintf("shard %s: term %d ended %v ago", sh.shard, w.workingTerm, now.Sub(w.workingEnded).Round(time.Millisecond)))
-		}
-	}
-	if len(overrun) > 0 {
-		return fmt.Errorf("%w: %s; ShardOptions.Run has not returned (WorkStopTimeout %v)",
-			ErrWorkOverrun, strings.Join(overrun, "; "), h.opts.WorkStopTimeout)
-	}
-	if s.stuck != nil && now.Sub(s.stuckAt) > h.opts.WorkStuckTimeout {
-		return fmt.Errorf("%w, for %v (WorkStuckTimeout %v)", s.stuck, now.Sub(s.stuckAt).Round(time.Millisecond), h.opts.WorkStuckTimeout)
-	}
-	if s.FailingSince.IsZero() || !running {
-		return nil
-	}
-	failing := now.Sub(s.FailingSince)
-	if failing <= h.opts.CutOffAfter {
-		return nil
-	}
-	last := "never"
-	if !s.LastContact.IsZero() {
-		last = s.LastContact.Format(time.RFC3339) + ", " + now.Sub(s.LastContact).Round(time.Millisecond).String() + " ago"
-	}
-	return fmt.Errorf("%w: calls failing for %v (CutOffAfter %v): %d failures in a row, degraded %t, last contact %s",
-		ErrCutOff, failing.Round(time.Millisecond), h.opts.CutOffAfter, s.ConsecutiveFailures, s.Degraded, last)
 }
