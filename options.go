@@ -14,6 +14,7 @@ import (
 	"github.com/relect/relect/internal/identity"
 	"github.com/relect/relect/internal/leaseclient"
 	"github.com/relect/relect/internal/logq"
+	"github.com/relect/relect/internal/registry"
 	"github.com/relect/relect/internal/shards"
 	"github.com/relect/relect/internal/succession"
 	"github.com/relect/relect/internal/wire"
@@ -38,10 +39,6 @@ const (
 	// warnFailuresAfter is how many Lease API calls must fail in a row
 	// before the log warns (then at each doubling: 2, 4, 8, ...).
 	warnFailuresAfter = 2
-
-	// registrationLives is how many renewal periods a registration stays
-	// live after its last renewal was observed.
-	registrationLives = 3
 
 	// minRateBurst is the smallest burst that lets an acquisition and a
 	// renewal run without waiting on the bucket: when client-go polls, its
@@ -373,7 +370,8 @@ func resolve(o Options) (*config, error) {
 	resolveSource(&o, &p)
 	durationsOK := resolveDurations(&o, &p)
 	resolvePacing(&o, durationsOK, &p)
-	resolveRegistry(&o, durationsOK, &p)
+	registry.CheckOptions(registry.Settings{Renewal: &o.RegistrationRenewal, LeaseDuration: o.LeaseDuration, DurationsOK: durationsOK,
+		Priority: o.Priority, DisableRegistry: o.DisableRegistry, Lock: o.Lock != nil}, p.bad)
 	work.Resolve((*work.Options)(&o.Work), "Work", o.Standby, p.bad)
 	resolveShards(&o, durationsOK, &p)
 	resolveDelivery(&o, &p)
@@ -556,29 +554,6 @@ func resolvePacing(o *Options, durationsOK bool, p *problems) {
 	}
 }
 
-// resolveRegistry defaults and checks the candidate registry's options.
-func resolveRegistry(o *Options, durationsOK bool, p *problems) {
-	switch {
-	case o.RegistrationRenewal < 0:
-		p.bad("RegistrationRenewal", "is negative (%v)", o.RegistrationRenewal)
-	case o.RegistrationRenewal/time.Second*registrationLives > math.MaxInt32:
-		p.bad("RegistrationRenewal", "%v is too long for a registration's 32-bit leaseDurationSeconds", o.RegistrationRenewal)
-	case o.RegistrationRenewal == 0:
-		o.RegistrationRenewal = defaults.RegistrationRenewal
-	case durationsOK && o.RegistrationRenewal < o.LeaseDuration:
-		p.bad("RegistrationRenewal", "%v is shorter than %s %v", o.RegistrationRenewal, fieldRef("LeaseDuration"), o.LeaseDuration)
-	}
-	// A priority orders the registered candidates only; without a
-	// registration nobody would know it.
-	switch {
-	case o.Priority == 0:
-	case o.DisableRegistry:
-		p.bad("Priority", "is %d, but %s is set: a priority orders the registered candidates only", o.Priority, fieldRef("DisableRegistry"))
-	case o.Lock != nil:
-		p.bad("Priority", "is %d, but with a %s the candidate registry is off: a priority orders the registered candidates only", o.Priority, fieldRef("Lock"))
-	}
-}
-
 // resolveDelivery defaults and checks what delivers events and logs.
 func resolveDelivery(o *Options, p *problems) {
 	switch {
@@ -666,7 +641,7 @@ func successionConfig(c *config) succession.Config {
 		Lease:               c.Name,
 		Standby:             c.Standby,
 		Instance:            c.instance,
-		RegistrationSeconds: int32(c.RegistrationRenewal / time.Second * registrationLives),
+		RegistrationSeconds: int32(c.RegistrationRenewal / time.Second * registry.Lives),
 	}
 	if c.shards != nil {
 		sc.ShardWeight, sc.ShardSet = c.Shards.Weight, wire.EncodeShardSet(c.shards)
