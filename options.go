@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
-	"reflect"
 	"strings"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/relect/relect/internal/identity"
 	"github.com/relect/relect/internal/leaseclient"
 	"github.com/relect/relect/internal/logq"
+	"github.com/relect/relect/internal/problem"
 	"github.com/relect/relect/internal/registry"
 	"github.com/relect/relect/internal/shards"
 	"github.com/relect/relect/internal/succession"
@@ -395,9 +395,9 @@ func resolveSource(o *Options, p *problems) {
 		p.bad("Config", "and %s and %s are all nil: set exactly one of them", fieldRef("Client"), fieldRef("Lock"))
 	case sources > 1:
 		p.bad("Config", "and %s and %s: set exactly one of them, not %d", fieldRef("Client"), fieldRef("Lock"), sources)
-	case isNilPointer(o.Client):
+	case problem.NilInside(o.Client):
 		p.bad("Client", "is a nil %T", o.Client)
-	case isNilPointer(o.Lock):
+	case problem.NilInside(o.Lock):
 		p.bad("Lock", "is a nil %T", o.Lock)
 	case o.Lock != nil:
 		if o.Namespace != "" || o.Name != "" || o.Identity != "" {
@@ -437,19 +437,6 @@ func checkLease(o *Options, p *problems) {
 		p.bad("Identity", "is %d bytes long, more than 253", len(o.Identity))
 	}
 	identity.Check("Identity", o.Identity, p.bad)
-}
-
-// isNilPointer reports whether v is an interface holding a nil pointer (or
-// other nil reference): set, yet unusable.
-func isNilPointer(v any) bool {
-	if v == nil {
-		return false
-	}
-	switch r := reflect.ValueOf(v); r.Kind() {
-	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
-		return r.IsNil()
-	}
-	return false
 }
 
 // resolveDurations defaults LeaseDuration, RenewDeadline and RetryPeriod
