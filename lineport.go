@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/relect/relect/internal/leaserecord"
+	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/linelease"
 	"github.com/relect/relect/internal/wire"
 
@@ -48,7 +49,7 @@ func (c lineCalls) DoSpare(ctx context.Context, verb string, bounded bool, fn fu
 	return c.gw.doSpare(ctx, verb, bounded, fn)
 }
 
-func (c lineCalls) Decode(ev watch.Event, open bool) linelease.Event { return c.gw.event(ev, open) }
+func (c lineCalls) Decode(ev watch.Event, open bool) leasewatch.Event { return c.gw.event(ev, open) }
 
 // postLine keeps the line Lease as st wants it while ctx (the term's)
 // lasts (linelease.Post).

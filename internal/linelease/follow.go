@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/warden"
 	"github.com/relect/relect/internal/wire"
 
@@ -173,11 +174,11 @@ func readWatch(ctx context.Context, cfg Config, up Outsider, w watch.Interface, 
 				*rv = e.Lease.ResourceVersion
 			}
 			switch e.Kind {
-			case Closed:
+			case leasewatch.Closed:
 				return Exit{more: true}, nil
-			case Deleted, Broken:
+			case leasewatch.Deleted, leasewatch.Broken:
 				return Exit{}, nil
-			case Changed:
+			case leasewatch.Changed:
 				line = wire.LineOf(e.Lease)
 				up.Observed(line)
 				if line.Withdrawn() || line.Holder == "" || line.Succession.Names(cfg.Identity) {

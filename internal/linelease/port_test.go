@@ -61,7 +61,9 @@ func (c *fakeCalls) DoSpare(ctx context.Context, verb string, bounded bool, fn f
 	return c.Do(ctx, verb, bounded, fn)
 }
 
-func (c *fakeCalls) Decode(ev watch.Event, open bool) Event { return leasewatch.Decode(ev, open) }
+func (c *fakeCalls) Decode(ev watch.Event, open bool) leasewatch.Event {
+	return leasewatch.Decode(ev, open)
+}
 
 func (c *fakeCalls) count(verb string) int {
 	c.mu.Lock()

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/wire"
 
@@ -210,19 +211,19 @@ func (m *member[C]) read(w watch.Interface, rv *string) (broken bool) {
 		case ev, open := <-w.ResultChan():
 			e := m.port.Decode(ev, open)
 			switch e.Kind {
-			case Closed:
+			case leasewatch.Closed:
 				return false
-			case Broken:
+			case leasewatch.Broken:
 				return true
-			case Changed:
+			case leasewatch.Changed:
 				*rv = e.Lease.ResourceVersion
 				m.apply(e.Lease)
-			case Deleted:
+			case leasewatch.Deleted:
 				if e.Lease != nil {
 					*rv = e.Lease.ResourceVersion
 					m.seen.Saw(e.Lease.ResourceVersion, nil) // deleted by hand: the leader writes it again
 				}
-			case Progress:
+			case leasewatch.Progress:
 				if e.Lease != nil {
 					*rv = e.Lease.ResourceVersion
 				}

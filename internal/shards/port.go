@@ -69,25 +69,8 @@ type Calls interface {
 	// Decode decodes what a watch opened through Do delivered (open is
 	// false once its channel is closed), and counts an event that carries
 	// an object as contact with the API.
-	Decode(ev watch.Event, open bool) Event
+	Decode(ev watch.Event, open bool) leasewatch.Event
 }
-
-// Event is one event of a watch on Leases, decoded (Calls.Decode): the
-// core's and the component's one reading of watch events.
-type Event = leasewatch.Event
-
-// EventKind is what a watch event says.
-type EventKind = leasewatch.Kind
-
-// The kinds of Event (leasewatch's).
-const (
-	Ignored  = leasewatch.Ignored  // an object that is not a Lease
-	Changed  = leasewatch.Changed  // added or modified
-	Deleted  = leasewatch.Deleted  // deleted
-	Progress = leasewatch.Progress // a bookmark: a resourceVersion to resume from
-	Closed   = leasewatch.Closed   // the server ended the watch: resume it from the last resourceVersion
-	Broken   = leasewatch.Broken   // an error event (410 Gone, say): start over with a list
-)
 
 // Backoff paces retries after failed calls (the core's retry backoff:
 // RetryPeriod doubling to BackoffMax, with jitter).

@@ -49,7 +49,9 @@ func (c *fakeCore) DoSpare(ctx context.Context, verb string, bounded bool, fn fu
 
 func (c *fakeCore) Ready(ctx context.Context) error { return ctx.Err() }
 
-func (c *fakeCore) Decode(ev watch.Event, open bool) Event { return leasewatch.Decode(ev, open) }
+func (c *fakeCore) Decode(ev watch.Event, open bool) leasewatch.Event {
+	return leasewatch.Decode(ev, open)
+}
 
 func (c *fakeCore) NewRetry() Backoff { return &fixedBackoff{d: rp} }
 

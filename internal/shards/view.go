@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/pace"
 	"github.com/relect/relect/internal/wire"
 
@@ -116,21 +117,21 @@ func (a *assigner) follow(ctx context.Context, w watch.Interface, rv *string) (b
 func (a *assigner) event(ev watch.Event, open bool, rv *string) (end, broken bool) {
 	e := a.port.Decode(ev, open)
 	switch e.Kind {
-	case Closed:
+	case leasewatch.Closed:
 		return true, false
-	case Broken:
+	case leasewatch.Broken:
 		return true, true
-	case Changed:
+	case leasewatch.Changed:
 		*rv = e.Lease.ResourceVersion
 		a.observeLease(e.Lease, time.Now())
-	case Deleted:
+	case leasewatch.Deleted:
 		if e.Lease != nil {
 			*rv = e.Lease.ResourceVersion
 			if sh, ok := a.byLease[e.Lease.Name]; ok {
 				a.seen[sh] = &shardSeen{missing: true, at: time.Now()}
 			}
 		}
-	case Progress:
+	case leasewatch.Progress:
 		*rv = e.Lease.ResourceVersion
 	}
 	return false, false
