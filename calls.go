@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/relect/relect/internal/leasewatch"
+	"github.com/relect/relect/internal/linelease"
 	"github.com/relect/relect/internal/registry"
 	"github.com/relect/relect/internal/shards"
 
@@ -11,14 +12,15 @@ import (
 )
 
 // gatewayCalls is the gateway as the components see it: the Calls of the
-// shards component (shards.Calls) and of the registry (registry.Calls),
-// one adapter for both. Every call goes through the gateway's bucket and
+// shards component (shards.Calls), the registry (registry.Calls) and the
+// line Lease (linelease.Calls), one adapter for all three. Every call goes through the gateway's bucket and
 // is counted there.
 type gatewayCalls struct{ gw *gateway }
 
 var (
-	_ shards.Calls   = gatewayCalls{}
-	_ registry.Calls = gatewayCalls{}
+	_ shards.Calls    = gatewayCalls{}
+	_ registry.Calls  = gatewayCalls{}
+	_ linelease.Calls = gatewayCalls{}
 )
 
 func (c gatewayCalls) Do(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {

@@ -540,7 +540,7 @@ func (f *follower) mayFollowLine() bool {
 // tried again after a backoff that grows to the refresh period.
 func (f *follower) followLine(ctx context.Context) error {
 	cfg := lineConfigOf(f.cfg)
-	l, line, err := linelease.Read(ctx, cfg, lineCalls{f.gw})
+	l, line, err := linelease.Read(ctx, cfg, gatewayCalls{f.gw})
 	if err != nil || l == nil || !linelease.Same(line, linelease.RecordLine(f.lease)) {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -554,7 +554,7 @@ func (f *follower) followLine(ctx context.Context) error {
 	// What it knew of the election's Lease ages from here: it is read
 	// again before anything is done with it.
 	f.known, f.lease, f.key, f.needRead = false, nil, nil, true
-	out, err := linelease.Follow(ctx, cfg, lineOutsider{lineCalls{f.gw}, f}, l, seed, seedAt)
+	out, err := linelease.Follow(ctx, cfg, lineOutsider{gatewayCalls{f.gw}, f}, l, seed, seedAt)
 	switch {
 	case out.Silent != nil:
 		f.wardenBack(out.Silent, out.Since)
@@ -587,7 +587,7 @@ func (f *follower) wardenBack(l *coordinationv1.Lease, since time.Time) {
 // watched (linelease.Withdraw), with the registry on.
 func (f *follower) withdrawLine(ctx context.Context, l *coordinationv1.Lease) {
 	if f.cfg.registry {
-		linelease.Withdraw(ctx, lineConfigOf(f.cfg), lineCalls{f.gw}, l)
+		linelease.Withdraw(ctx, lineConfigOf(f.cfg), gatewayCalls{f.gw}, l)
 	}
 }
 
@@ -621,7 +621,7 @@ func (f *follower) noteLine(l *coordinationv1.Lease) {
 // lineOutsider is a follower's port to the line Lease component
 // (linelease.Outsider).
 type lineOutsider struct {
-	lineCalls
+	gatewayCalls
 	f *follower
 }
 

@@ -6,16 +6,13 @@ import (
 	"time"
 
 	"github.com/relect/relect/internal/leaserecord"
-	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/linelease"
 	"github.com/relect/relect/internal/wire"
-
-	"k8s.io/apimachinery/pkg/watch"
 )
 
 // The core's side of the line Lease component (internal/linelease; see
 // docs/design.md, "Only the line watches"): the component's Config, built
-// from the election's, and its ports — Calls over a gateway, the leader's
+// from the election's, and its ports — Calls (gatewayCalls, calls.go), the leader's
 // (linePoster: the state's Want and the line Lease's version) and the
 // outsider's (lineOutsider, follow.go, beside the follower's decisions of
 // when to follow the line Lease and when to withdraw it). The state keeps
@@ -36,32 +33,17 @@ func lineRefresh(cfg *config) time.Duration {
 	return linelease.Refresh(cfg.RegistrationRenewal, cfg.LeaseDuration)
 }
 
-// lineCalls implements linelease.Calls over a gateway.
-type lineCalls struct{ gw *gateway }
-
-var _ linelease.Calls = lineCalls{}
-
-func (c lineCalls) Do(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
-	return c.gw.do(ctx, verb, bounded, fn)
-}
-
-func (c lineCalls) DoSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
-	return c.gw.doSpare(ctx, verb, bounded, fn)
-}
-
-func (c lineCalls) Decode(ev watch.Event, open bool) leasewatch.Event { return c.gw.event(ev, open) }
-
 // postLine keeps the line Lease as st wants it while ctx (the term's)
 // lasts (linelease.Post).
 func postLine(ctx context.Context, cfg *config, gw *gateway, st *state) {
-	linelease.Post(ctx, lineConfigOf(cfg), linePoster{lineCalls{gw}, cfg, st})
+	linelease.Post(ctx, lineConfigOf(cfg), linePoster{gatewayCalls{gw}, cfg, st})
 }
 
 // postHandOverLine posts the line of a handover just written, if it needs
 // one (linelease.Want.HandOver), within ctx: a failure leaves the named
 // candidate to take the lease by its turn, as after a release.
 func postHandOverLine(ctx context.Context, cfg *config, gw *gateway, st *state) {
-	p := linePoster{lineCalls{gw}, cfg, st}
+	p := linePoster{gatewayCalls{gw}, cfg, st}
 	st.mu.Lock()
 	line, ok := st.line.HandOver()
 	st.mu.Unlock()
@@ -73,7 +55,7 @@ func postHandOverLine(ctx context.Context, cfg *config, gw *gateway, st *state) 
 // linePoster is the leader's port (linelease.Leader): a term's gateway,
 // and the state's want.
 type linePoster struct {
-	lineCalls
+	gatewayCalls
 	cfg *config
 	st  *state
 }
