@@ -101,8 +101,8 @@ func TestFollowUntilTheLineSendsItBack(t *testing.T) {
 				assert.Zero(t, api.Watchers(testNS, wire.LineName(testLease)), "its watch is closed")
 				_, _, reads := o.seen()
 				assert.Zero(t, reads, "not the warden: no read of the election's Lease")
-				assert.Equal(t, 1, o.count(VerbGet))
-				assert.Equal(t, 1, o.count(VerbWatch))
+				assert.Equal(t, 1, o.Count(VerbGet))
+				assert.Equal(t, 1, o.Count(VerbWatch))
 			})
 		})
 	}
@@ -206,8 +206,8 @@ func TestFollowResumesFromAList(t *testing.T) {
 		}()
 		synctest.Wait()
 		assert.Equal(t, 1, api.Watchers(testNS, wire.LineName(testLease)), "watching, from the list's version")
-		assert.Equal(t, 2, o.count(VerbGet), "the read, and one list")
-		assert.Equal(t, 2, o.count(VerbWatch), "refused (410), then from the list")
+		assert.Equal(t, 2, o.Count(VerbGet), "the read, and one list")
+		assert.Equal(t, 2, o.Count(VerbWatch), "refused (410), then from the list")
 		next := line(4, "w", "c")
 		putLine(api, 4, next)
 		synctest.Wait()
@@ -251,8 +251,8 @@ func TestWithdraw(t *testing.T) {
 			before := api.Lease(testNS, wire.LineName(testLease))
 			calls := &fakeCalls{}
 			Withdraw(t.Context(), testConfig(api, "o"), calls, c.record)
-			assert.Equal(t, 1, calls.count(VerbGet))
-			assert.Equal(t, c.writes, calls.count(VerbPost))
+			assert.Equal(t, 1, calls.Count(VerbGet))
+			assert.Equal(t, c.writes, calls.Count(VerbPost))
 			after := api.Lease(testNS, wire.LineName(testLease))
 			if c.writes == 0 {
 				assert.Equal(t, before, after, "left alone")

@@ -5,13 +5,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/relect/relect/internal/leasewatch"
+	"github.com/relect/relect/internal/fakecalls"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 )
 
 // The fake port: what the component asks of the election core, played by
@@ -37,39 +36,9 @@ func testConfig(api *relecttest.LeaseAPI, identity string) Config {
 }
 
 // fakeCalls implements Calls: it counts the calls by verb.
-type fakeCalls struct {
-	mu    sync.Mutex
-	calls map[string]int
-}
+type fakeCalls = fakecalls.Counter
 
 var _ Calls = (*fakeCalls)(nil)
-
-func (c *fakeCalls) Do(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
-	c.mu.Lock()
-	if c.calls == nil {
-		c.calls = map[string]int{}
-	}
-	c.calls[verb]++
-	c.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return fn(ctx)
-}
-
-func (c *fakeCalls) DoSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
-	return c.Do(ctx, verb, bounded, fn)
-}
-
-func (c *fakeCalls) Decode(ev watch.Event, open bool) leasewatch.Event {
-	return leasewatch.Decode(ev, open)
-}
-
-func (c *fakeCalls) count(verb string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[verb]
-}
 
 // fixedBackoff waits d every time.
 type fixedBackoff struct{ d time.Duration }

@@ -56,7 +56,7 @@ func TestPostWaitsForTheViewThenKeepsTheLine(t *testing.T) {
 		assert.Equal(t, start.Add(2*rp), at, "posted two retry periods in")
 		assert.True(t, Same(got, wire.Line{Holder: "a", Term: 4, Succession: sc}))
 		assert.Equal(t, int32(2*refresh/time.Second), got.Seconds)
-		assert.Equal(t, 2, leader.count(VerbPost), "a read (missing), a create")
+		assert.Equal(t, 2, leader.Count(VerbPost), "a read (missing), a create")
 		lines, rvs := leader.writes()
 		require.Len(t, lines, 1)
 		assert.Equal(t, api.Lease(testNS, wire.LineName(testLease)).ResourceVersion, rvs[0], "reported with its resourceVersion")
@@ -67,14 +67,14 @@ func TestPostWaitsForTheViewThenKeepsTheLine(t *testing.T) {
 		got, at = posted(t, api)
 		assert.True(t, Same(got, wire.Line{Holder: "a", Term: 4, Succession: next}))
 		assert.Equal(t, start.Add(2*rp), at, "a change is written at once")
-		assert.Equal(t, 3, leader.count(VerbPost), "one Update, conditional on the last write")
+		assert.Equal(t, 3, leader.Count(VerbPost), "one Update, conditional on the last write")
 
 		time.Sleep(refresh)
 		synctest.Wait()
 		got, at = posted(t, api)
 		assert.True(t, Same(got, wire.Line{Holder: "a", Term: 4, Succession: next}))
 		assert.Equal(t, start.Add(2*rp+refresh), at, "written again, unchanged, a refresh later")
-		assert.Equal(t, 4, leader.count(VerbPost))
+		assert.Equal(t, 4, leader.Count(VerbPost))
 
 		stop()
 		lines, rvs = leader.writes()
@@ -114,7 +114,7 @@ func TestPostAfterAConflictReadsAgain(t *testing.T) {
 		synctest.Wait()
 		got, _ := posted(t, api)
 		assert.True(t, Same(got, wire.Line{Holder: "a", Term: 4, Succession: sc}))
-		assert.Equal(t, 3, leader.count(VerbPost), "an Update (conflict), a read, an Update")
+		assert.Equal(t, 3, leader.Count(VerbPost), "an Update (conflict), a read, an Update")
 		stop()
 	})
 }
@@ -175,6 +175,6 @@ func TestPostHandOver(t *testing.T) {
 		got, _ := posted(t, api)
 		assert.Equal(t, "z", got.Holder)
 		assert.Equal(t, "z", got.Succession.Next[0].Identity)
-		assert.Equal(t, 1, calls.count(VerbPost))
+		assert.Equal(t, 1, calls.Count(VerbPost))
 	})
 }

@@ -7,14 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/relect/relect/internal/leasewatch"
+	"github.com/relect/relect/internal/fakecalls"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
 
 	"go.uber.org/goleak"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 )
 
 // TestMain fails the package if any goroutine outlives the tests:
@@ -35,42 +34,17 @@ const (
 	renewal   = 10 * time.Second
 )
 
-// fakeCalls implements Calls: it counts the calls by verb; TrySpare makes
-// its call only while spare is set, and counts the others as declined.
+// fakeCalls implements Calls: it counts the calls by verb
+// (fakecalls.Counter); TrySpare makes its call only while spare is set, and
+// counts the others as declined.
 type fakeCalls struct {
+	fakecalls.Counter
 	mu       sync.Mutex
-	calls    map[string]int
 	spare    bool
 	declined int
-	// fail, if set, is asked before each call: a call it gives an error
-	// fails with it, unmade.
-	fail func(verb string) error
 }
 
 var _ Calls = (*fakeCalls)(nil)
-
-func (c *fakeCalls) Do(ctx context.Context, verb string, _ bool, fn func(context.Context) error) error {
-	c.mu.Lock()
-	if c.calls == nil {
-		c.calls = map[string]int{}
-	}
-	c.calls[verb]++
-	fail := c.fail
-	c.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if fail != nil {
-		if err := fail(verb); err != nil {
-			return err
-		}
-	}
-	return fn(ctx)
-}
-
-func (c *fakeCalls) DoSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
-	return c.Do(ctx, verb, bounded, fn)
-}
 
 func (c *fakeCalls) TrySpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) (bool, error) {
 	c.mu.Lock()
@@ -83,16 +57,6 @@ func (c *fakeCalls) TrySpare(ctx context.Context, verb string, bounded bool, fn 
 		return false, nil
 	}
 	return true, c.Do(ctx, verb, bounded, fn)
-}
-
-func (c *fakeCalls) Decode(ev watch.Event, open bool) leasewatch.Event {
-	return leasewatch.Decode(ev, open)
-}
-
-func (c *fakeCalls) count(verb string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[verb]
 }
 
 // fakeReports implements Reports: it records what it is told, keeps the

@@ -46,7 +46,7 @@ func TestRegisterWritesRenewsAndDeregisters(t *testing.T) {
 		cancel()
 		wait()
 		assert.Nil(t, api.Lease(testNS, name), "deleted when Run ends")
-		assert.Equal(t, 1, calls.count(VerbDeregister))
+		assert.Equal(t, 1, calls.Count(VerbDeregister))
 		assert.Empty(t, up.forbidden)
 		assert.Empty(t, up.duplicates)
 	})
@@ -109,14 +109,12 @@ func TestDuplicateReportedWhenTheWriteAfterTheReadFails(t *testing.T) {
 		// The renewal's calls: its Update (409: changed), a Create (409:
 		// there), the Get, and the Update of what it read, which fails.
 		n := 0
-		calls.mu.Lock()
-		calls.fail = func(verb string) error {
+		calls.FailWith(func(verb string) error {
 			if n++; verb == VerbRegister && n == 4 {
 				return relecttest.Error(409)
 			}
 			return nil
-		}
-		calls.mu.Unlock()
+		})
 		reg.RenewNow()
 		synctest.Wait()
 		up.with(func() {
@@ -148,19 +146,19 @@ func TestRegisterForbidden(t *testing.T) {
 
 			time.Sleep(2 * rp)
 			synctest.Wait()
-			assert.Equal(t, 1, calls.count(VerbRegister), "needed %v", needed)
+			assert.Equal(t, 1, calls.Count(VerbRegister), "needed %v", needed)
 			time.Sleep(cfg.BackoffMax)
 			synctest.Wait()
 			if needed {
 				assert.Empty(t, up.forbidden)
-				assert.Equal(t, 2, calls.count(VerbRegister), "retried after the backoff")
+				assert.Equal(t, 2, calls.Count(VerbRegister), "retried after the backoff")
 			} else {
 				assert.Equal(t, []string{VerbRegister}, up.forbidden)
-				assert.Equal(t, 1, calls.count(VerbRegister), "no write after a 403")
+				assert.Equal(t, 1, calls.Count(VerbRegister), "no write after a 403")
 			}
 			cancel()
 			wait()
-			assert.Zero(t, calls.count(VerbDeregister), "nothing written, nothing to delete")
+			assert.Zero(t, calls.Count(VerbDeregister), "nothing written, nothing to delete")
 		})
 	}
 }
@@ -188,7 +186,7 @@ func TestRegistrationDeletedWhenTheRegistryTurnsOff(t *testing.T) {
 		assert.Nil(t, api.Lease(testNS, name), "not written again")
 		cancel()
 		wait()
-		assert.Equal(t, 1, calls.count(VerbDeregister))
+		assert.Equal(t, 1, calls.Count(VerbDeregister))
 	})
 }
 

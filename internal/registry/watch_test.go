@@ -43,7 +43,7 @@ func TestWatchKeepsTheView(t *testing.T) {
 
 		time.Sleep(rp/2 - time.Millisecond)
 		synctest.Wait()
-		assert.Zero(t, calls.count(VerbListCandidates), "not with the acquisition's calls")
+		assert.Zero(t, calls.Count(VerbListCandidates), "not with the acquisition's calls")
 		time.Sleep(time.Millisecond)
 		synctest.Wait()
 		assert.Equal(t, []string{"a"}, up.identities(), "listed")
@@ -97,11 +97,11 @@ func TestWatchForbidden(t *testing.T) {
 			synctest.Wait()
 			if tc.needed {
 				assert.Empty(t, up.forbidden)
-				assert.Equal(t, 2, calls.count(tc.verb), "retried")
+				assert.Equal(t, 2, calls.Count(tc.verb), "retried")
 				cancel()
 			} else {
 				assert.Equal(t, []string{tc.verb}, up.forbidden)
-				assert.Equal(t, 1, calls.count(tc.verb), "not retried")
+				assert.Equal(t, 1, calls.Count(tc.verb), "not retried")
 			}
 			<-done
 		})

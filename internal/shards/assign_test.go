@@ -36,7 +36,7 @@ func TestAssignWritesTheTableAndCreatesMissingLeases(t *testing.T) {
 		table := wire.TableOf(l)
 		require.NotNil(t, table)
 		assert.Equal(t, map[string]int{"a": 2, "b": 2}, count(table.Holders))
-		assert.Equal(t, 1, port.count(VerbPostTable), "one write")
+		assert.Equal(t, 1, port.Count(VerbPostTable), "one write")
 		for _, sh := range cfg.Shards {
 			assert.Nil(t, api.Lease(testNS, wire.ShardLeaseName(testLease, sh)), "shard %s: not created before LeaseDuration", sh)
 		}
@@ -49,8 +49,8 @@ func TestAssignWritesTheTableAndCreatesMissingLeases(t *testing.T) {
 				assert.True(t, wire.Released(sl), "shard %s: created released, for its holder to take at once", sh)
 			}
 		}
-		assert.Equal(t, 4, port.count(VerbCreateShardLease))
-		assert.Equal(t, 1, port.count(VerbPostTable), "nothing changed: no second write")
+		assert.Equal(t, 4, port.Count(VerbCreateShardLease))
+		assert.Equal(t, 1, port.Count(VerbPostTable), "nothing changed: no second write")
 
 		cancel()
 		done.Wait()
@@ -78,7 +78,7 @@ func TestAssignRereadsATableTheMemberSawEdited(t *testing.T) {
 		name := wire.ShardTableName(testLease)
 		before := wire.TableOf(api.Lease(testNS, name))
 		require.NotNil(t, before)
-		gets := port.count(VerbGetTable)
+		gets := port.Count(VerbGetTable)
 
 		require.NoError(t, api.Edit(testNS, name, func(l *leaseT) {
 			wire.SetTable(l, testLease, "someone", 1, &wire.Table{Holders: map[string]string{"0": "b", "1": "b"}}, time.Now())
@@ -86,7 +86,7 @@ func TestAssignRereadsATableTheMemberSawEdited(t *testing.T) {
 		s.seen.Saw(api.Lease(testNS, name).ResourceVersion, nil)
 		time.Sleep(rp)
 		synctest.Wait()
-		assert.Equal(t, gets+1, port.count(VerbGetTable), "read again")
+		assert.Equal(t, gets+1, port.Count(VerbGetTable), "read again")
 		assert.Equal(t, count(before.Holders), count(wire.TableOf(api.Lease(testNS, name)).Holders), "written over")
 		cancel()
 		done.Wait()

@@ -1,15 +1,12 @@
 package shards
 
 import (
-	"context"
 	"log/slog"
 	"slices"
 	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/watch"
-
-	"github.com/relect/relect/internal/leasewatch"
+	"github.com/relect/relect/internal/fakecalls"
 )
 
 // The fake port: what the component asks of the election core, played by
@@ -23,34 +20,12 @@ const (
 	rp        = 2 * time.Second
 )
 
-// fakeCore implements Core: it counts the calls by verb and keeps the log.
+// fakeCore implements Core: it counts the calls by verb
+// (fakecalls.Counter) and keeps the log.
 type fakeCore struct {
-	mu    sync.Mutex
-	calls map[string]int
-	logs  []string
-}
-
-func (c *fakeCore) Do(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
-	c.mu.Lock()
-	if c.calls == nil {
-		c.calls = map[string]int{}
-	}
-	c.calls[verb]++
-	c.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	return fn(ctx)
-}
-
-func (c *fakeCore) DoSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
-	return c.Do(ctx, verb, bounded, fn)
-}
-
-func (c *fakeCore) Ready(ctx context.Context) error { return ctx.Err() }
-
-func (c *fakeCore) Decode(ev watch.Event, open bool) leasewatch.Event {
-	return leasewatch.Decode(ev, open)
+	fakecalls.Counter
+	mu   sync.Mutex
+	logs []string
 }
 
 func (c *fakeCore) NewRetry() Backoff { return &fixedBackoff{d: rp} }
@@ -59,12 +34,6 @@ func (c *fakeCore) Log(level slog.Level, msg string, args ...any) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.logs = append(c.logs, msg)
-}
-
-func (c *fakeCore) count(verb string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.calls[verb]
 }
 
 // fixedBackoff waits d every time.
