@@ -182,11 +182,11 @@ func TestBreakTableHandMove(t *testing.T) {
 		b := newShardBook(t)
 		cs := settledShardFleet(t, api, b, 3, 6)
 		sh := shardsOf(b, "c00")[0]
-		editTable(t, api, func(tb *wire.Table) { tb.Holders[sh] = "c01"; delete(tb.Takers, sh) })
+		editTable(t, api, func(tb *wire.Table) { tb.Assigned[sh] = "c01"; delete(tb.Takers, sh) })
 		waitFor(t, ld+3*rp, "the edited shard runs on c01", func() bool { return slices.Contains(shardsOf(b, "c01"), sh) })
 		time.Sleep(4 * ld)
 		synctest.Wait()
-		t.Logf("hand move of shard %s: held %v, table %v, leader's stored table says %v", sh, b.held(), tableOf(api).Holders, tableOf(api).Holders[sh])
+		t.Logf("hand move of shard %s: held %v, table %v, leader's stored table says %v", sh, b.held(), tableOf(api).Assigned, tableOf(api).Assigned[sh])
 		assert.True(t, isBalanced(b, 6, 3), "4 LD after a hand edit of the table, not balanced: %v", b.held())
 		assert.Zero(t, b.overlaps)
 		stopAll(cs...)
@@ -209,7 +209,7 @@ func TestBreakTableTwoClaimants(t *testing.T) {
 			}
 			tb.Takers[mine[0]] = "c01"
 			tb.Takers[mine[1]] = "c02"
-			tb.Holders[shardsOf(b, "c01")[0]] = "ghost"
+			tb.Assigned[shardsOf(b, "c01")[0]] = "ghost"
 		})
 		time.Sleep(4 * ld)
 		synctest.Wait()
@@ -1195,7 +1195,7 @@ func TestBreakTableRefusedIsLogged(t *testing.T) {
 		pad(false)
 		waitFor(t, 2*ld, "the table written again, without c02", func() bool {
 			tb := tableOf(api)
-			return tb != nil && len(tb.Holders) == 6 && !slices.Contains(slices.Collect(maps.Values(tb.Holders)), "c02")
+			return tb != nil && len(tb.Assigned) == 6 && !slices.Contains(slices.Collect(maps.Values(tb.Assigned)), "c02")
 		})
 		// Refused again: said again.
 		pad(true)

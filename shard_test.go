@@ -463,13 +463,13 @@ func TestShardHolderDeregistersLast(t *testing.T) {
 		table := wire.TableOf(api.Lease(ns, wire.ShardTableName(lease)))
 		require.NotNil(t, table)
 		takers, leases := map[string]string{}, map[string]bool{}
-		for sh, h := range table.Holders {
+		for sh, h := range table.Assigned {
 			if h == "c02" {
 				takers[sh] = table.Takers[sh]
 				leases[wire.ShardLeaseName(lease, sh)] = true
 			}
 		}
-		require.Len(t, takers, 2, "c02's shards in %v", table.Holders)
+		require.Len(t, takers, 2, "c02's shards in %v", table.Assigned)
 
 		var mu sync.Mutex
 		var released []time.Time // when each release of c02's shard Leases returned

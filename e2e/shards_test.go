@@ -1119,7 +1119,7 @@ func (w *shardWatch) tableLog(from, until time.Time, shards []string) string {
 		}
 		var s []string
 		for _, sh := range shards {
-			s = append(s, fmt.Sprintf("%s:%s/%s", sh, o.t.Holders[sh], o.t.Takers[sh]))
+			s = append(s, fmt.Sprintf("%s:%s/%s", sh, o.t.Assigned[sh], o.t.Takers[sh]))
 		}
 		lines = append(lines, fmt.Sprintf("    %s holder/taker %s out %v", ms(o.at.Sub(from)), strings.Join(s, " "), o.t.Out))
 	}

@@ -193,12 +193,12 @@ func shardsOf(name string, table wire.Table, items []coordinationv1.Lease, now t
 	shard := func(sh string) *Shard {
 		s := byName[sh]
 		if s == nil {
-			s = &Shard{Name: sh, Lease: wire.ShardLeaseName(name, sh), Assigned: table.Holders[sh], Taker: table.Takers[sh], Failures: table.Failing[sh]}
+			s = &Shard{Name: sh, Lease: wire.ShardLeaseName(name, sh), Assigned: table.Assigned[sh], Taker: table.Takers[sh], Failures: table.Failing[sh]}
 			byName[sh] = s
 		}
 		return s
 	}
-	for sh := range table.Holders {
+	for sh := range table.Assigned {
 		shard(sh)
 	}
 	for sh := range table.Takers {

@@ -56,9 +56,9 @@ func TestListShards(t *testing.T) {
 	now := time.Now()
 	table := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: wire.ShardTableName("job")}}
 	wire.SetTable(table, "job", "a", 7, &wire.Table{
-		Holders: map[string]string{"0": "a", "1": "b", "2": "b", "10": "c"},
-		Takers:  map[string]string{"1": "a"},
-		Out:     map[string]string{"z": "123", "y": "99"},
+		Assigned: map[string]string{"0": "a", "1": "b", "2": "b", "10": "c"},
+		Takers:   map[string]string{"1": "a"},
+		Out:      map[string]string{"z": "123", "y": "99"},
 	}, now.Add(-time.Second))
 	api.Put(table)
 	api.Put(shardLease("0", "a", 15, 3, now.Add(-2*time.Second), "4711")) // held, fenced

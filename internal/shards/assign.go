@@ -186,7 +186,7 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 		a.trimmed = false
 	}
 	a.reportDiffer(next.Differ)
-	if maps.Equal(next.Holders, a.table.Holders) && maps.Equal(next.Takers, a.table.Takers) && maps.Equal(next.Out, a.table.Out) &&
+	if maps.Equal(next.Assigned, a.table.Assigned) && maps.Equal(next.Takers, a.table.Takers) && maps.Equal(next.Out, a.table.Out) &&
 		maps.Equal(next.Failing, a.table.Failing) && maps.Equal(next.Differ, a.table.Differ) &&
 		maps.Equal(next.Unseen, a.table.Unseen) {
 		return
@@ -284,8 +284,8 @@ func (a *assigner) write(ctx context.Context, t wire.Table, now time.Time) {
 	}
 	a.mu.Lock()
 	moved := 0
-	for sh, h := range t.Holders {
-		if a.table.Holders[sh] != h {
+	for sh, h := range t.Assigned {
+		if a.table.Assigned[sh] != h {
 			moved++
 		}
 	}

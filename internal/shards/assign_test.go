@@ -35,7 +35,7 @@ func TestAssignWritesTheTableAndCreatesMissingLeases(t *testing.T) {
 		require.NotNil(t, l, "the table is written")
 		table := wire.TableOf(l)
 		require.NotNil(t, table)
-		assert.Equal(t, map[string]int{"a": 2, "b": 2}, count(table.Holders))
+		assert.Equal(t, map[string]int{"a": 2, "b": 2}, count(table.Assigned))
 		assert.Equal(t, 1, port.Count(VerbPostTable), "one write")
 		for _, sh := range cfg.Shards {
 			assert.Nil(t, api.Lease(testNS, wire.ShardLeaseName(testLease, sh)), "shard %s: not created before LeaseDuration", sh)
@@ -81,13 +81,13 @@ func TestAssignRereadsATableTheMemberSawEdited(t *testing.T) {
 		gets := port.Count(VerbGetTable)
 
 		require.NoError(t, api.Edit(testNS, name, func(l *leaseT) {
-			wire.SetTable(l, testLease, "someone", 1, &wire.Table{Holders: map[string]string{"0": "b", "1": "b"}}, time.Now())
+			wire.SetTable(l, testLease, "someone", 1, &wire.Table{Assigned: map[string]string{"0": "b", "1": "b"}}, time.Now())
 		}))
 		s.seen.Saw(api.Lease(testNS, name).ResourceVersion, nil)
 		time.Sleep(rp)
 		synctest.Wait()
 		assert.Equal(t, gets+1, port.Count(VerbGetTable), "read again")
-		assert.Equal(t, count(before.Holders), count(wire.TableOf(api.Lease(testNS, name)).Holders), "written over")
+		assert.Equal(t, count(before.Assigned), count(wire.TableOf(api.Lease(testNS, name)).Assigned), "written over")
 		cancel()
 		done.Wait()
 	})

@@ -94,7 +94,7 @@ func TestMemberStartsAndStopsChildren(t *testing.T) {
 		synctest.Wait()
 		assert.Empty(t, st.started(), "no table: no child")
 
-		putTable(api, &wire.Table{Holders: map[string]string{"0": "a", "1": "b", "2": "b"}, Takers: map[string]string{"1": "a"}})
+		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a", "1": "b", "2": "b"}, Takers: map[string]string{"1": "a"}})
 		synctest.Wait()
 		assert.Equal(t, []string{"0", "1"}, st.started(), "holder of 0, taker of 1")
 		assert.Equal(t, []string{"0", "1"}, s.Held())
@@ -103,7 +103,7 @@ func TestMemberStartsAndStopsChildren(t *testing.T) {
 
 		assert.Nil(t, s.Failing(), "no shard failing")
 
-		putTable(api, &wire.Table{Holders: map[string]string{"0": "a", "1": "b", "2": "b"}, Failing: map[string]int{"2": 3}})
+		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a", "1": "b", "2": "b"}, Failing: map[string]int{"2": 3}})
 		synctest.Wait()
 		assert.Equal(t, []string{"0"}, s.Held())
 		assert.Equal(t, map[string]int{"2": 3}, s.Failing(), "the table's failing shards, on every member")
@@ -113,7 +113,7 @@ func TestMemberStartsAndStopsChildren(t *testing.T) {
 		c1.mu.Unlock()
 		assert.Zero(t, port.renewed())
 
-		out := &wire.Table{Holders: map[string]string{"0": "b", "1": "b", "2": "b"}, Out: map[string]string{"a": "10"}}
+		out := &wire.Table{Assigned: map[string]string{"0": "b", "1": "b", "2": "b"}, Out: map[string]string{"a": "10"}}
 		putTable(api, out)
 		synctest.Wait()
 		assert.Equal(t, 1, port.renewed(), "left out: renews its registration")
@@ -123,7 +123,7 @@ func TestMemberStartsAndStopsChildren(t *testing.T) {
 		assert.Nil(t, s.Failing(), "the last table names none failing")
 		assert.Empty(t, s.Held())
 
-		putTable(api, &wire.Table{Holders: map[string]string{"0": "a", "1": "a", "2": "a"}})
+		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a", "1": "a", "2": "a"}})
 		synctest.Wait()
 		require.Equal(t, []string{"0", "1", "2"}, s.Held())
 		wait()
@@ -144,7 +144,7 @@ func TestMemberLogsAChildItCannotStart(t *testing.T) {
 		port := &fakeMember{}
 		s := New[*fakeChild](cfg)
 		wait := s.Join(t.Context(), port, func(string) (*fakeChild, error) { return nil, assert.AnError })
-		putTable(api, &wire.Table{Holders: map[string]string{"0": "a"}})
+		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a"}})
 		synctest.Wait()
 		assert.Empty(t, s.Held())
 		port.mu.Lock()

@@ -38,7 +38,7 @@ func (a *assigner) plan(regs []Registration, now time.Time) wire.Table {
 	if len(failing) == 0 {
 		failing = nil
 	}
-	next := wire.Table{Holders: holders, Takers: takers, Out: out, Failing: failing, Unseen: a.port.RegistrationVersions(unseen)}
+	next := wire.Table{Assigned: holders, Takers: takers, Out: out, Failing: failing, Unseen: a.port.RegistrationVersions(unseen)}
 	if len(differ) > 0 {
 		next.Set, next.Differ = len(a.cfg.Shards), differ
 	}
@@ -104,7 +104,7 @@ func (a *assigner) holders(current map[string]string, cands []shardplan.Candidat
 // changes to it (assignedAt). Requires mu.
 func (a *assigner) stamp(holders map[string]string, now time.Time) {
 	for _, sh := range a.cfg.Shards {
-		if a.table.Holders[sh] != holders[sh] {
+		if a.table.Assigned[sh] != holders[sh] {
 			a.assignedAt[sh] = now
 		}
 	}
@@ -331,7 +331,7 @@ func (a *assigner) currentPass(p *pass) (current map[string]string, anyHeld bool
 		if _, ok := a.assignedAt[sh]; !ok {
 			a.assignedAt[sh] = p.now
 		}
-		live, assigned := a.liveHolder(sh, p.now), a.table.Holders[sh]
+		live, assigned := a.liveHolder(sh, p.now), a.table.Assigned[sh]
 		if h := a.currentOf(sh, live, assigned, p); h != "" {
 			current[sh] = h
 		}

@@ -54,7 +54,7 @@ func TestPlanFirstDeploymentSharesAtOnce(t *testing.T) {
 		seen[sh] = &shardSeen{missing: true, at: now, listed: true}
 	}
 	next, _ := planAt(t, now, seen, wire.Table{}, twoCandidates, nil)
-	assert.Equal(t, map[string]int{"a": 2, "b": 2}, count(next.Holders))
+	assert.Equal(t, map[string]int{"a": 2, "b": 2}, count(next.Assigned))
 	assert.Empty(t, next.Takers)
 	assert.Empty(t, next.Out)
 }
@@ -71,17 +71,17 @@ func TestPlanJoinDelayThenShareAndTakers(t *testing.T) {
 		}
 		return seen
 	}
-	table := wire.Table{Holders: allShards(func(string) string { return "a" })}
+	table := wire.Table{Assigned: allShards(func(string) string { return "a" })}
 
 	next, _ := planAt(t, now, heldByA(), table, twoCandidates, nil)
-	assert.Equal(t, map[string]int{"a": 4}, count(next.Holders), "b registered just now: within JoinDelay")
+	assert.Equal(t, map[string]int{"a": 4}, count(next.Assigned), "b registered just now: within JoinDelay")
 	assert.Empty(t, next.Takers, "b is no candidate yet: no taker")
 
 	next, _ = planAt(t, now, heldByA(), table, twoCandidates, func(a *assigner) {
 		a.firstSeen["b"] = now.Add(-2 * ld)
 	})
-	assert.Equal(t, map[string]int{"a": 2, "b": 2}, count(next.Holders), "b registered for 2 × JoinDelay")
-	for sh, h := range next.Holders {
+	assert.Equal(t, map[string]int{"a": 2, "b": 2}, count(next.Assigned), "b registered for 2 × JoinDelay")
+	for sh, h := range next.Assigned {
 		if h == "a" {
 			assert.Equal(t, "b", next.Takers[sh], "shard %s, kept by a, is taken by b", sh)
 		} else {
@@ -100,7 +100,7 @@ func TestPlanExpiredHolderIsLeftOutAndItsTakerHolds(t *testing.T) {
 	for _, sh := range []string{"0", "1", "2", "3"} {
 		seen[sh] = &shardSeen{holder: "a", rv: "1", at: renewed}
 	}
-	table := wire.Table{Holders: allShards(func(string) string { return "a" }), Takers: allShards(func(string) string { return "b" })}
+	table := wire.Table{Assigned: allShards(func(string) string { return "a" }), Takers: allShards(func(string) string { return "b" })}
 	next, _ := planAt(t, now, seen, table, twoCandidates, func(a *assigner) {
 		for _, sh := range a.cfg.Shards {
 			a.assignedAt[sh] = renewed.Add(-time.Minute)
@@ -108,7 +108,7 @@ func TestPlanExpiredHolderIsLeftOutAndItsTakerHolds(t *testing.T) {
 		a.firstSeen["b"] = now.Add(-2 * ld)
 	})
 	assert.Equal(t, map[string]string{"a": "10"}, next.Out)
-	assert.Equal(t, map[string]int{"b": 4}, count(next.Holders))
+	assert.Equal(t, map[string]int{"b": 4}, count(next.Assigned))
 	assert.Empty(t, next.Takers, "b's shards have no live holder yet: no taker")
 }
 
@@ -122,7 +122,7 @@ func TestPlanReleasedShardGoesToItsTakerUnlessLate(t *testing.T) {
 		seen[sh] = &shardSeen{holder: "a", rv: "1", at: now.Add(-time.Second)}
 	}
 	seen["0"] = &shardSeen{holder: "a", rv: "2", released: true, at: now.Add(-time.Second)}
-	table := wire.Table{Holders: allShards(func(string) string { return "a" }), Takers: map[string]string{"0": "b"}}
+	table := wire.Table{Assigned: allShards(func(string) string { return "a" }), Takers: map[string]string{"0": "b"}}
 	setup := func(a *assigner) {
 		a.firstSeen["b"] = now.Add(-2 * ld)
 		for _, sh := range a.cfg.Shards {
@@ -130,7 +130,7 @@ func TestPlanReleasedShardGoesToItsTakerUnlessLate(t *testing.T) {
 		}
 	}
 	next, _ := planAt(t, now, maps.Clone(seen), table, twoCandidates, setup)
-	assert.Equal(t, "b", next.Holders["0"], "released: its taker holds it")
+	assert.Equal(t, "b", next.Assigned["0"], "released: its taker holds it")
 	assert.Empty(t, next.Out)
 
 	late := now.Add(ld + 2*rp)
@@ -144,5 +144,5 @@ func TestPlanReleasedShardGoesToItsTakerUnlessLate(t *testing.T) {
 	// here, still gives it to a, which released it: with b out, a is the
 	// one given the free shard, late too.
 	assert.Equal(t, map[string]string{"a": "10", "b": "20"}, next.Out)
-	assert.Empty(t, next.Holders, "everyone registered is left out: nobody is given a shard")
+	assert.Empty(t, next.Assigned, "everyone registered is left out: nobody is given a shard")
 }

@@ -45,10 +45,10 @@ func (a *assigner) shardSets(regs []Registration) (runs func(identity, shard str
 // shard.
 func runnable(t wire.Table, runs func(identity, shard string) bool) wire.Table {
 	out := t
-	out.Holders, out.Takers = map[string]string{}, map[string]string{}
-	for sh, h := range t.Holders {
+	out.Assigned, out.Takers = map[string]string{}, map[string]string{}
+	for sh, h := range t.Assigned {
 		if runs(h, sh) {
-			out.Holders[sh] = h
+			out.Assigned[sh] = h
 		}
 	}
 	for sh, id := range t.Takers {

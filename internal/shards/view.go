@@ -178,14 +178,14 @@ func (a *assigner) observeLease(l *coordinationv1.Lease, now time.Time) {
 		}
 	}
 	if s != nil && s.holder != "" && !s.released && !s.missing && next.holder != "" && !next.released &&
-		s.holder == a.table.Holders[sh] && next.holder == a.table.Takers[sh] && next.holder != s.holder {
+		s.holder == a.table.Assigned[sh] && next.holder == a.table.Takers[sh] && next.holder != s.holder {
 		// Taken by its taker without a release: the holder stopped
 		// renewing and its lease expired, though this view may not have
 		// seen it expire. It is left out as if it had (current).
 		a.lost[s.holder] = true
 	}
-	if s != nil && s.holder != "" && next.released && a.table.Holders[sh] == s.holder &&
-		(a.writing == nil || a.writing.Holders[sh] == s.holder) {
+	if s != nil && s.holder != "" && next.released && a.table.Assigned[sh] == s.holder &&
+		(a.writing == nil || a.writing.Assigned[sh] == s.holder) {
 		// Released by the holder the table names: it gave the shard up
 		// (its work was stuck, or returned, or it is leaving: Released
 		// tells them apart). Not if the table being written moves it: its

@@ -143,9 +143,11 @@ func ShardSelector(lease string) string {
 
 // Table is the shard table as written by the leader.
 type Table struct {
-	// Holders names each assigned shard's holder: shard → identity. A
-	// shard not in it has none assigned.
-	Holders map[string]string `json:"holders,omitempty"`
+	// Assigned names the candidate each shard is assigned to: shard →
+	// identity. A shard not in it is assigned to none. (Its holder is
+	// whoever holds the shard's Lease, which follows the assignment; the
+	// JSON key stays "holders", which every version reads and writes.)
+	Assigned map[string]string `json:"holders,omitempty"`
 	// Takers names, for a shard whose holder stopped renewing, the
 	// candidate that follows its Lease to take it once it expires.
 	Takers map[string]string `json:"takers,omitempty"`
@@ -175,7 +177,7 @@ type Table struct {
 // Wants reports whether the table asks identity to campaign for shard: as
 // its holder or as its taker.
 func (t *Table) Wants(shard, identity string) bool {
-	return t != nil && (t.Holders[shard] == identity || t.Takers[shard] == identity)
+	return t != nil && (t.Assigned[shard] == identity || t.Takers[shard] == identity)
 }
 
 // Size is the length of t as written in its annotation, in bytes.
@@ -195,7 +197,7 @@ func (t *Table) Size() int {
 // entries of Out it dropped.
 func (t *Table) Fit(limit int) (takers, out int) {
 	n := 0
-	for _, m := range []map[string]string{t.Holders, t.Takers, t.Out} {
+	for _, m := range []map[string]string{t.Assigned, t.Takers, t.Out} {
 		for k, v := range m {
 			n += len(k) + len(v) + len(`"":"",`)
 		}

@@ -13,9 +13,9 @@ import (
 // idLen bytes, each shard with a taker, and failed of them left out.
 func bigTable(s, idLen, failed int) *Table {
 	id := func(i int) string { return fmt.Sprintf("%0*d", idLen, i) }
-	t := &Table{Holders: map[string]string{}, Takers: map[string]string{}, Out: map[string]string{}}
+	t := &Table{Assigned: map[string]string{}, Takers: map[string]string{}, Out: map[string]string{}}
 	for i := range s {
-		t.Holders[fmt.Sprint(i)] = id(i)
+		t.Assigned[fmt.Sprint(i)] = id(i)
 		t.Takers[fmt.Sprint(i)] = id((i + 1) % s)
 	}
 	for i := range failed {
@@ -30,14 +30,14 @@ func TestTableFit(t *testing.T) {
 	// for them) and 60 % of the fleet left out: over the limit, until
 	// some takers go.
 	tb := bigTable(1000, 113, 600)
-	holders, out := maps.Clone(tb.Holders), maps.Clone(tb.Out)
+	holders, out := maps.Clone(tb.Assigned), maps.Clone(tb.Out)
 	assert.Greater(t, tb.Size(), limit)
 	takers, outs := tb.Fit(limit)
 	assert.LessOrEqual(t, tb.Size(), limit)
 	assert.Positive(t, takers)
 	assert.Less(t, takers, 1000, "only as many takers as needed")
 	assert.Zero(t, outs)
-	assert.Equal(t, holders, tb.Holders, "holders are never dropped")
+	assert.Equal(t, holders, tb.Assigned, "holders are never dropped")
 	assert.Equal(t, out, tb.Out)
 	t.Logf("1,000 shards, 113-byte identities, 600 left out: %d takers dropped, %d bytes", takers, tb.Size())
 
@@ -48,11 +48,11 @@ func TestTableFit(t *testing.T) {
 	assert.Equal(t, 1000, takers)
 	assert.Positive(t, outs)
 	assert.LessOrEqual(t, tb.Size(), 160<<10)
-	assert.Len(t, tb.Holders, 1000)
+	assert.Len(t, tb.Assigned, 1000)
 
 	// Within the limit: unchanged.
 	tb = bigTable(10, 20, 3)
-	before := Table{Holders: maps.Clone(tb.Holders), Takers: maps.Clone(tb.Takers), Out: maps.Clone(tb.Out)}
+	before := Table{Assigned: maps.Clone(tb.Assigned), Takers: maps.Clone(tb.Takers), Out: maps.Clone(tb.Out)}
 	takers, outs = tb.Fit(limit)
 	assert.Zero(t, takers+outs)
 	assert.Equal(t, before, *tb)

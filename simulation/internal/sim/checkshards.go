@@ -575,7 +575,7 @@ func ShardTimeline(h *History) string {
 		case c.Malformed:
 			s = "malformed"
 		default:
-			s = fmt.Sprintf("holders=%v takers=%v out=%v", sortedMap(c.Holders), sortedMap(c.Takers), sortedMap(c.Out))
+			s = fmt.Sprintf("holders=%v takers=%v out=%v", sortedMap(c.Assigned), sortedMap(c.Takers), sortedMap(c.Out))
 		}
 		if c.ByHand {
 			s += " (by hand)"
@@ -779,14 +779,14 @@ func ExplainShard(h *History, v Violation) ShardFinding {
 	}
 	deadAssignee := false
 	for _, sh := range b.Unheld {
-		if id := last.Holders[sh]; id != "" && !slices.ContainsFunc(h.Runs, func(r Run) bool {
+		if id := last.Assigned[sh]; id != "" && !slices.ContainsFunc(h.Runs, func(r Run) bool {
 			return r.Identity == id && r.Start <= b.At && b.At < r.Cancelled
 		}) {
 			deadAssignee = true
 		}
 	}
 	switch {
-	case allOut && len(last.Holders) == 0 && (v.Rule == "shard-unheld" || v.Rule == "shard-unbalanced"):
+	case allOut && len(last.Assigned) == 0 && (v.Rule == "shard-unheld" || v.Rule == "shard-unbalanced"):
 		return ShardLeftOutForGood
 	case deadAssignee && (v.Rule == "shard-unheld" || v.Rule == "shard-unbalanced"):
 		return ShardGivenToTheDead

@@ -116,7 +116,7 @@ type TableChange struct {
 	Deleted   bool
 	Malformed bool // no table in it (TableOf is nil)
 	ByHand    bool
-	Holders   map[string]string
+	Assigned  map[string]string
 	Takers    map[string]string
 	Out       map[string]string
 }
@@ -498,7 +498,7 @@ func (st *shardState) observeLease(l *coordinationv1.Lease, deleted bool) {
 		tc := TableChange{At: now, Deleted: deleted}
 		if !deleted {
 			if t := leasewire.TableOf(l); t != nil {
-				tc.Holders, tc.Takers, tc.Out = t.Holders, t.Takers, t.Out
+				tc.Assigned, tc.Takers, tc.Out = t.Assigned, t.Takers, t.Out
 			} else {
 				tc.Malformed = true
 			}
@@ -607,13 +607,13 @@ func (st *shardState) edit(a Action) (skipped string) {
 	case TableGive:
 		holder := identity(a.Holder)
 		return table(func(t *leasewire.Table) {
-			if t.Holders == nil {
-				t.Holders = map[string]string{}
+			if t.Assigned == nil {
+				t.Assigned = map[string]string{}
 			}
-			t.Holders[st.names[a.Shard]] = holder
+			t.Assigned[st.names[a.Shard]] = holder
 		})
 	case TableClear:
-		return table(func(t *leasewire.Table) { t.Holders, t.Takers = nil, nil })
+		return table(func(t *leasewire.Table) { t.Assigned, t.Takers = nil, nil })
 	}
 	panic("sim: not a shard edit: " + a.Kind.String())
 }
