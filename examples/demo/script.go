@@ -232,9 +232,18 @@ func (d *demo) script(ctx context.Context) error {
 
 	err := d.steps(ctx)
 
-	d.tl.heading("shutdown: every candidate still running stops gracefully")
+	d.tl.heading("shutdown: every candidate still running stops gracefully, the leader last")
+	// The leader stops last: a leader that stopped first would release the
+	// lease to its successor, which would lead for the moment until it
+	// stopped too, and so on down the line.
+	leader, _ := d.leader()
 	for _, p := range d.procs {
-		p.halt("stopped")
+		if p != leader {
+			p.halt("stopped")
+		}
+	}
+	if leader != nil {
+		leader.halt("stopped")
 	}
 	stopBackground()
 	background.Wait()
