@@ -68,24 +68,18 @@ func watchTerm(ctx context.Context, gw *gateway, up termWatchReports, w watch.In
 		}
 	}
 	defer w.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, open := <-w.ResultChan():
-			e := gw.event(ev, open)
-			if !caughtUp && e.Lease != nil {
-				caughtUp = e.Lease.ResourceVersion == rv
-				continue // before our write, or our write itself
-			}
-			switch e.Kind {
-			case leasewatch.Changed:
-				up.observed(leaserecord.Of(e.Lease), e.Lease)
-			case leasewatch.Deleted:
-				up.observedMissing(false)
-			case leasewatch.Closed, leasewatch.Broken:
-				return
-			}
+	r := leasewatch.Reader{Decode: gw.event, Handle: func(e leasewatch.Event) {
+		if !caughtUp && e.Lease != nil {
+			caughtUp = e.Lease.ResourceVersion == rv
+			return // before our write, or our write itself
 		}
-	}
+		switch e.Kind {
+		case leasewatch.Changed:
+			up.observed(leaserecord.Of(e.Lease), e.Lease)
+		case leasewatch.Deleted:
+			up.observedMissing(false)
+		}
+	}}
+	var seen string // the resourceVersion read up to, which nothing resumes from
+	r.Read(ctx, w, &seen)
 }

@@ -1,11 +1,15 @@
 // Package leasewatch decodes what a watch on Leases delivers: the one
 // reading of watch events that the root package (the follower's and the
 // leader's watch on the election's Lease, the registry's and the line
-// Lease's watches) and internal/shards share. It knows nothing of
-// elections and makes no API call.
+// Lease's watches) and internal/shards share, and the loop that reads
+// them (Reader). It knows nothing of elections and makes no API call.
 package leasewatch
 
 import (
+	"context"
+	"errors"
+	"time"
+
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/watch"
 )
@@ -67,3 +71,88 @@ func (e Event) CarriesObject() bool {
 	}
 	return false
 }
+
+// Reader reads watches on Leases: the loop that the registry's, the shard
+// table's, the shard Leases' and the leader's term watches share. Its
+// zero value is not usable: Decode and Handle are required.
+type Reader struct {
+	// Decode decodes each event (Decode, or a caller's wrapper of it that
+	// counts contact with the API).
+	Decode func(ev watch.Event, open bool) Event
+	// Handle is given each event but the watch's end (Closed, Broken).
+	Handle func(Event)
+	// Tick, if not nil, calls OnTick at each of its ticks while a watch
+	// is read, on the reading goroutine.
+	Tick   <-chan time.Time
+	OnTick func()
+	// Follow's hooks, each nil for nothing: Watching is told when each
+	// watch opens (true) and ends (false); Resuming is called after each
+	// watch the server closed, before the next opens.
+	Watching func(on bool)
+	Resuming func()
+}
+
+// Read reads w's events until ctx is done or the watch ends: closed by
+// the server (broken false: resume from *rv) or broken by an error event
+// (true: start over with a list or a read). Each event that carries a
+// Lease advances *rv to its resourceVersion before Handle sees it. It does
+// not stop w.
+func (r Reader) Read(ctx context.Context, w watch.Interface, rv *string) (broken bool) {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-r.Tick:
+			r.OnTick()
+		case ev, open := <-w.ResultChan():
+			e := r.Decode(ev, open)
+			if e.Lease != nil {
+				*rv = e.Lease.ResourceVersion
+			}
+			switch e.Kind {
+			case Closed:
+				return false
+			case Broken:
+				return true
+			}
+			r.Handle(e)
+		}
+	}
+}
+
+// Follow reads watches from resourceVersion rv until ctx is done (nil),
+// one cannot be opened (open's error) or one breaks (ErrBroken: the
+// caller lists again): after each watch the server closed, it calls
+// Resuming and opens the next from the last resourceVersion seen. It
+// blocks.
+func (r Reader) Follow(ctx context.Context, rv string, open func(ctx context.Context, rv string) (watch.Interface, error)) error {
+	for ctx.Err() == nil {
+		w, err := open(ctx, rv)
+		if err != nil {
+			return err
+		}
+		r.watching(true)
+		broken := r.Read(ctx, w, &rv)
+		r.watching(false)
+		w.Stop()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case broken:
+			return ErrBroken
+		case r.Resuming != nil:
+			r.Resuming()
+		}
+	}
+	return nil
+}
+
+func (r Reader) watching(on bool) {
+	if r.Watching != nil {
+		r.Watching(on)
+	}
+}
+
+// ErrBroken is Follow's error when a watch broke: an error event, 410 Gone
+// say. The caller starts over with a list.
+var ErrBroken = errors.New("watch broken")

@@ -2,6 +2,7 @@ package registry
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/relect/relect/internal/leasewatch"
@@ -86,59 +87,32 @@ func (w *watcher) list(ctx context.Context) (rv string, _ error) {
 // done (nil), or the watch fails (its error; a broken watch: a list starts
 // over); at each tick of sweep it deletes lapsed registrations.
 func (w *watcher) follow(ctx context.Context, rv string, sweep <-chan time.Time) error {
-	for {
-		var wi watch.Interface
-		err := w.calls.DoSpare(ctx, VerbWatchCandidates, false, func(ctx context.Context) error {
-			var err error
+	r := leasewatch.Reader{Decode: w.calls.Decode, Handle: w.event, Tick: sweep, OnTick: func() { w.deleteLapsed(ctx) }}
+	err := r.Follow(ctx, rv, func(ctx context.Context, rv string) (wi watch.Interface, err error) {
+		err = w.calls.DoSpare(ctx, VerbWatchCandidates, false, func(ctx context.Context) error {
 			wi, err = w.cfg.Leases.Watch(ctx, metav1.ListOptions{LabelSelector: w.selector, ResourceVersion: rv})
 			return err
 		})
-		if err != nil {
-			return err
-		}
-		broken := w.read(ctx, wi, &rv, sweep)
-		wi.Stop()
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case broken:
-			return apierrors.NewResourceExpired("candidate watch broken")
-		}
-		// Closed by the server: resume from rv.
+		return wi, err
+	})
+	if errors.Is(err, leasewatch.ErrBroken) {
+		return apierrors.NewResourceExpired("candidate watch broken")
 	}
+	return err
 }
 
-// read reads wi's events into the view until ctx is done or the watch
-// ends: closed by the server, or broken by an error event. At each tick
-// of sweep it deletes lapsed registrations.
-func (w *watcher) read(ctx context.Context, wi watch.Interface, rv *string, sweep <-chan time.Time) (broken bool) {
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case <-sweep:
-			w.deleteLapsed(ctx)
-		case ev, open := <-wi.ResultChan():
-			e := w.calls.Decode(ev, open)
-			if e.Lease != nil {
-				*rv = e.Lease.ResourceVersion
-			}
-			switch e.Kind {
-			case leasewatch.Closed:
-				return false
-			case leasewatch.Broken:
-				return true
-			case leasewatch.Changed:
-				if r, ok := wire.RegistrationOf(e.Lease); ok {
-					w.up.Changed(r)
-				} else {
-					w.up.Gone(e.Lease.Name)
-				}
-			case leasewatch.Deleted:
-				if e.Lease != nil {
-					w.up.Gone(e.Lease.Name)
-				}
-			}
+// event reads one event of the watch into the view.
+func (w *watcher) event(e leasewatch.Event) {
+	switch e.Kind {
+	case leasewatch.Changed:
+		if r, ok := wire.RegistrationOf(e.Lease); ok {
+			w.up.Changed(r)
+		} else {
+			w.up.Gone(e.Lease.Name)
+		}
+	case leasewatch.Deleted:
+		if e.Lease != nil {
+			w.up.Gone(e.Lease.Name)
 		}
 	}
 }

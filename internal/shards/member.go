@@ -181,53 +181,25 @@ func (m *member[C]) follow() {
 // server closed, until one breaks or cannot be opened (false) or ctx is
 // done (true).
 func (m *member[C]) watch(sel, rv string, retry Backoff) (done bool) {
-	for m.ctx.Err() == nil {
-		var w watch.Interface
-		err := m.port.Do(m.ctx, VerbWatchTable, false, func(ctx context.Context) error {
-			var err error
+	r := leasewatch.Reader{Decode: m.port.Decode, Handle: m.event, Resuming: retry.Reset}
+	err := r.Follow(m.ctx, rv, func(ctx context.Context, rv string) (w watch.Interface, err error) {
+		err = m.port.Do(ctx, VerbWatchTable, false, func(ctx context.Context) error {
 			w, err = m.cfg.Leases.Watch(ctx, metav1.ListOptions{FieldSelector: sel, ResourceVersion: rv})
 			return err
 		})
-		if err != nil {
-			return false
-		}
-		broken := m.read(w, &rv)
-		w.Stop()
-		if broken {
-			return false
-		}
-		retry.Reset()
-	}
-	return true
+		return w, err
+	})
+	return err == nil
 }
 
-// read applies w's events until it ends: closed (false), broken (true), or
-// ctx done.
-func (m *member[C]) read(w watch.Interface, rv *string) (broken bool) {
-	for {
-		select {
-		case <-m.ctx.Done():
-			return false
-		case ev, open := <-w.ResultChan():
-			e := m.port.Decode(ev, open)
-			switch e.Kind {
-			case leasewatch.Closed:
-				return false
-			case leasewatch.Broken:
-				return true
-			case leasewatch.Changed:
-				*rv = e.Lease.ResourceVersion
-				m.apply(e.Lease)
-			case leasewatch.Deleted:
-				if e.Lease != nil {
-					*rv = e.Lease.ResourceVersion
-					m.seen.Saw(e.Lease.ResourceVersion, nil) // deleted by hand: the leader writes it again
-				}
-			case leasewatch.Progress:
-				if e.Lease != nil {
-					*rv = e.Lease.ResourceVersion
-				}
-			}
+// event applies one event of the table's watch.
+func (m *member[C]) event(e leasewatch.Event) {
+	switch e.Kind {
+	case leasewatch.Changed:
+		m.apply(e.Lease)
+	case leasewatch.Deleted:
+		if e.Lease != nil {
+			m.seen.Saw(e.Lease.ResourceVersion, nil) // deleted by hand: the leader writes it again
 		}
 	}
 }

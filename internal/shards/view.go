@@ -53,26 +53,14 @@ func (a *assigner) observe(ctx context.Context) {
 		a.listed(list.Items, time.Now())
 		a.mu.Unlock()
 		a.signal()
-		rv := list.ResourceVersion
-		for ctx.Err() == nil {
-			var w watch.Interface
-			err := a.port.Do(ctx, VerbWatchShardLeases, false, func(ctx context.Context) error {
-				var err error
+		r := leasewatch.Reader{Decode: a.port.Decode, Handle: a.event, Watching: a.setWatching, Resuming: retry.Reset}
+		_ = r.Follow(ctx, list.ResourceVersion, func(ctx context.Context, rv string) (w watch.Interface, err error) {
+			err = a.port.Do(ctx, VerbWatchShardLeases, false, func(ctx context.Context) error {
 				w, err = a.cfg.Leases.Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: rv})
 				return err
 			})
-			if err != nil {
-				break
-			}
-			a.setWatching(true)
-			broken := a.follow(ctx, w, &rv)
-			a.setWatching(false)
-			w.Stop()
-			if broken {
-				break
-			}
-			retry.Reset()
-		}
+			return w, err
+		})
 		if pace.Sleep(ctx, retry.Next()) != nil {
 			return
 		}
@@ -94,47 +82,21 @@ func (a *assigner) signal() {
 	}
 }
 
-// follow reads w's events into the view until the watch ends (broken: an
-// error event) or ctx is done.
-func (a *assigner) follow(ctx context.Context, w watch.Interface, rv *string) (broken bool) {
-	for {
-		select {
-		case <-ctx.Done():
-			return false
-		case ev, open := <-w.ResultChan():
-			a.mu.Lock()
-			end, broken := a.event(ev, open, rv)
-			a.mu.Unlock()
-			if end {
-				return broken
-			}
-			a.signal()
-		}
-	}
-}
-
-// event reads one watch event into the view; end reports the watch's end.
-func (a *assigner) event(ev watch.Event, open bool, rv *string) (end, broken bool) {
-	e := a.port.Decode(ev, open)
+// event reads one watch event into the view and wakes the decision.
+func (a *assigner) event(e leasewatch.Event) {
+	a.mu.Lock()
 	switch e.Kind {
-	case leasewatch.Closed:
-		return true, false
-	case leasewatch.Broken:
-		return true, true
 	case leasewatch.Changed:
-		*rv = e.Lease.ResourceVersion
 		a.observeLease(e.Lease, time.Now())
 	case leasewatch.Deleted:
 		if e.Lease != nil {
-			*rv = e.Lease.ResourceVersion
 			if sh, ok := a.byLease[e.Lease.Name]; ok {
 				a.seen[sh] = &shardSeen{missing: true, at: time.Now()}
 			}
 		}
-	case leasewatch.Progress:
-		*rv = e.Lease.ResourceVersion
 	}
-	return false, false
+	a.mu.Unlock()
+	a.signal()
 }
 
 // listed replaces the view of the shard Leases with a list seen at now: a
