@@ -653,7 +653,8 @@ func (c *config) lease() (namespace, name string) {
 // them to the live registered candidates that take part — balanced by
 // Weight, and sticky: a shard moves only when its holder leaves, fails, or
 // holds more than its share. The zero value turns shards off, at no cost:
-// no call, no goroutine, no change to the election.
+// no call, no goroutine, no change to the election. ExampleOptions_shards
+// is a runnable start.
 //
 // Shards need the candidate registry (Config or Client, and not
 // DisableRegistry); a Standby candidate takes no part. Each shard's Lease

@@ -12,7 +12,7 @@
 #      but many tests under the race detector: 15 min 38 s on 2 busy cores,
 #      docs/testing.md, "How long each layer takes");
 #   2. builds (or reuses) kube-apiserver and etcd from the Go module proxy
-#      into .cache/ (cold: about 7 min on 2 cores; warm: under a second);
+#      into .cache/ (cold: 6 to 11 min on 2 cores; warm: under a second);
 #   3. the real-control-plane scenarios in the e2e module (the
 #      controller-runtime scenario in its short mode, 10 changes of leader
 #      per mode: docs/performance.md).
