@@ -4,7 +4,7 @@
 # of its own) with the race detector three times each, and the root
 # package's once, while one busy loop per core keeps every core saturated.
 # A test that only passes on an idle machine fails here more often than in
-# CI; 0 failures is the bar (docs/testing.md, "Tests on a busy machine").
+# CI; 0 failures is the bar (CONTRIBUTING.md, "Tests on a busy machine").
 #
 # RELECT_LOADED_COUNT=N runs the command's and ctrlrt's suites N times
 # (default 3); RELECT_LOADED_BUSY=N starts N busy loops (default: one per

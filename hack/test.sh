@@ -10,7 +10,7 @@
 #      examples/controller-runtime, modules of their own), then the fault
 #      simulation at full size without the race detector (simulated time,
 #      but many tests under the race detector: 15 min 38 s on 2 busy cores,
-#      docs/testing.md, "How long each layer takes");
+#      CONTRIBUTING.md, "How long each layer takes");
 #   2. builds (or reuses) kube-apiserver and etcd from the Go module proxy
 #      into .cache/ (cold: 6 to 11 min on 2 cores; warm: under a second);
 #   3. the real-control-plane scenarios in the e2e module (the
@@ -128,7 +128,7 @@ KUBEBUILDER_ASSETS="$(tail -n 1 "$step_log")"
 export KUBEBUILDER_ASSETS RELECT_E2E_REQUIRED=1 RELECT_E2E_KEEP=1
 
 # The e2e suite waits on real lease durations and leaves two cores mostly
-# idle (docs/testing.md), so step 1 runs beside it, in a process group of its
+# idle (CONTRIBUTING.md), so step 1 runs beside it, in a process group of its
 # own (set -m) that the summary can stop; its output is shown once it ends.
 echo "== step 1 (race suites, monitoring, ctrlrt, the full simulation) runs beside the e2e suite; its output follows the suite's"
 set -m
