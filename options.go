@@ -19,6 +19,7 @@ import (
 	"github.com/relect/relect/internal/succession"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/internal/work"
+	"github.com/relect/relect/shardrange"
 
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -673,6 +674,14 @@ type ShardOptions struct {
 	// bytes, which the shard's Lease name carries), all different; at most
 	// 1,000.
 	Names []string
+	// Ranges, when set, makes the Count shards a split of the data: shard
+	// i is the objects whose field's 64-bit FNV-1a hash is in the i-th of
+	// Count equal ranges of the hash space (shardrange.Of), and the context
+	// of Run and Work.Check carries it (shardrange.FromContext), for lists
+	// and watches (shardrange.NewListerWatcher). shardrange.UID or
+	// shardrange.Namespace; "" (the default) means plain shards. Needs
+	// Count: with Names, or another value, New reports Shards.Ranges.
+	Ranges shardrange.Field
 
 	// Run does the work of one shard for one term of holding it. Required.
 	// It is called in a goroutine relect owns, once per term, with a
@@ -721,7 +730,7 @@ type ShardOptions struct {
 // a Weight, JoinDelay or Work without Count or Names fails in New instead
 // of turning shards off silently.
 func (o *ShardOptions) enabled() bool {
-	return o.Count != 0 || len(o.Names) > 0 || o.Run != nil || o.Weight != 0 || o.JoinDelay != 0 || o.Work.enabled()
+	return o.Count != 0 || len(o.Names) > 0 || o.Ranges != "" || o.Run != nil || o.Weight != 0 || o.JoinDelay != 0 || o.Work.enabled()
 }
 
 // resolveShards defaults and checks Options.Shards, if it is on:
@@ -732,7 +741,7 @@ func resolveShards(o *Options, durationsOK bool, p *problems) {
 		return
 	}
 	shards.CheckOptions(shards.Settings{
-		Count: s.Count, Names: s.Names, HasRun: s.Run != nil,
+		Count: s.Count, Names: s.Names, Ranges: s.Ranges, HasRun: s.Run != nil,
 		Weight: &s.Weight, JoinDelay: &s.JoinDelay, Work: (*work.Options)(&s.Work),
 		LeaseDuration: o.LeaseDuration, DurationsOK: durationsOK,
 		Lock: o.Lock != nil, DisableRegistry: o.DisableRegistry,

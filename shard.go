@@ -5,6 +5,7 @@ import (
 	"log/slog"
 
 	"github.com/relect/relect/internal/logq"
+	"github.com/relect/relect/internal/shards"
 	"github.com/relect/relect/internal/wire"
 )
 
@@ -57,15 +58,16 @@ func newShardElector(cfg *config, sh string) (*Elector, error) {
 	o.Name = wire.ShardLeaseName(cfg.Name, sh)
 	o.Identity = cfg.identity
 	o.DisableRegistry, o.Priority, o.Standby, o.KeepLeaseOnCancel = true, 0, false, false
-	run := cfg.Shards.Run
-	o.OnStartedLeading = func(ctx context.Context) { run(context.WithValue(ctx, shardKey{}, sh)) }
+	run, ranged := cfg.Shards.Run, shards.TermContext(cfg.Shards.Ranges, cfg.Shards.Count, sh)
+	termCtx := func(ctx context.Context) context.Context { return ranged(context.WithValue(ctx, shardKey{}, sh)) }
+	o.OnStartedLeading = func(ctx context.Context) { run(termCtx(ctx)) }
 	if _, plain := o.Logger.Handler().(logq.DefaultWarnings); !plain {
 		o.Logger = slog.New(shardLogs{h: o.Logger.Handler(), shard: sh})
 	}
 	o.OnStoppedLeading, o.OnNewLeader, o.EventRecorder = nil, nil, nil
 	o.Work = cfg.Shards.Work
 	if check := o.Work.Check; check != nil {
-		o.Work.Check = func(ctx context.Context) error { return check(context.WithValue(ctx, shardKey{}, sh)) }
+		o.Work.Check = func(ctx context.Context) error { return check(termCtx(ctx)) }
 	}
 	o.Shards = ShardOptions{}
 	o.RegistrationRenewal = 0

@@ -1,6 +1,7 @@
 package shards
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/relect/relect/internal/problem"
 	"github.com/relect/relect/internal/work"
+	"github.com/relect/relect/shardrange"
 )
 
 // Settings are what CheckOptions reads of relect.Options: the fields of
@@ -19,6 +21,7 @@ import (
 type Settings struct {
 	Count     int
 	Names     []string
+	Ranges    shardrange.Field
 	HasRun    bool // Shards.Run is not nil
 	Weight    *int32
 	JoinDelay *time.Duration
@@ -37,9 +40,11 @@ type Settings struct {
 
 // CheckOptions defaults and checks Options.Shards (which must ask for
 // shards) as s gives them, reporting each problem to bad, in the order:
-// the names, Run, Weight, JoinDelay, the registry, Work, the table's size.
+// the names, Ranges, Run, Weight, JoinDelay, the registry, Work, the
+// table's size.
 func CheckOptions(s Settings, bad problem.Report) {
 	checkNames(s.Count, s.Names, bad)
+	checkRanges(s, bad)
 	if !s.HasRun {
 		bad("Shards.Run", "is nil")
 	}
@@ -106,6 +111,33 @@ func checkNames(count int, names []string, bad problem.Report) {
 		}
 		seen[n] = true
 	}
+}
+
+// checkRanges checks Shards.Ranges: a field shardrange knows, and range
+// shards are numbered ones.
+func checkRanges(s Settings, bad problem.Report) {
+	switch {
+	case s.Ranges == "":
+	case !s.Ranges.Valid():
+		bad("Shards.Ranges", "is %q: set %q, %q, or nothing for shards that do not split the data", s.Ranges, shardrange.UID, shardrange.Namespace)
+	case len(s.Names) > 0:
+		bad("Shards.Ranges", "is %q and %s is set: range shards are numbered, set %s instead", s.Ranges, problem.Ref("Shards.Names"), problem.Ref("Shards.Count"))
+	case s.Count <= 0:
+		bad("Shards.Ranges", "is %q and %s is %d: range shards are the Count equal ranges of the hash space", s.Ranges, problem.Ref("Shards.Count"), s.Count)
+	}
+}
+
+// TermContext returns what a shard's term context gets from the shard
+// options beyond the shard's name: for a range shard (ranges set, shard
+// one of "0" to "count-1"; CheckOptions passed), a context that carries
+// its range (shardrange.NewContext); otherwise ctx itself.
+func TermContext(ranges shardrange.Field, count int, shard string) func(ctx context.Context) context.Context {
+	i, err := strconv.Atoi(shard)
+	r, errOf := shardrange.Of(ranges, i, count)
+	if ranges == "" || err != nil || errOf != nil {
+		return func(ctx context.Context) context.Context { return ctx }
+	}
+	return func(ctx context.Context) context.Context { return shardrange.NewContext(ctx, r) }
 }
 
 // checkTable checks that the shard table fits the Lease's annotations. The

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relect/relect/internal/problem"
 	"github.com/relect/relect/internal/work"
+	"github.com/relect/relect/shardrange"
 )
 
 // reports collects what CheckOptions reports, each as "field: problem"
@@ -104,5 +105,59 @@ func TestCheckOptionsProblems(t *testing.T) {
 				t.Errorf("problems:\n%q\nwant:\n%q", []string(r), tc.want)
 			}
 		})
+	}
+}
+
+// TestCheckOptionsRanges: range shards need Count and a field shardrange
+// knows; each refusal names Shards.Ranges.
+func TestCheckOptionsRanges(t *testing.T) {
+	for _, c := range []struct {
+		count  int
+		names  []string
+		ranges shardrange.Field
+		want   string // "" for no problem
+	}{
+		{8, nil, shardrange.UID, ""},
+		{1, nil, shardrange.Namespace, ""},
+		{8, nil, "name", `Shards.Ranges: is "name": set "uid", "namespace", or nothing`},
+		{0, []string{"a", "b"}, shardrange.UID, `Shards.Ranges: is "uid" and [Shards.Names] is set: range shards are numbered, set [Shards.Count] instead`},
+		{0, nil, shardrange.UID, `Shards.Ranges: is "uid" and [Shards.Count] is 0`},
+		{-2, nil, shardrange.UID, `Shards.Ranges: is "uid" and [Shards.Count] is -2`},
+	} {
+		s, _, _, _ := settings(c.count, c.names...)
+		s.Ranges = c.ranges
+		var r reports
+		CheckOptions(s, r.bad)
+		var ranges []string
+		for _, p := range r {
+			if strings.HasPrefix(p, "Shards.Ranges") {
+				ranges = append(ranges, p)
+			}
+		}
+		switch {
+		case c.want == "" && len(ranges) > 0:
+			t.Errorf("%+v: problems %q, want none", c, ranges)
+		case c.want != "" && (len(ranges) != 1 || !strings.HasPrefix(ranges[0], c.want)):
+			t.Errorf("%+v: problems %q, want one starting %q", c, ranges, c.want)
+		}
+	}
+}
+
+// TestTermContext: a range shard's term context carries shard i's range of
+// Count; plain shards' carries none.
+func TestTermContext(t *testing.T) {
+	ctx := TermContext(shardrange.UID, 8, "3")(t.Context())
+	got, ok := shardrange.FromContext(ctx)
+	want, _ := shardrange.Of(shardrange.UID, 3, 8)
+	if !ok || got != want {
+		t.Errorf("range shard 3 of 8: FromContext = %+v, %v; want %+v", got, ok, want)
+	}
+	for _, c := range []struct {
+		ranges shardrange.Field
+		shard  string
+	}{{"", "3"}, {shardrange.UID, "name"}, {shardrange.UID, "8"}} {
+		if _, ok := shardrange.FromContext(TermContext(c.ranges, 8, c.shard)(t.Context())); ok {
+			t.Errorf("%+v: the context carries a range", c)
+		}
 	}
 }
