@@ -195,12 +195,16 @@ var beatFlags = []optionFlag{
 // shardFlags are the library's ShardOptions as flags but Run and Work
 // (the command's own: run's CMD per shard, the sidecar's hold; the work
 // flags apply to each shard with shards on, see resolveShards).
-// --shard-names sets no field through option: a list.
+// --shard-names sets no field through option: a list; nor --shard-ranges,
+// whose "" is a value (no ranges) and whose type is shardrange.Field.
 var shardFlags = []optionFlag{
 	option("shards", "Options.Shards.Count", func(s *settings) *int { return &s.opts.Shards.Count }, 0,
 		"take part in this many shards, numbered 0 to N-1: work split over the candidates, each shard held by one candidate at a time, which the leader assigns balanced by --shard-weight; the same on every candidate; at most 1000; set --shards or --shard-names (default: no shards)").zeroIsValue(),
 	{name: "shard-names", field: "Options.Shards.Names", define: func(fs *pflag.FlagSet, s *settings) {
 		fs.StringSliceVar(&s.opts.Shards.Names, "shard-names", nil, "take part in the shards of these names instead of numbered ones: a comma-separated list of DNS labels (at most 63 characters: a-z, 0-9, -), all different, the same on every candidate (default: no shards)")
+	}},
+	{name: "shard-ranges", field: "Options.Shards.Ranges", define: func(fs *pflag.FlagSet, s *settings) {
+		fs.StringVar((*string)(&s.opts.Shards.Ranges), "shard-ranges", "", "make the --shards=N shards a split of the data: uid or namespace — shard i is the objects whose metadata.uid (or metadata.namespace) has a 64-bit FNV-1a hash in the i-th of N equal ranges, and each shard's CMD gets it as RELECT_SHARD_RANGE, the ShardSelector of Kubernetes' sharded list and watch (default: none)")
 	}},
 	option("shard-weight", "Options.Shards.Weight", func(s *settings) *int32 { return &s.opts.Shards.Weight }, int32(1),
 		"this candidate's share of the shards: a candidate of weight 2 holds twice the shards of one of weight 1 (to within one)"),

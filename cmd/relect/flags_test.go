@@ -75,6 +75,7 @@ var zeroCases = map[string]zeroCase{
 	// run and sidecar: shards
 	"shards":           {zero: "0"}, // no shards, as the help says
 	"shard-names":      {zero: "", want: "--shard-names is empty"},
+	"shard-ranges":     {zero: "", with: []string{"--shards=2"}}, // plain shards, as the help says
 	"shard-weight":     {zero: "0", with: []string{"--shards=2"}, refused: true},
 	"shard-join-delay": {zero: "0s", with: []string{"--shards=2"}, refused: true},
 }

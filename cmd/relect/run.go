@@ -18,6 +18,7 @@ import (
 	"github.com/relect/relect/internal/defaults"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/shardrange"
 	"github.com/spf13/pflag"
 )
 
@@ -39,6 +40,9 @@ leads, with these variables added to its environment:
   RELECT_LEASE     NAMESPACE/NAME
   RELECT_SHARD     with --shards or --shard-names only: the shard this
                    CMD runs for (TERM and FENCE are then the shard's)
+  RELECT_SHARD_RANGE  with --shard-ranges only: the shard's range of the
+                   data, as a Kubernetes list's ShardSelector, e.g.
+                   shardRange(object.metadata.uid, '0x0000000000000000', '0x4000000000000000')
 
 CMD runs in a process group of its own, with stdin from /dev/null and
 relect's stdout and stderr. When the term ends — the Lease could not be
@@ -616,6 +620,9 @@ func (r *runner) termEnv(ctx context.Context, shard string) []string {
 		"RELECT_LEASE="+r.plan.lease.String())
 	if shard != "" {
 		env = append(env, "RELECT_SHARD="+shard)
+	}
+	if r, ok := shardrange.FromContext(ctx); ok {
+		env = append(env, "RELECT_SHARD_RANGE="+r.Selector())
 	}
 	if fence, ok := relect.FenceFromContext(ctx); ok {
 		env = append(env, "RELECT_FENCE="+string(fence))

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/shardrange"
 	"github.com/spf13/pflag"
 )
 
@@ -34,7 +35,7 @@ func (s *settings) resolveShards(fs *pflag.FlagSet) []error {
 		errs = append(errs, usagef("--shard-names is empty: want a comma-separated list of shard names (leave it out for no shards)"))
 	}
 	if !s.shardsOn() {
-		for _, name := range []string{"shard-weight", "shard-join-delay"} {
+		for _, name := range []string{"shard-weight", "shard-join-delay", "shard-ranges"} {
 			if fs.Changed(name) {
 				errs = append(errs, usagef("--%s is set, but there are no shards: give --shards=N (N ≥ 1) or --shard-names", name))
 			}
@@ -94,6 +95,10 @@ type heldShard struct {
 	// earlier term's of the same shard; absent if the apiserver gave none.
 	Term  int64  `json:"term"`
 	Fence string `json:"fence,omitempty"`
+	// Range is, with --shard-ranges, the shard's range of the data as the
+	// ShardSelector of a Kubernetes list or watch (as RELECT_SHARD_RANGE of
+	// run's CMD for the shard); absent without.
+	Range string `json:"range,omitempty"`
 	// Failures is, for a shard whose work keeps failing (a holder gave it
 	// up: its CMD exited, or its check failed), how many times in a row,
 	// as the shard table says (relect.Stats.ShardFailing) and relect
@@ -133,6 +138,7 @@ type shardTerm struct {
 	ctx   context.Context
 	term  int64
 	fence relect.Fence
+	rng   string // the range's ShardSelector, "" without --shard-ranges
 	// handedOut is the latest validity handed out for it, with its
 	// monotonic clock reading.
 	handedOut time.Time
@@ -154,8 +160,9 @@ func (v *shardView) begin(ctx context.Context) (shard string) {
 	shard, _ = relect.ShardFromContext(ctx)
 	term, _ := relect.TermFromContext(ctx)
 	fence, _ := relect.FenceFromContext(ctx)
+	rng, _ := shardrange.FromContext(ctx)
 	v.mu.Lock()
-	v.terms[shard] = &shardTerm{ctx: ctx, term: term, fence: fence}
+	v.terms[shard] = &shardTerm{ctx: ctx, term: term, fence: fence, rng: rng.Selector()}
 	v.mu.Unlock()
 	v.signal()
 	return shard
@@ -194,7 +201,7 @@ func (v *shardView) state() shardsState {
 		if t == nil || t.ctx.Err() != nil {
 			continue
 		}
-		h := heldShard{Shard: sh, Term: t.term, Fence: string(t.fence), Failures: failing[sh]}
+		h := heldShard{Shard: sh, Term: t.term, Fence: string(t.fence), Range: t.rng, Failures: failing[sh]}
 		if v.validFor > 0 {
 			valid := now.Add(v.validFor)
 			until := valid.Round(0).UTC().Truncate(time.Millisecond)

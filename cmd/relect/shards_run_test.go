@@ -195,6 +195,8 @@ func TestRunShardFlags(t *testing.T) {
 		{[]string{"--shards=3", "--check=true", "--check-interval=1s", "--work-cooldown=10s"}, ""},
 		{[]string{"--shard-weight=2"}, "--shard-weight is set, but there are no shards"},
 		{[]string{"--shard-join-delay=1m"}, "--shard-join-delay is set, but there are no shards"},
+		{[]string{"--shard-ranges=uid"}, "--shard-ranges is set, but there are no shards"},
+		{[]string{"--shards=8", "--shard-ranges=namespace"}, ""},
 		{[]string{"--shards=3", "--timeout=1m"}, "--timeout and --shards (or --shard-names) are both given"},
 		{[]string{"--shards=3", "--check=true", "--work-stuck-timeout=1m"}, "--work-stuck-timeout is set, but with --shards"},
 	} {
@@ -216,6 +218,8 @@ func TestRunShardFlags(t *testing.T) {
 		{[]string{"--shard-names=a,a"}, `--shard-names "a" is named twice`},
 		{[]string{"--shards=1001"}, "--shards 1001 is more than 1000 shards"},
 		{[]string{"--shards=-1"}, "--shards is negative (-1)"},
+		{[]string{"--shards=2", "--shard-ranges=name"}, `--shard-ranges is "name": set "uid", "namespace", or nothing`},
+		{[]string{"--shard-names=a,b", "--shard-ranges=uid"}, `--shard-ranges is "uid" and --shard-names is set: range shards are numbered, set --shards instead`},
 		{[]string{"--shard-weight=-1", "--shards=2"}, "--shard-weight is negative (-1)"},
 		{[]string{"--shards=2", "--disable-registry"}, "--shards (or --shard-names) is set, but --disable-registry is too"},
 		{[]string{"--shards=2", "--check=true", "--check-interval=1s", "--check-timeout=2s"}, "--check-timeout 2s is longer than --check-interval 1s"},
@@ -290,4 +294,34 @@ func TestRunShardsCheckIsPerShard(t *testing.T) {
 	}
 	a.cancel()
 	assert.Equal(t, 0, a.exitCode(t))
+}
+
+// relect run --shard-ranges gives each shard's CMD its range of the data
+// as RELECT_SHARD_RANGE — the ShardSelector strings of metav1.ListOptions'
+// own 2-shard example — and GET /shards says it too.
+func TestRunShardRanges(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased("default", "job")
+	log := filepath.Join(t.TempDir(), "log")
+	addr := freeAddr(t)
+	r := startRun(t, api, "a", "--shards=2", "--shard-ranges=uid", "--restart=always", "--http-addr="+addr, "--",
+		"sh", "-c", `echo "$RELECT_SHARD $RELECT_SHARD_RANGE" >> `+log+`; while :; do sleep 0.05; done`)
+	eventually(t, "both shards' CMDs ran", func() bool { return len(fileLines(log)) >= 2 })
+	want := map[string]string{
+		"0": "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')",
+		"1": "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')",
+	}
+	got := map[string]string{}
+	for _, line := range fileLines(log) {
+		sh, rng, _ := strings.Cut(line, " ")
+		got[sh] = rng
+	}
+	assert.Equal(t, want, got, "RELECT_SHARD_RANGE by RELECT_SHARD")
+	served := map[string]string{}
+	for _, h := range getShards(t, addr).Shards {
+		served[h.Shard] = h.Range
+	}
+	assert.Equal(t, want, served, "GET /shards' range")
+	r.cancel()
+	assert.Equal(t, 0, r.exitCode(t))
 }
