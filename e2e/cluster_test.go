@@ -42,7 +42,8 @@ type cluster struct {
 // startCluster starts etcd and kube-apiserver on 127.0.0.1 with their data
 // and certificates under dir, so that both can be stopped and started again
 // with their state (envtest deletes directories it chose itself on Stop).
-func startCluster(dir string) (*cluster, error) {
+// gates, if any, are the apiserver's --feature-gates ("Name=true").
+func startCluster(dir string, gates ...string) (*cluster, error) {
 	for _, d := range []string{"etcd", "apiserver"} {
 		if err := os.MkdirAll(filepath.Join(dir, d), 0o700); err != nil {
 			return nil, err
@@ -70,6 +71,9 @@ func startCluster(dir string) (*cluster, error) {
 		Set("endpoint-reconciler-type", "none").
 		// envtest's default, spelled out: the RBAC scenario relies on it.
 		Set("authorization-mode", "RBAC")
+	if len(gates) > 0 {
+		api.Configure().Set("feature-gates", strings.Join(gates, ","))
+	}
 	etcd := &envtest.Etcd{
 		DataDir: filepath.Join(dir, "etcd"),
 		Path:    deathSignalWrapper(dir, filepath.Join(assets, "etcd")),
