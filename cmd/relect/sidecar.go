@@ -29,7 +29,8 @@ what only reads:
                 "shards":[{"shard":"3","term":2,"fence":"84250",
                 "valid_until":"2026-01-02T15:04:03.623Z"}]} (404 without);
                 a shard whose work keeps failing also has "failures":k,
-                as relect status shows it (failing(k))
+                as relect status shows it (failing(k)); with
+                --shard-ranges each has "range", its ShardSelector
   GET /healthz  relect's health check (liveness): 200 "ok", or 503 and why
   GET /metrics  relect's Prometheus metrics
 
