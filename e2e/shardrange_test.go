@@ -14,6 +14,7 @@ import (
 	"github.com/relect/relect/shardrange"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
@@ -29,10 +30,11 @@ const shardRangeLabel = "relect-e2e-shardrange"
 // each of 4 ranges' selectors partitions them, the client's matcher
 // agreeing with the server on every object. With the gate off the
 // apiserver ignores the selector (no ShardInfo, every object), and
-// informers over shardrange.NewListerWatcher hold the same partition as
-// the uid hashes say — before and after 40 more ConfigMaps arrive by
-// watch — saying once each that the server did not filter; with the gate
-// on they never say it.
+// informers over shardrange.NewListerWatcher hold the partition the uid
+// hashes say — after 40 more ConfigMaps arrive by watch, and whether the
+// reflector streams its initial list as watch events or Lists first —
+// saying once each that the server did not filter; with the gate on they
+// never say it.
 func TestShardRangesOnTheApiserver(t *testing.T) {
 	plain := requireCluster(t)
 	gated, err := startCluster(filepath.Join(workDir, "controlplane-sharded"), "ShardedListAndWatch=true")
@@ -61,14 +63,19 @@ func TestShardRangesOnTheApiserver(t *testing.T) {
 		}
 		counts := listRanges(t, cs, ranges, n, c.filters)
 		t.Logf("%s: a list with each range's selector: %v ConfigMaps (of %d)", c.name, counts, n)
-		counts, told := informRanges(t, cs, ranges, n, more)
-		t.Logf("%s: the informers over NewListerWatcher hold %v (of %d); told the server did not filter %d times", c.name, counts, n+more, told)
-		want := count // one per ListerWatcher
-		if c.filters {
-			want = 0
-		}
-		if told != want {
-			t.Errorf("%s: told %d times that the server did not filter, want %d", c.name, told, want)
+		have := n
+		for _, list := range []bool{false, true} {
+			counts, told := informRanges(t, cs, ranges, have, more, list)
+			have += more
+			how := map[bool]string{false: "streamed as watch events (client-go's default WatchListClient)", true: "a List, then a Watch"}[list]
+			t.Logf("%s, initial state %s: the informers over NewListerWatcher hold %v (of %d); told the server did not filter %d times", c.name, how, counts, have, told)
+			want := count // one per ListerWatcher
+			if c.filters {
+				want = 0
+			}
+			if told != want {
+				t.Errorf("%s, %s: told %d times that the server did not filter, want %d", c.name, how, told, want)
+			}
 		}
 	}
 }
@@ -169,28 +176,37 @@ func listRanges(t *testing.T, cs kubernetes.Interface, ranges []shardrange.Range
 	return counts
 }
 
-// informRanges runs one informer per range over NewListerWatcher, creates
-// more ConfigMaps once they synced, and waits until they hold n + more in
+// informRanges runs one informer per range over NewListerWatcher (with
+// list, one whose reflector Lists first instead of streaming the initial
+// list as watch events), creates more ConfigMaps once they synced, and waits until they hold n + more in
 // all; each must hold exactly the objects whose uid hash (FNV-1a, computed
 // here) its range contains. It returns the counts and how many times the
 // ListerWatchers said the server did not filter.
-func informRanges(t *testing.T, cs kubernetes.Interface, ranges []shardrange.Range, n, more int) (counts []int, told int) {
+func informRanges(t *testing.T, cs kubernetes.Interface, ranges []shardrange.Range, n, more int, list bool) (counts []int, told int) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
-	var notFiltered atomic.Int32
+	var notFiltered, lists atomic.Int32
 	stores := make([]cache.Store, len(ranges))
 	for i, r := range ranges {
-		lw := shardrange.NewListerWatcher(cache.NewFilteredListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", namespace,
-			func(o *metav1.ListOptions) { o.LabelSelector = shardRangeLabel }), r, func() { notFiltered.Add(1) })
+		plain := cache.NewFilteredListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", namespace,
+			func(o *metav1.ListOptions) { o.LabelSelector = shardRangeLabel })
+		var inner cache.ListerWatcher = plain
+		if list {
+			inner = listFirst{plain, &lists}
+		}
+		lw := shardrange.NewListerWatcher(inner, r, func() { notFiltered.Add(1) })
 		inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, cache.Indexers{})
 		stores[i] = inf.GetStore()
 		wg.Go(func() { inf.RunWithContext(ctx) })
 		if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 			t.Fatalf("range %d's informer did not sync", i)
 		}
+	}
+	if list && lists.Load() < int32(len(ranges)) {
+		t.Errorf("the reflectors listed %d times, want at least once each (%d)", lists.Load(), len(ranges))
 	}
 	createConfigMaps(t, cs, n, n+more)
 	total := func() int {
@@ -226,6 +242,21 @@ func informRanges(t *testing.T, cs kubernetes.Interface, ranges []shardrange.Ran
 		counts = append(counts, len(got))
 	}
 	return counts, int(notFiltered.Load())
+}
+
+// listFirst is a ListerWatcher that tells client-go's reflector not to
+// stream its initial list as watch events, so that it Lists, then Watches.
+// It counts its Lists.
+type listFirst struct {
+	*cache.ListWatch
+	lists *atomic.Int32
+}
+
+func (listFirst) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (l listFirst) ListWithContext(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+	l.lists.Add(1)
+	return l.ListWatch.ListWithContext(ctx, o)
 }
 
 // fnv64a is the KEP's hash, from the standard library.
