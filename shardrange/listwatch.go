@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/sharding"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 )
@@ -30,7 +31,8 @@ type ListerWatcher struct {
 	lw       cache.ListerWatcherWithContext
 	inner    cache.ListerWatcher
 	r        Range
-	selector string
+	selector string            // r.Selector()
+	matcher  sharding.Selector // r's, made once
 	once     sync.Once
 	notify   func()
 }
@@ -50,7 +52,8 @@ var (
 // that List or of the watch's filter; it must not block (a log line, a
 // metric). A List, Watch or event it delays is delayed by as much.
 func NewListerWatcher(lw cache.ListerWatcher, r Range, serverDidNotFilter func()) *ListerWatcher {
-	return &ListerWatcher{lw: cache.ToListerWatcherWithContext(lw), inner: lw, r: r, selector: r.Selector(), notify: serverDidNotFilter}
+	return &ListerWatcher{lw: cache.ToListerWatcherWithContext(lw), inner: lw, r: r,
+		selector: r.Selector(), matcher: r.selector(), notify: serverDidNotFilter}
 }
 
 // List lists with the range's selector (ListWithContext with
@@ -121,7 +124,7 @@ func (l *ListerWatcher) event(e watch.Event) (watch.Event, bool) {
 	default:
 		return e, true
 	}
-	in, err := l.r.Matches(e.Object)
+	in, err := l.matcher.Matches(e.Object)
 	if err == nil && !in {
 		l.didNotFilter()
 	}
@@ -136,7 +139,7 @@ func (l *ListerWatcher) keep(list runtime.Object) error {
 	}
 	kept := items[:0]
 	for _, it := range items {
-		if in, err := l.r.Matches(it); err != nil || in {
+		if in, err := l.matcher.Matches(it); err != nil || in {
 			kept = append(kept, it)
 		}
 	}
