@@ -2,6 +2,7 @@ package relect_test
 
 import (
 	"context"
+	"errors"
 	"math"
 	"slices"
 	"strconv"
@@ -140,15 +141,26 @@ func heldCounts(cs []*candidate) []int {
 // naming another field, and names Options.Shards.Ranges.
 func TestShardRangesInvalid(t *testing.T) {
 	api := newAPI()
-	for _, s := range []relect.ShardOptions{
-		{Ranges: shardrange.UID, Run: func(context.Context) {}},
-		{Ranges: shardrange.UID},
-		{Names: []string{"a", "b"}, Ranges: shardrange.Namespace, Run: func(context.Context) {}},
-		{Count: 4, Ranges: "name", Run: func(context.Context) {}},
+	for _, c := range []struct {
+		s       relect.ShardOptions
+		related []string
+	}{
+		{relect.ShardOptions{Ranges: shardrange.UID, Run: func(context.Context) {}}, []string{"Options.Shards.Count"}},
+		{relect.ShardOptions{Ranges: shardrange.UID}, []string{"Options.Shards.Count"}},
+		{relect.ShardOptions{Names: []string{"a", "b"}, Ranges: shardrange.Namespace, Run: func(context.Context) {}}, []string{"Options.Shards.Names", "Options.Shards.Count"}},
+		{relect.ShardOptions{Count: 4, Ranges: "name", Run: func(context.Context) {}}, nil},
 	} {
-		_, err := relect.New(relect.Options{Client: api.Client("x").Clientset(), Namespace: ns, Name: lease, Shards: s})
-		require.ErrorIs(t, err, relect.ErrInvalidOptions, "%+v", s)
-		assert.ErrorContains(t, err, "Options.Shards.Ranges", "%+v", s)
+		_, err := relect.New(relect.Options{Client: api.Client("x").Clientset(), Namespace: ns, Name: lease, Shards: c.s})
+		require.ErrorIs(t, err, relect.ErrInvalidOptions, "%+v", c.s)
+		var fe *relect.FieldError
+		found := false
+		for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+			if errors.As(e, &fe) && fe.Field == "Options.Shards.Ranges" {
+				found = true
+				assert.Equal(t, c.related, fe.Related, "%+v", c.s)
+			}
+		}
+		assert.True(t, found, "%+v: no FieldError names Options.Shards.Ranges in %v", c.s, err)
 	}
 	_, err := relect.New(relect.Options{Client: api.Client("x").Clientset(), Namespace: ns, Name: lease,
 		Shards: relect.ShardOptions{Count: 1, Ranges: shardrange.Namespace, Run: func(context.Context) {}}})
