@@ -681,6 +681,8 @@ type ShardOptions struct {
 	// and watches (shardrange.NewListerWatcher). shardrange.UID or
 	// shardrange.Namespace; "" (the default) means plain shards. Needs
 	// Count: with Names, or another value, New reports Shards.Ranges.
+	// Candidates with another Count or Ranges run overlapping ranges: change
+	// them with the fleet stopped (docs/design.md, "Range shards").
 	Ranges shardrange.Field
 
 	// Run does the work of one shard for one term of holding it. Required.
