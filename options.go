@@ -632,7 +632,7 @@ func successionConfig(c *config) succession.Config {
 		RegistrationSeconds: int32(c.RegistrationRenewal / time.Second * registry.Lives),
 	}
 	if c.shards != nil {
-		sc.ShardWeight, sc.ShardSet = c.Shards.Weight, wire.EncodeShardSet(c.shards)
+		sc.ShardWeight, sc.ShardSet = c.Shards.Weight, wire.EncodeShardSet(c.shards, string(c.Shards.Ranges))
 	}
 	return sc
 }
@@ -681,8 +681,12 @@ type ShardOptions struct {
 	// and watches (shardrange.NewListerWatcher). shardrange.UID or
 	// shardrange.Namespace; "" (the default) means plain shards. Needs
 	// Count: with Names, or another value, New reports Shards.Ranges.
-	// Candidates with another Count or Ranges run overlapping ranges: change
-	// them with the fleet stopped (docs/design.md, "Range shards").
+	// The leader gives a candidate of another Count or Ranges none of its
+	// range shards, and warns of it (Stats.ShardSetsDiffer); still, when a
+	// leader of a new split takes over, the old split's holders stop only
+	// as they see its table, and overlapping ranges run meanwhile: change
+	// Count or Ranges with the fleet stopped (docs/design.md, "Range
+	// shards").
 	Ranges shardrange.Field
 
 	// Run does the work of one shard for one term of holding it. Required.

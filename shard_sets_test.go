@@ -14,6 +14,7 @@ import (
 	"github.com/relect/relect"
 	"github.com/relect/relect/internal/testlog"
 	"github.com/relect/relect/relecttest"
+	"github.com/relect/relect/shardrange"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -281,4 +282,42 @@ func TestShardsFirstDeploymentWait(t *testing.T) {
 			stopAll(cs...)
 		})
 	}
+}
+
+// TestShardRangeSetsDiffer: range shards split the data, so a candidate
+// whose shards are another split — the same Count of no ranges, or of
+// another Count — runs none of the leader's, whatever it calls its shard
+// "1": beside a leader and a candidate on 8 uid ranges, one candidate
+// without Ranges and one on 4 uid ranges are each warned of, counted in
+// Stats.ShardSetsDiffer and named in the table's Differ, and given no
+// shard, while the leader's 8 ranges stay held by the two of its set.
+func TestShardRangeSetsDiffer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		b := newShardBook(t)
+		logs := &testlog.Handler{Level: slog.LevelWarn}
+		cs := shardFleet(t, api, b, 4, 8, func(i int, o *relect.Options) {
+			o.Logger = slog.New(logs)
+			switch i {
+			case 0, 1:
+				o.Shards.Ranges = shardrange.UID
+			case 3:
+				o.Shards.Count, o.Shards.Ranges = 4, shardrange.UID
+			}
+		})
+		waitFor(t, 4*ld, "the leader's 8 ranges run", func() bool { return b.running() == 8 })
+		time.Sleep(3 * ld)
+		synctest.Wait()
+		held := b.held()
+		t.Logf("2 candidates on 8 uid ranges beside one on 8 shards and one on 4 ranges: held %v, table differ %v", held, tableOf(api).Differ)
+		assert.Zero(t, held["c02"], "c02 (no ranges) was given a range")
+		assert.Zero(t, held["c03"], "c03 (4 ranges) was given one of 8")
+		assert.Equal(t, 8, held["c00"]+held["c01"])
+		assert.Len(t, logs.Naming("another shard set", "candidate=c02", "candidateShards=8", "leaderShards=8"), 1, "c02 warned of once")
+		assert.Len(t, logs.Naming("another shard set", "candidate=c03", "candidateShards=4", "leaderShards=8"), 1, "c03 warned of once")
+		assert.Equal(t, 2, cs[0].e.Stats().ShardSetsDiffer)
+		assert.Equal(t, map[string]int{"c02": 8, "c03": 4}, tableOf(api).Differ)
+		assert.Zero(t, b.overlaps)
+		stopAll(cs...)
+	})
 }

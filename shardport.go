@@ -36,7 +36,7 @@ func newShardsOf(cfg *config) *shardsPart {
 	}
 	return shards.New[shardChild](shards.Config{
 		Name: cfg.Name, Namespace: cfg.Namespace, Identity: cfg.identity, Describe: cfg.describe,
-		Shards: cfg.shards, LeaseDuration: cfg.LeaseDuration, RetryPeriod: cfg.RetryPeriod,
+		Shards: cfg.shards, Ranges: string(cfg.Shards.Ranges), LeaseDuration: cfg.LeaseDuration, RetryPeriod: cfg.RetryPeriod,
 		JoinDelay: cfg.Shards.JoinDelay, Cooldown: shardCooldown(cfg), MaxCooldown: shardMaxCooldown(cfg),
 		Leases: cfg.leases,
 	})

@@ -31,6 +31,9 @@ type Config struct {
 	// Shards are the shard names this candidate runs, in the order of its
 	// configuration.
 	Shards []string
+	// Ranges is ShardOptions.Ranges: the field whose hash the shards
+	// split, "" when they split no data.
+	Ranges string
 	// LeaseDuration and RetryPeriod are the election's (positive).
 	LeaseDuration, RetryPeriod time.Duration
 	// JoinDelay is ShardOptions.JoinDelay, resolved.

@@ -9,8 +9,9 @@ import (
 // Shard sets that differ (docs/design.md, "Changing the shard set"): each
 // registration carries its candidate's shard set (wire.AnnotationShardSet),
 // and the leader gives a candidate only shards it runs — during a rolling
-// update that changes ShardOptions.Count or Names, the candidates of the
-// old set and of the new run side by side — and says so: a warning for
+// update that changes ShardOptions.Count, Names or Ranges, the candidates
+// of the old set and of the new run side by side; with range shards, only
+// a candidate of the leader's very set runs its shards — and says so: a warning for
 // each candidate whose set differs, Stats.ShardSetsDiffer, and the table's
 // Differ, which relect status shows.
 
@@ -19,7 +20,7 @@ import (
 // before sets were — runs every shard of it), and the candidates whose set
 // differs, with its size.
 func (a *assigner) shardSets(regs []Registration) (runs func(identity, shard string) bool, differ map[string]int) {
-	own := wire.EncodeShardSet(a.cfg.Shards)
+	own := wire.EncodeShardSet(a.cfg.Shards, a.cfg.Ranges)
 	sets := map[string]*wire.ShardSet{}
 	for _, r := range regs {
 		if r.Set == "" || r.Set == own {
@@ -35,9 +36,12 @@ func (a *assigner) shardSets(regs []Registration) (runs func(identity, shard str
 		}
 		differ[r.Identity] = s.Size
 	}
+	// A leader's range shard "i" is a range of its Count and field: a
+	// candidate of another set runs none of them, whatever it calls "i".
+	ranges := a.cfg.Ranges != ""
 	return func(id, sh string) bool {
 		s := sets[id]
-		return s == nil || s.Runs(sh)
+		return s == nil || !ranges && s.Runs(sh)
 	}, differ
 }
 
@@ -71,7 +75,7 @@ func (a *assigner) reportDiffer(differ map[string]int) {
 			continue
 		}
 		a.warnedSet[id] = n
-		a.port.Log(slog.LevelWarn, "relect: a candidate runs another shard set than the leader (ShardOptions.Count or Names differ): it is given only shards of the leader's set that it runs; finish the rolling update so that every candidate runs one set",
+		a.port.Log(slog.LevelWarn, "relect: a candidate runs another shard set than the leader (ShardOptions.Count, Names or Ranges differ): it is given only shards of the leader's set that it runs; finish the rolling update so that every candidate runs one set",
 			"lease", a.cfg.Describe, "candidate", id, "candidateShards", n, "leaderShards", len(a.cfg.Shards))
 	}
 	for id := range a.warnedSet {

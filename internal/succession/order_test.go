@@ -90,7 +90,7 @@ func TestRegistrationOf(t *testing.T) {
 	id, seconds, renewed := "c1", int32(2700), metav1.NewMicroTime(now)
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: wire.RegistrationName("lease", id), ResourceVersion: "42",
 		Annotations: map[string]string{wire.AnnotationPriority: "5", wire.AnnotationInstance: "abc", wire.AnnotationWards: "true",
-			wire.AnnotationShardWeight: "3", wire.AnnotationShardSet: wire.EncodeShardSet([]string{"a", "b"})}}}
+			wire.AnnotationShardWeight: "3", wire.AnnotationShardSet: wire.EncodeShardSet([]string{"a", "b"}, "")}}}
 	l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds, l.Spec.RenewTime = &id, &seconds, &renewed
 
 	r, ok := RegistrationOf(l)
@@ -98,7 +98,7 @@ func TestRegistrationOf(t *testing.T) {
 	assert.Equal(t, Registration{
 		Candidate: Candidate{Identity: "c1", Priority: 5, RenewedAt: now},
 		Name:      l.Name, Seconds: 2700, RV: "42", ShardWeight: 3,
-		ShardSet: wire.EncodeShardSet([]string{"a", "b"}), Instance: "abc", Wards: true,
+		ShardSet: wire.EncodeShardSet([]string{"a", "b"}, ""), Instance: "abc", Wards: true,
 	}, r)
 
 	l.Spec.HolderIdentity = nil
@@ -109,7 +109,7 @@ func TestRegistrationOf(t *testing.T) {
 func TestConfigRegistration(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	c := Config{Identity: "c1", Priority: 5, Namespace: "ns", Lease: "lease", Instance: "abc", RegistrationSeconds: 2700,
-		ShardWeight: 2, ShardSet: wire.EncodeShardSet([]string{"0", "1"})}
+		ShardWeight: 2, ShardSet: wire.EncodeShardSet([]string{"0", "1"}, "")}
 	l := c.Registration(nil, now)
 	assert.Equal(t, "ns", l.Namespace)
 	assert.Equal(t, wire.RegistrationName("lease", "c1"), l.Name)

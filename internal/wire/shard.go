@@ -45,11 +45,16 @@ const (
 const maxShardSetNames = 8 << 10
 
 // EncodeShardSet is the AnnotationShardSet of shards (ShardOptions' names,
-// in their order): "count:N" for the numbered shards "0" to "N-1",
-// "names:a,b,c" (sorted) for named ones, or "hash:N:<16 hex digits>" when
-// the names would take more than 8 KiB. Two candidates run the same
-// shards exactly when their values are equal.
-func EncodeShardSet(shards []string) string {
+// in their order) split by ranges (ShardOptions.Ranges; "" for shards that
+// split no data): "count:N" for the numbered shards "0" to "N-1",
+// "names:a,b,c" (sorted) for named ones, "hash:N:<16 hex digits>" when
+// the names would take more than 8 KiB, and "ranges:FIELD:N" for N range
+// shards of FIELD's hash. Two candidates run the same shards exactly when
+// their values are equal.
+func EncodeShardSet(shards []string, ranges string) string {
+	if ranges != "" {
+		return "ranges:" + ranges + ":" + strconv.Itoa(len(shards))
+	}
 	numbered := true
 	for i, sh := range shards {
 		if sh != strconv.Itoa(i) {
@@ -75,7 +80,9 @@ type ShardSet struct {
 	// Size is how many shards it runs.
 	Size int
 	// count: numbered "0" to Size-1; names: these (sorted); neither: only
-	// a hash is known, so which shards it runs is not.
+	// a hash is known, or the shards are ranges, whose shard "i" is
+	// another range at another Size or of another field: it runs none of
+	// another set's.
 	count bool
 	names []string
 }
@@ -95,6 +102,10 @@ func ParseShardSet(v string) (s ShardSet, ok bool) {
 		n, _, found := strings.Cut(rest, ":")
 		size, err := strconv.Atoi(n)
 		return ShardSet{Size: size}, found && err == nil && size >= 0
+	case "ranges":
+		field, n, found := strings.Cut(rest, ":")
+		size, err := strconv.Atoi(n)
+		return ShardSet{Size: size}, found && field != "" && err == nil && size >= 0
 	}
 	return s, false
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // bigTable is a table of s shards held by s candidates of identities of
@@ -59,4 +60,34 @@ func TestTableFit(t *testing.T) {
 	takers, outs = tb.Fit(tb.Size()) // exactly at the limit
 	assert.Zero(t, takers+outs)
 	assert.Equal(t, before, *tb)
+}
+
+// TestShardSets: each kind of shard set reads back as what it runs;
+// range shards run none of another set's, whatever it calls its shards.
+func TestShardSets(t *testing.T) {
+	for _, c := range []struct {
+		shards []string
+		ranges string
+		want   string
+		size   int
+		runs   map[string]bool
+	}{
+		{[]string{"0", "1", "2"}, "", "count:3", 3, map[string]bool{"0": true, "2": true, "3": false, "01": false}},
+		{[]string{"b", "a"}, "", "names:a,b", 2, map[string]bool{"a": true, "b": true, "c": false}},
+		{[]string{"0", "1", "2", "3"}, "uid", "ranges:uid:4", 4, map[string]bool{"0": false, "1": false}},
+		{[]string{"0", "1"}, "namespace", "ranges:namespace:2", 2, map[string]bool{"0": false}},
+	} {
+		v := EncodeShardSet(c.shards, c.ranges)
+		assert.Equal(t, c.want, v)
+		s, ok := ParseShardSet(v)
+		require.True(t, ok, v)
+		assert.Equal(t, c.size, s.Size, v)
+		for sh, runs := range c.runs {
+			assert.Equal(t, runs, s.Runs(sh), "%s runs %q", v, sh)
+		}
+	}
+	for _, bad := range []string{"ranges::4", "ranges:uid", "ranges:uid:x", "count:x", "names:", "other:1"} {
+		_, ok := ParseShardSet(bad)
+		assert.False(t, ok, bad)
+	}
 }
