@@ -28,7 +28,7 @@ func (c gatewayCalls) Do(ctx context.Context, verb string, bounded bool, fn func
 }
 
 func (c gatewayCalls) DoSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
-	return c.gw.doSpare(ctx, verb, bounded, fn)
+	return c.gw.doSpare(ctx, verb, bounded, 0, fn)
 }
 
 func (c gatewayCalls) TrySpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) (bool, error) {

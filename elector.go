@@ -330,7 +330,11 @@ type HandOverOptions struct {
 // called before then waits for the list, one RetryPeriod at most (the
 // list can be later if the registry's calls fail or wait for the token
 // bucket): then it returns ErrUnknownCandidate too, saying so, and the
-// term goes on. It returns ErrNotLeader if the term ends meanwhile.
+// term goes on. The read of the registration waits for the token bucket's
+// spare tokens, as every registry call does, one RetryPeriod at most too:
+// if the bucket spares none by then, HandOver returns ErrUnknownCandidate,
+// saying so, and the term goes on. It returns ErrNotLeader if the term
+// ends meanwhile.
 //
 // HandOver blocks until OnStartedLeading has returned and the handover
 // record was written, or until ctx is done. It returns nil once the record
@@ -376,18 +380,10 @@ func (e *Elector) stepDown(ctx context.Context, to string, unregistered bool) er
 		t, done, wait, err := e.st.stepDown(of, to, unregistered, confirmed, readErr)
 		of = t
 		if err == errConfirm {
-			// Unknown to the view: one read of its registration before
-			// refusing (it may have registered since the leader's list).
-			var l *coordinationv1.Lease
-			err = e.gw.doSpare(ctx, registry.VerbListCandidates, true, func(ctx context.Context) error {
-				var err error
-				l, err = e.cfg.leases.Get(ctx, registrationName(e.cfg.Name, to), metav1.GetOptions{})
-				return err
-			})
+			confirmed, readErr = true, e.confirm(ctx, to)
 			if ctx.Err() != nil {
 				return context.Cause(ctx)
 			}
-			confirmed, readErr = true, e.st.candidateRead(to, l, err)
 			continue
 		}
 		if err != nil {
@@ -416,6 +412,24 @@ func (e *Elector) stepDown(ctx context.Context, to string, unregistered bool) er
 			return context.Cause(ctx)
 		}
 	}
+}
+
+// confirm reads the registration of to, unknown to the leader's view (it
+// may have registered since the leader's list), records what it found
+// (state.candidateRead) and returns the read's error, NotFound aside. It
+// waits for spare tokens one RetryPeriod at most: HandOver answers for the
+// fleet of its call (TestHandOverReadWaitsARetryPeriodAtMost).
+func (e *Elector) confirm(ctx context.Context, to string) error {
+	var l *coordinationv1.Lease
+	err := e.gw.doSpare(ctx, registry.VerbListCandidates, true, e.cfg.RetryPeriod, func(ctx context.Context) error {
+		var err error
+		l, err = e.cfg.leases.Get(ctx, registrationName(e.cfg.Name, to), metav1.GetOptions{})
+		return err
+	})
+	if ctx.Err() != nil {
+		return err
+	}
+	return e.st.candidateRead(to, l, err)
 }
 
 // Candidates returns the candidates for the lease as this Elector knows

@@ -118,8 +118,12 @@ func (g *gateway) do(ctx context.Context, verb string, bounded bool, fn func(con
 // calls of an acquisition and its first renewal (minRateBurst), waiting
 // for the bucket to refill if need be. A bucket of the minimum burst (4)
 // never holds more: there it waits for a full bucket, and an acquisition
-// right after may wait for one token (at most 1/RateLimit).
-func (g *gateway) doSpare(ctx context.Context, verb string, bounded bool, fn func(context.Context) error) error {
+// right after may wait for one token (at most 1/RateLimit). The wait has
+// no limit when within is zero; else, if the spare tokens are not there
+// within that time, it returns an error wrapping errBudget without
+// calling fn or reporting a call (the election's own calls may keep a
+// small bucket from filling for tens of seconds).
+func (g *gateway) doSpare(ctx context.Context, verb string, bounded bool, within time.Duration, fn func(context.Context) error) error {
 	start := time.Now()
 	need := min(minRateBurst+1, float64(g.limiter.Burst()))
 	for g.limiter.Limit() != rate.Inf {
@@ -128,6 +132,13 @@ func (g *gateway) doSpare(ctx context.Context, verb string, bounded bool, fn fun
 			break
 		}
 		refill := time.Duration((need - have) / float64(g.limiter.Limit()) * float64(time.Second))
+		if within > 0 {
+			left := within - time.Since(start)
+			if left <= 0 { // nothing sent: no failed call to report
+				return fmt.Errorf("%w: the bucket spared no token within %v", errBudget, within)
+			}
+			refill = min(refill, left)
+		}
 		if err := pace.Sleep(ctx, max(refill, time.Millisecond)); err != nil {
 			g.up.called(verb, callResult(ctx, err), err, time.Since(start))
 			return err
