@@ -89,10 +89,23 @@ func getShards(t *testing.T, addr string) shardsState {
 // shardCmd is the CMD of the shard tests: it logs its start (with
 // RELECT_SHARD, RELECT_IDENTITY, RELECT_FENCE, RELECT_TERM) and, on
 // SIGTERM, its stop.
+//
+// It sleeps in the background and waits for it, so that the shell runs
+// its trap as soon as SIGTERM comes, not when a foreground sleep ends: on
+// a busy machine a CMD sleeping in the foreground once took 931 ms to
+// stop, past its 500 ms grace, was killed without writing "stop", and the
+// next holder's start read as an overlap. With shardDurations the grace
+// is 2.5 s.
 func shardCmd(log string) []string {
 	return []string{"sh", "-c", `trap 'echo "stop $RELECT_SHARD $RELECT_IDENTITY" >> ` + log + `; exit 0' TERM; ` +
-		`echo "start $RELECT_SHARD $RELECT_IDENTITY $RELECT_FENCE $RELECT_TERM" >> ` + log + `; while :; do sleep 0.05; done`}
+		`echo "start $RELECT_SHARD $RELECT_IDENTITY $RELECT_FENCE $RELECT_TERM" >> ` + log + `; while :; do sleep 0.05 & wait $!; done`}
 }
+
+// shardDurations, after testDurations, give the tests of shardCmd a margin
+// of 5 s, so a grace of 2.5 s to write "stop" (a loaded machine cannot
+// miss it), and keep JoinDelay at 4 s. A first deployment's shards wait
+// LeaseDuration + RetryPeriod/2: 8.1 s.
+var shardDurations = []string{"--lease-duration=8s", "--shard-join-delay=4s"}
 
 // relect run --shards runs CMD once per shard it holds, with the shard and
 // its fence in CMD's environment; the shards spread over the candidates;
@@ -105,9 +118,9 @@ func TestRunShards(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "log")
 	aAddr, bAddr := freeAddr(t), freeAddr(t)
 	cmd := shardCmd(log)
-	a := startRun(t, api, "a", append([]string{"--shards=4", "--restart=always", "--http-addr=" + aAddr, "--"}, cmd...)...)
+	a := startRun(t, api, "a", append(append(slices.Clone(shardDurations), "--shards=4", "--restart=always", "--http-addr="+aAddr, "--"), cmd...)...)
 	eventually(t, "a runs the 4 shards", func() bool { return count(shardLog(t, log))["a"] == 4 })
-	b := startRun(t, api, "b", append([]string{"--shards=4", "--restart=always", "--http-addr=" + bAddr, "--"}, cmd...)...)
+	b := startRun(t, api, "b", append(append(slices.Clone(shardDurations), "--shards=4", "--restart=always", "--http-addr="+bAddr, "--"), cmd...)...)
 	eventually(t, "2 shards each", func() bool {
 		n := count(shardLog(t, log))
 		return n["a"] == 2 && n["b"] == 2
@@ -243,7 +256,7 @@ func TestRunShardsStuckCheckGivesShardsUp(t *testing.T) {
 	// take nothing back, short enough that a takes its shard back, once b
 	// has left, within eventually's 20 s (the only candidate left is
 	// passed over for it until then, and the shard waits).
-	args := append(append(slices.Clone(checkTimings), "--shards=2", "--restart=always", "--check="+check, "--check-failures=2",
+	args := append(append(slices.Concat(checkTimings, shardDurations), "--shards=2", "--restart=always", "--check="+check, "--check-failures=2",
 		"--work-cooldown=10s", "--"), shardCmd(log)...)
 	a := startRun(t, api, "a", args...)
 	eventually(t, "a runs both shards", func() bool { return count(shardLog(t, log))["a"] == 2 })
@@ -279,7 +292,7 @@ func TestRunShardsCheckIsPerShard(t *testing.T) {
 	api.PutReleased("default", "job")
 	dir := t.TempDir()
 	log, checks := filepath.Join(dir, "log"), filepath.Join(dir, "checks")
-	args := append(append(slices.Clone(checkTimings), "--shards=2", "--restart=always", `--check=echo "$RELECT_SHARD" >>`+checks, "--"),
+	args := append(append(slices.Concat(checkTimings, shardDurations), "--shards=2", "--restart=always", `--check=echo "$RELECT_SHARD" >>`+checks, "--"),
 		shardCmd(log)...)
 	a := startRun(t, api, "a", args...)
 	eventually(t, "a checks both shards", func() bool {
