@@ -28,7 +28,7 @@ import (
 // RELECT_SIM_LINE_SEED replays one seed with its timeline.
 func TestSimulationLine(t *testing.T) {
 	if v := envInt(t, "RELECT_SIM_LINE_SEED", -1); v >= 0 {
-		lineReplay(t, uint64(v))
+		replay(t, fmt.Sprintf("seed %d (widened by 10)", v), sim.Widen(sim.Generate(uint64(v)), 10))
 		return
 	}
 	n := 1000
@@ -75,13 +75,13 @@ func TestSimulationLine(t *testing.T) {
 	}
 }
 
-// lineReplay plays one seed's widened schedule RELECT_SIM_REPEAT times (20)
-// and logs the schedule and the timeline of the first failing replay (or
-// of the last). The schedule is the same every time; interleavings are
-// not (see docs/reliability.md), hence the repeats.
-func lineReplay(t *testing.T, seed uint64) {
+// replay plays s RELECT_SIM_REPEAT times (20), logs it and the timeline
+// of the first replay that broke a rule (or of the last), and fails if
+// any did; what names the schedule in the failure. The schedule is the
+// same every time; interleavings are not (see docs/reliability.md), hence
+// the repeats. It returns the history it showed.
+func replay(t *testing.T, what string, s *sim.Schedule) *sim.History {
 	repeat := envInt(t, "RELECT_SIM_REPEAT", 20)
-	s := sim.Widen(sim.Generate(seed), 10)
 	t.Logf("schedule:\n%s", s)
 	failed := 0
 	var shown *sim.History
@@ -99,8 +99,9 @@ func lineReplay(t *testing.T, seed uint64) {
 	}
 	t.Logf("history:\n%s", shown.Timeline(true))
 	if failed > 0 {
-		t.Errorf("seed %d (widened by 10): %d of %d replays broke a rule; the shown one: %v", seed, failed, repeat, shownVs)
+		t.Errorf("%s: %d of %d replays broke a rule; the shown one: %v", what, failed, repeat, shownVs)
 	} else {
-		t.Logf("seed %d (widened by 10): %d replays, none broke a rule", seed, repeat)
+		t.Logf("%s: %d replays, none broke a rule", what, repeat)
 	}
+	return shown
 }

@@ -36,7 +36,8 @@ import (
 // timeline.
 func TestSimulationLineGone(t *testing.T) {
 	if v := envInt(t, "RELECT_SIM_LINE_GONE_SEED", -1); v >= 0 {
-		lineGoneReplay(t, uint64(v))
+		h := replay(t, fmt.Sprintf("seed %d", v), sim.GenerateLineGone(uint64(v)))
+		t.Logf("outcomes: %+v", sim.LineGoneOutcomes(h))
 		return
 	}
 	n, seedOf := lineGoneSeeds(t)
@@ -214,32 +215,4 @@ func quantiles(xs []float64, format string, qs ...float64) string {
 		out = append(out, fmt.Sprintf(format, s[i]))
 	}
 	return strings.Join(out, " / ")
-}
-
-// lineGoneReplay plays one seed's schedule RELECT_SIM_REPEAT times (20)
-// and logs the schedule, the outcomes and the timeline of the first
-// failing replay (or of the last).
-func lineGoneReplay(t *testing.T, seed uint64) {
-	repeat := envInt(t, "RELECT_SIM_REPEAT", 20)
-	s := sim.GenerateLineGone(seed)
-	t.Logf("schedule:\n%s", s)
-	failed := 0
-	var shown *sim.History
-	var shownVs []sim.Violation
-	for range repeat {
-		var h *sim.History
-		synctest.Test(t, func(t *testing.T) { h = sim.Play(s, sim.Relect) })
-		vs := sim.Check(h)
-		if len(vs) > 0 {
-			failed++
-		}
-		if shownVs == nil {
-			shown, shownVs = h, vs
-		}
-	}
-	t.Logf("outcomes: %+v", sim.LineGoneOutcomes(shown))
-	t.Logf("history:\n%s", shown.Timeline(true))
-	if failed > 0 {
-		t.Errorf("seed %d: %d of %d replays broke a rule; the shown one: %v", seed, failed, repeat, shownVs)
-	}
 }
