@@ -12,20 +12,6 @@ import (
 	"github.com/relect/relect/shardrange"
 )
 
-// reports collects what CheckOptions reports, each as "field: problem"
-// with the Refs in brackets.
-type reports []string
-
-func (r *reports) bad(field, format string, args ...any) {
-	args = slices.Clone(args)
-	for i, a := range args {
-		if ref, ok := a.(problem.Ref); ok {
-			args[i] = "[" + string(ref) + "]"
-		}
-	}
-	*r = append(*r, field+": "+fmt.Sprintf(format, args...))
-}
-
 // settings returns valid Settings of count shards, defaults not applied.
 func settings(count int, names ...string) (Settings, *int32, *time.Duration, *work.Options) {
 	var weight int32
@@ -40,14 +26,14 @@ func settings(count int, names ...string) (Settings, *int32, *time.Duration, *wo
 
 func TestCheckOptionsDefaults(t *testing.T) {
 	s, weight, join, _ := settings(3)
-	var r reports
-	CheckOptions(s, r.bad)
+	var r problem.Reports
+	CheckOptions(s, r.Bad)
 	if len(r) > 0 || *weight != 1 || *join != 15*time.Second {
 		t.Errorf("problems %q, Weight %d, JoinDelay %v; want none, 1, 15s", r, *weight, *join)
 	}
 	s, _, join, _ = settings(3)
 	s.DurationsOK = false
-	CheckOptions(s, r.bad)
+	CheckOptions(s, r.Bad)
 	if *join != 0 {
 		t.Errorf("JoinDelay %v from an invalid LeaseDuration, want it left 0", *join)
 	}
@@ -99,8 +85,8 @@ func TestCheckOptionsProblems(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s, _, _, _ := settings(3)
 			tc.edit(&s)
-			var r reports
-			CheckOptions(s, r.bad)
+			var r problem.Reports
+			CheckOptions(s, r.Bad)
 			if !slices.Equal(r, tc.want) {
 				t.Errorf("problems:\n%q\nwant:\n%q", []string(r), tc.want)
 			}
@@ -126,8 +112,8 @@ func TestCheckOptionsRanges(t *testing.T) {
 	} {
 		s, _, _, _ := settings(c.count, c.names...)
 		s.Ranges = c.ranges
-		var r reports
-		CheckOptions(s, r.bad)
+		var r problem.Reports
+		CheckOptions(s, r.Bad)
 		var ranges []string
 		for _, p := range r {
 			if strings.HasPrefix(p, "Shards.Ranges") {

@@ -11,25 +11,11 @@ import (
 	"github.com/relect/relect/internal/problem"
 )
 
-// reports collects what Resolve reports, each as "field: problem" with the
-// Refs in brackets.
-type reports []string
-
-func (r *reports) bad(field, format string, args ...any) {
-	args = slices.Clone(args)
-	for i, a := range args {
-		if ref, ok := a.(problem.Ref); ok {
-			args[i] = "[" + string(ref) + "]"
-		}
-	}
-	*r = append(*r, field+": "+fmt.Sprintf(format, args...))
-}
-
 func TestResolveDefaults(t *testing.T) {
 	check := func(context.Context) error { return nil }
 	o := Options{Check: check}
-	var r reports
-	Resolve(&o, "Work", false, r.bad)
+	var r problem.Reports
+	Resolve(&o, "Work", false, r.Bad)
 	if len(r) > 0 {
 		t.Fatalf("problems: %q", r)
 	}
@@ -40,13 +26,13 @@ func TestResolveDefaults(t *testing.T) {
 	}
 
 	off := Options{}
-	Resolve(&off, "Work", true, r.bad)
+	Resolve(&off, "Work", true, r.Bad)
 	if fmt.Sprint(off) != fmt.Sprint(Options{}) || len(r) > 0 {
 		t.Errorf("off: resolved %+v with problems %q, want unchanged and none", off, r)
 	}
 
 	long := Options{BeatWindow: time.Second, Cooldown: 2 * defaults.WorkMaxCooldown}
-	Resolve(&long, "Work", false, r.bad)
+	Resolve(&long, "Work", false, r.Bad)
 	if long.MaxCooldown != long.Cooldown || len(r) > 0 {
 		t.Errorf("a Cooldown over the default MaxCooldown: MaxCooldown %v, problems %q; want %v, none", long.MaxCooldown, r, long.Cooldown)
 	}
@@ -80,8 +66,8 @@ func TestResolveProblems(t *testing.T) {
 		{"standby, shards", Options{BeatWindow: time.Second}, "Shards.Work", true, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var r reports
-			Resolve(&tc.o, tc.field, tc.standby, r.bad)
+			var r problem.Reports
+			Resolve(&tc.o, tc.field, tc.standby, r.Bad)
 			if !slices.Equal(r, tc.want) {
 				t.Errorf("problems:\n%q\nwant:\n%q", []string(r), tc.want)
 			}
