@@ -142,6 +142,7 @@ type settings struct {
 	healthAddr      string
 	kubeconfig      string   // empty: the pod's service account
 	shards          []string // the metricsets reported as shards; none: the leader reports them all
+	podRanges       int      // the uid ranges the pod metricset is split into; 0: off
 }
 
 // metricsets are the cluster-wide metricsets, by name: each lists one kind
@@ -194,7 +195,11 @@ func parseSettings() (settings, error) {
 	flag.StringVar(&s.healthAddr, "health-addr", ":8080", "address of the /healthz endpoint")
 	flag.StringVar(&s.kubeconfig, "kubeconfig", "", "kubeconfig file, to run outside a pod (e.g. against the local control plane of docs/testing.md); empty: the pod's service account")
 	shards := flag.String("shards", "", "comma-separated metricsets (nodes, pods, namespaces) reported as shards spread over the fleet; empty: the leader reports the nodes metricset")
+	flag.IntVar(&s.podRanges, "pod-ranges", 0, "split the pod metricset into this many uid ranges (1 to 1000), spread over the fleet: each agent watches and reports the Pods of the ranges it holds, the leader still reports the nodes metricset; 0: off. Not with -shards")
 	flag.Parse()
+	if err := checkPodRanges(s.podRanges, *shards); err != nil {
+		return s, err
+	}
 	if *shards != "" {
 		s.shards = strings.Split(*shards, ",")
 		for _, sh := range s.shards {
@@ -307,8 +312,16 @@ func serveHealth(addr string, cancel context.CancelCauseFunc) (shutdown func()) 
 
 // setWork sets the agent's cluster-wide work in opts: without shards, the
 // leader reports the nodes metricset; with shards, each shard's holder
-// reports its metricset, and the leader only assigns them.
+// reports its metricset, and the leader only assigns them; with pod
+// ranges, the leader reports the nodes metricset and each range's holder
+// the Pods of its range (podRangeShards).
 func setWork(opts *relect.Options, logger *slog.Logger, client kubernetes.Interface, s settings) {
+	if s.podRanges > 0 {
+		opts.OnStartedLeading = func(ctx context.Context) { reportCluster(ctx, logger, client, s) }
+		opts.Work = workOptions(s.reportEvery)
+		opts.Shards = podRangeShards(logger, client, s)
+		return
+	}
 	if len(s.shards) == 0 {
 		opts.OnStartedLeading = func(ctx context.Context) { reportCluster(ctx, logger, client, s) }
 		opts.Work = workOptions(s.reportEvery)
