@@ -99,6 +99,29 @@
 //
 // (NODE_NAME=n2 POD_NAME=a2 … -health-addr :8082 beside it), and
 // `relect status default/relect-reporter` shows who holds which shard.
+//
+// # Pod ranges: a per-object metricset over the fleet
+//
+// A metricset that reports each object (here the Pods) outgrows one agent
+// in a large cluster: its memory holds every Pod, and its watch receives
+// every change. With -pod-ranges=S the Pods are split into S equal ranges
+// of their uid's hash (ShardOptions{Count: S, Ranges: shardrange.UID}):
+// the leader spreads the ranges over the agents, balanced and sticky, and
+// for each range it holds an agent runs an informer over
+// shardrange.NewListerWatcher that lists and watches that range's Pods
+// only, reports them every -report-every (a line per Pod, one of counts)
+// and beats; it stops when the range moves. The leader still reports the
+// nodes metricset. -pod-ranges cannot be combined with -shards (an agent
+// has one set of shards); -pod-ranges=0, the default, is off.
+//
+// The apiserver filters by range with Kubernetes 1.36 or later and its
+// alpha feature gate ShardedListAndWatch on; otherwise each range's
+// informer receives every Pod and drops the other ranges' itself (logged
+// once per range term): the Pods held are still the range's, but every
+// list and watch carries all the Pods, once per range held. The agents
+// need list and watch on Pods (deploy/daemonset-reporter/rbac.yaml, in a
+// comment). docs/migration.md, "Large clusters: split per-object
+// metricsets by range", says how to choose S.
 package main
 
 import (
