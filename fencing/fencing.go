@@ -75,14 +75,26 @@ func (g *Guard) Highest() relect.Fence {
 }
 
 func (g *Guard) admitLocked(f relect.Fence) error {
-	switch {
-	case f == "":
-		return ErrNoFence
-	case !f.Valid(): // garbage admitted as the highest would refuse every real term's write
-		return fmt.Errorf("%w: %q is not a fence relect hands out: %w", ErrNoFence, f, relect.ErrInvalidFence)
-	case f.Compare(g.highest) < 0:
+	if err := checkFence(f); err != nil {
+		return err
+	}
+	if f.Compare(g.highest) < 0 {
 		return fmt.Errorf("%w: the write's fence %s is older than %s", ErrStale, f, g.highest)
 	}
 	g.highest = f
+	return nil
+}
+
+// checkFence refuses a write without a valid fence: ErrNoFence for the
+// zero Fence, and an error wrapping ErrNoFence and relect.ErrInvalidFence
+// for text relect never hands out (admitted as the highest, such garbage
+// would refuse every real term's write).
+func checkFence(f relect.Fence) error {
+	switch {
+	case f == "":
+		return ErrNoFence
+	case !f.Valid():
+		return fmt.Errorf("%w: %q is not a fence relect hands out: %w", ErrNoFence, f, relect.ErrInvalidFence)
+	}
 	return nil
 }
