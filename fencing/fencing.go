@@ -4,10 +4,13 @@
 // older term never lands after one from a newer term — whatever the old
 // leader believes, however late its request arrives.
 //
-// A Guard is for storage that lives in one process. For storage of its
-// own, do the same comparison in the store, in the same transaction as the
-// write: docs/fencing.md has recipes for SQL, etcd and Kubernetes objects
-// (and docs/design.md, "Fencing tokens, and term numbers", the argument).
+// A Guard is for storage that lives in one process. UpdateObject writes a
+// Kubernetes object the same way, keeping the highest fence in one of its
+// annotations and updating it conditional on the resourceVersion read.
+// For storage of its own, do the same comparison in the store, in the
+// same transaction as the write: docs/fencing.md has recipes for SQL and
+// etcd, and for the objects of a range shard (and docs/design.md,
+// "Fencing tokens, and term numbers", the argument).
 package fencing
 
 import (
