@@ -38,19 +38,20 @@ func fenceKeyOf(shard string) string { return "example.relect.io/fence." + shard
 // the real control plane: three candidates share 2 uid-range shards, and
 // each shard's holder stamps every ConfigMap of its range, round after
 // round, with fencing.UpdateObject and the shard's fence. The holder of
-// shard 0 reads and checks a ConfigMap, and is then cut off (its fault
-// proxy black-holed) before it writes: its term ends, another candidate
-// takes the shard once its Lease expired and stamps the ConfigMap with a
-// newer fence. Healed, the deposed holder's write goes out (the end of its
-// term does not stop it, as for a process paused between its check and its
-// write): the apiserver refuses it (409, the resourceVersion it read is
-// gone), and UpdateObject's fresh read
-// finds the newer fence and gives ErrStale. The deposed holder then writes
-// every ConfigMap of the range again with its old fence: each is refused
-// (ErrStale). The stamps, as a watch of the ConfigMaps saw them in the
-// apiserver's order, show for every ConfigMap fences of each shard that
-// never go down — two holders' stamps never interleave — each the fence of
-// a term the stamping candidate held.
+// the shard with more ConfigMaps reads and checks one, and is then cut off
+// (its fault proxy black-holed) before it writes: its term ends, another
+// candidate takes the shard once its Lease expired and stamps the
+// ConfigMap with a newer fence. Healed, the deposed holder's write goes
+// out (the end of its term does not stop it, as for a process paused
+// between its check and its write): the apiserver refuses it (409, the
+// resourceVersion it read is gone), and UpdateObject's fresh read finds
+// the newer fence and gives ErrStale. Once the next term has stamped the
+// whole range, the deposed holder writes every ConfigMap of it again with
+// its old fence: each is refused (ErrStale). The stamps, as a watch of the
+// ConfigMaps saw them in the apiserver's order, show for every ConfigMap
+// fences of each shard that never go down — two holders' stamps never
+// interleave — each the fence of a term the stamping candidate held, and
+// no late write's.
 func TestFencedRangeStamps(t *testing.T) {
 	c := requireCluster(t)
 	began := time.Now()
@@ -70,15 +71,29 @@ func TestFencedRangeStamps(t *testing.T) {
 	}
 	waitFor(t, 2*leaseDuration+2*maxAcquireWait()+slack, "every ConfigMap stamped", func() bool { return len(hist.latest()) == n })
 
-	deposed, fence := holderOf(fleet, "0")
+	shard, mine := largestRange(t, cs, count) // the most late writes to refuse
+	deposed, fence := holderOf(fleet, shard)
 	if deposed == nil {
-		t.Fatal("no candidate holds shard 0 once every ConfigMap was stamped")
+		t.Fatalf("no candidate holds shard %s once every ConfigMap was stamped", shard)
 	}
-	in0 := rangeObjects(t, cs, "0", count)
-	late := held(t, deposed, in0[0], fence, hist)
-	refused := 1
-	for _, name := range in0 {
-		_, err := fencing.UpdateObject(t.Context(), deposed.cms, name, fenceKeyOf("0"), fence, stampChange("0", fence, -1))
+	late, heldRefused := held(t, deposed, shard, mine[0], fence, hist)
+	// Until the next term has stamped an object, its fence is still the
+	// deposed holder's, which admits that holder's write (same term).
+	waitFor(t, stampEvery+slack, "the next term of shard "+shard+" stamping its whole range", func() bool {
+		last := hist.latest()
+		for _, name := range mine {
+			if last[name].fence.Compare(fence) <= 0 {
+				return false
+			}
+		}
+		return true
+	})
+	refused := 0
+	if heldRefused {
+		refused++
+	}
+	for _, name := range mine {
+		_, err := fencing.UpdateObject(t.Context(), deposed.cms, name, fenceKeyOf(shard), fence, stampChange(shard, fence, -1))
 		if !errors.Is(err, fencing.ErrStale) {
 			t.Errorf("%s's late write of %s with fence %s: %v, want ErrStale", deposed.id, name, fence, err)
 			continue
@@ -92,9 +107,9 @@ func TestFencedRangeStamps(t *testing.T) {
 	hist.stop()
 	evs, werr := hist.all()
 	accepted, moves := checkStamps(t, evs, werr, fleet)
-	t.Logf("%d ConfigMaps in 2 uid ranges; %s held shard 0 with fence %s and was cut off; %s", n, deposed.id, fence, late)
+	t.Logf("%d ConfigMaps in 2 uid ranges; %s held shard %s (%d ConfigMaps) with fence %s and was cut off; %s", n, deposed.id, shard, len(mine), fence, late)
 	t.Logf("writes accepted: %d (%d changes of holder over the ConfigMaps); late writes refused: %d of %d (1 after a 409 and a fresh read, %d by the fence read), in %s",
-		accepted, moves, refused, len(in0)+1, len(in0), time.Since(began).Round(time.Millisecond))
+		accepted, moves, refused, len(mine)+1, len(mine), time.Since(began).Round(time.Millisecond))
 }
 
 // fencedClient is an admin clientset that deletes the test's ConfigMaps
@@ -119,8 +134,8 @@ func fencedClient(t *testing.T, c *cluster) kubernetes.Interface {
 // name and holds its write; s is cut off; once another term of the shard
 // has stamped name, s is healed and its write goes out. It must be refused:
 // a 409, then ErrStale on the fresh read. It returns what happened, for
-// the log.
-func held(t *testing.T, s *stamper, name string, fence relect.Fence, hist *stampHistory) string {
+// the log, and whether the write was refused so.
+func held(t *testing.T, s *stamper, shard, name string, fence relect.Fence, hist *stampHistory) (string, bool) {
 	t.Helper()
 	h := s.holdNext(name)
 	select {
@@ -133,10 +148,10 @@ func held(t *testing.T, s *stamper, name string, fence relect.Fence, hist *stamp
 	}
 	cut := time.Now()
 	var next relect.Fence
-	stamped := waitFor(t, leaseDuration+2*maxAcquireWait()+slack, "another term of shard 0 stamping "+name, func() bool {
+	stamped := waitFor(t, leaseDuration+2*maxAcquireWait()+slack, "another term of shard "+shard+" stamping "+name, func() bool {
 		st, ok := hist.latest()[name]
 		next = st.fence
-		return ok && st.shard == "0" && st.fence.Compare(fence) > 0
+		return ok && st.shard == shard && st.fence.Compare(fence) > 0
 	})
 	if err := s.proxy.Heal(); err != nil {
 		t.Fatal(err)
@@ -152,10 +167,11 @@ func held(t *testing.T, s *stamper, name string, fence relect.Fence, hist *stamp
 	close(h.release)
 	<-h.done
 	got := s.conflicts.Load() - conflicts
-	if !errors.Is(h.err, fencing.ErrStale) || h.calls.Load() != 1 || got != 1 {
+	refused := errors.Is(h.err, fencing.ErrStale) && h.calls.Load() == 1 && got == 1
+	if !refused {
 		t.Errorf("%s's held write of %s: %v after %d reads that passed the check and %d conflicts (409); want ErrStale after one of each", s.id, name, h.err, h.calls.Load(), got)
 	}
-	return fmt.Sprintf("%s was stamped by fence %s %s after the cut; %s's held write then met %d conflicts (409) and ended with: %v", name, next, ms(stamped.Sub(cut)), s.id, got, h.err)
+	return fmt.Sprintf("%s was stamped by fence %s %s after the cut; %s's held write then met %d conflicts (409) and ended with: %v", name, next, ms(stamped.Sub(cut)), s.id, got, h.err), refused
 }
 
 // holderOf returns the candidate of fleet whose term of shard is open, and
@@ -171,12 +187,11 @@ func holderOf(fleet []*stamper, shard string) (*stamper, relect.Fence) {
 	return nil, ""
 }
 
-// rangeObjects lists the test's ConfigMaps of shard (of count uid
-// ranges), by shardrange's matcher.
-func rangeObjects(t *testing.T, cs kubernetes.Interface, shard string, count int) []string {
+// largestRange returns the shard (of count uid ranges) that holds the
+// most of the test's ConfigMaps, by shardrange's matcher, and their names.
+func largestRange(t *testing.T, cs kubernetes.Interface, count int) (shard string, names []string) {
 	t.Helper()
-	i, _ := strconv.Atoi(shard)
-	r, err := shardrange.Of(shardrange.UID, i, count)
+	ranges, err := shardrange.Split(shardrange.UID, count)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,16 +199,18 @@ func rangeObjects(t *testing.T, cs kubernetes.Interface, shard string, count int
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, cm := range l.Items {
-		if in, _ := r.Matches(&cm); in {
-			names = append(names, cm.Name)
+	for i, r := range ranges {
+		var in []string
+		for _, cm := range l.Items {
+			if ok, _ := r.Matches(&cm); ok {
+				in = append(in, cm.Name)
+			}
+		}
+		if len(in) > len(names) {
+			shard, names = strconv.Itoa(i), in
 		}
 	}
-	if len(names) == 0 {
-		t.Fatalf("no ConfigMap in shard %s's range", shard)
-	}
-	return names
+	return shard, names
 }
 
 // stampChange sets the stamp of round n of shard's term with fence (n < 0:
