@@ -3,16 +3,47 @@ package relect_test
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/relect/relect"
 	"github.com/relect/relect/relecttest"
 )
 
+// shardCaches is what Warm builds and Run reads, by shard: here a flag set
+// once the shard's data is listed; in production an informer's cache of
+// the shard's range (shardrange.NewListerWatcher). Run may be called before
+// Warm has built anything, so both find a shard's entry with of, which
+// creates it if missing.
+type shardCaches struct {
+	mu     sync.Mutex
+	shards map[string]*shardCache
+}
+
+type shardCache struct{ synced chan struct{} } // closed once listed
+
+func (c *shardCaches) of(shard string) *shardCache {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.shards[shard] == nil {
+		c.shards[shard] = &shardCache{synced: make(chan struct{})}
+	}
+	return c.shards[shard]
+}
+
+func (c *shardCaches) drop(shard string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.shards, shard)
+}
+
 // Shards: the leader-only work split over the fleet. Two candidates share
 // four shards, two each; each shard's Run gets a context with the shard and
-// its own fencing token. When pod-b stops, it releases its shards after
-// their Run returned, and pod-a, their taker, holds all four at once. (A
+// its own fencing token. Each candidate warms the shards it holds and
+// those it would take (Warm): when pod-b stops, it releases its shards
+// after their Run returned, and pod-a, their taker, holds all four at once,
+// each with its data listed already. (A
 // first deployment waits LeaseDuration for its shards' Leases, as for its
 // first leader — a missing Lease may have just been deleted — counted from
 // the leader's first look, RetryPeriod/2 into its term: LD + RP/2 in all
@@ -24,7 +55,9 @@ func ExampleOptions_shards() {
 	api.PutReleased("default", "reporter")
 	ctx, shutdown := context.WithCancel(context.Background())
 	defer shutdown()
+	var cold atomic.Int32 // Runs that found their shard's data not listed yet
 	candidate := func(identity string) *relect.Elector {
+		caches := &shardCaches{shards: map[string]*shardCache{}}
 		e, err := relect.New(relect.Options{
 			Client:           api.Client(identity).Clientset(),
 			Namespace:        "default",
@@ -36,10 +69,23 @@ func ExampleOptions_shards() {
 			OnStartedLeading: func(ctx context.Context) { <-ctx.Done() }, // the election's own work, if any
 			Shards: relect.ShardOptions{
 				Names: []string{"nodes", "pods", "services", "volumes"},
+				Warm: func(ctx context.Context) { // from before this candidate holds the shard
+					shard, _ := relect.ShardFromContext(ctx)
+					close(caches.of(shard).synced) // list and watch the shard's data
+					<-ctx.Done()                   // until it stops campaigning for it, after Run returned
+					caches.drop(shard)
+				},
 				Run: func(ctx context.Context) {
 					shard, _ := relect.ShardFromContext(ctx)
 					fence, _ := relect.FenceFromContext(ctx) // this shard's: what its store checks
-					_, _ = shard, fence                      // report(ctx, shard, fence) until ctx is done
+					c := caches.of(shard)
+					select {
+					case <-c.synced:
+					default:
+						cold.Add(1)
+						<-c.synced // a cold start: wait for the list
+					}
+					_ = fence // report(ctx, shard, fence, c) until ctx is done
 					<-ctx.Done()
 				},
 			},
@@ -75,8 +121,10 @@ func ExampleOptions_shards() {
 	shutdown()
 	<-aDone
 	fmt.Println("after Run returned:", a.Shards())
+	fmt.Println("Runs that started cold:", cold.Load())
 	// Output:
 	// balanced: pod-a holds 2 shards, pod-b holds 2
 	// pod-b stopped; pod-a holds [nodes pods services volumes]
 	// after Run returned: []
+	// Runs that started cold: 0
 }

@@ -706,6 +706,23 @@ type ShardOptions struct {
 	// shard's Lease expires another candidate takes it, released or not.
 	Run func(ctx context.Context)
 
+	// Warm, if set, readies this candidate for a shard before it holds
+	// it. It is called in a goroutine relect owns, started when this
+	// candidate begins to campaign for a shard — as the holder the table
+	// names, or as its taker, which follows the shard's Lease to take it
+	// once its holder stops — with a context that carries the shard
+	// (ShardFromContext) and, for range shards, its range
+	// (shardrange.FromContext), cancelled when this candidate stops
+	// campaigning for the shard, and only after the shard's Run returned.
+	// relect waits for Warm to return before it campaigns for that shard
+	// again and before the Elector's Run returns; a panic is recovered
+	// and logged. Calls for different shards run at once. Use it to list
+	// and watch a shard's data before holding it, so that a moved shard's
+	// Run starts warm: Warm builds what Run reads, by shard, and Run may
+	// start before Warm built it (ExampleOptions_shards). Nil (the
+	// default): no call.
+	Warm func(ctx context.Context)
+
 	// Weight is this candidate's share: a candidate of weight 2 holds
 	// twice the shards of one of weight 1 (to within one). Zero means 1;
 	// negative is refused.
@@ -736,7 +753,7 @@ type ShardOptions struct {
 // a Weight, JoinDelay or Work without Count or Names fails in New instead
 // of turning shards off silently.
 func (o *ShardOptions) enabled() bool {
-	return o.Count != 0 || len(o.Names) > 0 || o.Ranges != "" || o.Run != nil || o.Weight != 0 || o.JoinDelay != 0 || o.Work.enabled()
+	return o.Count != 0 || len(o.Names) > 0 || o.Ranges != "" || o.Run != nil || o.Warm != nil || o.Weight != 0 || o.JoinDelay != 0 || o.Work.enabled()
 }
 
 // resolveShards defaults and checks Options.Shards, if it is on:

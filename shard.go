@@ -25,14 +25,11 @@ import (
 // and the assigner are the component internal/shards (its port is
 // shardport.go), the pure rule internal/shardplan.
 
-type shardKey struct{}
-
 // ShardFromContext returns the shard that the context of ShardOptions.Run,
-// or of ShardOptions.Work.Check, is for; ok is false for any other context
+// Warm or Work.Check is for; ok is false for any other context
 // (OnStartedLeading's and Options.Work.Check's included).
 func ShardFromContext(ctx context.Context) (shard string, ok bool) {
-	shard, ok = ctx.Value(shardKey{}).(string)
-	return shard, ok
+	return shards.FromContext(ctx)
 }
 
 // Shards returns the shards this candidate holds now, in the order of the
@@ -58,11 +55,10 @@ func newShardElector(cfg *config, sh string) (*Elector, error) {
 	o.Name = wire.ShardLeaseName(cfg.Name, sh)
 	o.Identity = cfg.identity
 	o.DisableRegistry, o.Priority, o.Standby, o.KeepLeaseOnCancel = true, 0, false, false
-	run, ranged := cfg.Shards.Run, shards.TermContext(cfg.Shards.Ranges, cfg.Shards.Count, sh)
-	termCtx := func(ctx context.Context) context.Context { return ranged(context.WithValue(ctx, shardKey{}, sh)) }
+	run, termCtx := cfg.Shards.Run, shards.TermContext(cfg.Shards.Ranges, cfg.Shards.Count, sh)
 	o.OnStartedLeading = func(ctx context.Context) { run(termCtx(ctx)) }
 	if _, plain := o.Logger.Handler().(logq.DefaultWarnings); !plain {
-		o.Logger = slog.New(shardLogs{h: o.Logger.Handler(), shard: sh})
+		o.Logger = slog.New(shards.Logs(o.Logger.Handler(), sh, shardInfo))
 	}
 	o.OnStoppedLeading, o.OnNewLeader, o.EventRecorder = nil, nil, nil
 	o.Work = cfg.Shards.Work
@@ -85,43 +81,9 @@ func newShardElector(cfg *config, sh string) (*Elector, error) {
 	return newElector(c), nil
 }
 
-// shardLogs is a shard Elector's log handler: each record carries the
-// shard, and at Info only the shard's terms are said (started-leading,
-// stopped-leading, released); the rest of a shard's Info — client-go's
-// acquire lines, new-leader — goes to Debug, so that S shards do not
-// multiply the election's Info lines by S.
-type shardLogs struct {
-	h     slog.Handler
-	shard string
-}
-
-// shardInfo are the messages a shard keeps at Info.
+// shardInfo are the messages a shard's log keeps at Info (shards.Logs).
 var shardInfo = map[string]bool{
 	"relect: " + EventStartedLeading.String(): true,
 	"relect: " + EventStoppedLeading.String(): true,
 	"relect: " + EventReleased.String():       true,
-}
-
-func (s shardLogs) Enabled(ctx context.Context, level slog.Level) bool {
-	return s.h.Enabled(ctx, level)
-}
-
-func (s shardLogs) Handle(ctx context.Context, r slog.Record) error {
-	r = r.Clone() // r may share its attributes with the caller's
-	if r.Level == slog.LevelInfo && !shardInfo[r.Message] {
-		if !s.h.Enabled(ctx, slog.LevelDebug) {
-			return nil
-		}
-		r.Level = slog.LevelDebug
-	}
-	r.AddAttrs(slog.String("shard", s.shard))
-	return s.h.Handle(ctx, r)
-}
-
-func (s shardLogs) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return shardLogs{h: s.h.WithAttrs(attrs), shard: s.shard}
-}
-
-func (s shardLogs) WithGroup(name string) slog.Handler {
-	return shardLogs{h: s.h.WithGroup(name), shard: s.shard}
 }

@@ -38,7 +38,7 @@ func newShardsOf(cfg *config) *shardsPart {
 		Name: cfg.Name, Namespace: cfg.Namespace, Identity: cfg.identity, Describe: cfg.describe,
 		Shards: cfg.shards, Ranges: string(cfg.Shards.Ranges), LeaseDuration: cfg.LeaseDuration, RetryPeriod: cfg.RetryPeriod,
 		JoinDelay: cfg.Shards.JoinDelay, Cooldown: shardCooldown(cfg), MaxCooldown: shardMaxCooldown(cfg),
-		Leases: cfg.leases,
+		Leases: cfg.leases, Warm: cfg.Shards.Warm,
 	})
 }
 

@@ -49,8 +49,8 @@ type member[C Child] struct {
 	wg sync.WaitGroup
 	mu sync.Mutex
 	// runs are the children running, by shard; one stays in it until its
-	// Run returned, so that a shard wanted again meanwhile starts only
-	// once the previous child released. Guarded by mu.
+	// Run and its Warm returned, so that a shard wanted again meanwhile
+	// starts only once the previous child released. Guarded by mu.
 	runs map[string]*run[C]
 	// renewedFor is the registration version last reported out in the
 	// table, for which this member renewed its registration already.
@@ -285,8 +285,10 @@ func (m *member[C]) startLocked(sh string) {
 	r := &run[C]{child: child, cancel: cancel, wanted: true}
 	m.runs[sh] = r
 	m.wg.Go(func() {
+		cool := m.warm(sh)
 		_ = child.Run(ctx)
 		cancel(nil)
+		cool()
 		m.mu.Lock()
 		defer m.mu.Unlock()
 		delete(m.runs, sh)

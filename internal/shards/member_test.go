@@ -9,6 +9,7 @@ import (
 
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
+	"github.com/relect/relect/shardrange"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -21,6 +22,7 @@ type leaseT = coordinationv1.Lease
 // its end, and records why its context ended.
 type fakeChild struct {
 	shard   string
+	linger  time.Duration // how long it leads on once its context ended
 	mu      sync.Mutex
 	leading bool
 	cause   error
@@ -31,6 +33,7 @@ func (c *fakeChild) Run(ctx context.Context) error {
 	c.leading = true
 	c.mu.Unlock()
 	<-ctx.Done()
+	time.Sleep(c.linger)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.leading, c.cause = false, context.Cause(ctx)
@@ -45,6 +48,7 @@ func (c *fakeChild) IsLeader() bool {
 
 // starter is the function Join starts children with: it records them.
 type starter struct {
+	linger   time.Duration // fakeChild.linger
 	mu       sync.Mutex
 	children []*fakeChild
 }
@@ -52,7 +56,7 @@ type starter struct {
 func (s *starter) start(sh string) (*fakeChild, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := &fakeChild{shard: sh}
+	c := &fakeChild{shard: sh, linger: s.linger}
 	s.children = append(s.children, c)
 	return c, nil
 }
@@ -149,6 +153,139 @@ func TestMemberLogsAChildItCannotStart(t *testing.T) {
 		assert.Empty(t, s.Held())
 		port.mu.Lock()
 		assert.Contains(t, port.logs, "relect: cannot campaign for a shard")
+		port.mu.Unlock()
+		wait()
+	})
+}
+
+// warmBook is Config.Warm for the member's tests: it records each call's
+// shard and range, and, when its context ends, whether the shard's child
+// was still leading.
+type warmBook struct {
+	st      *starter
+	mu      sync.Mutex
+	active  map[string]int // shard → Warm calls not returned
+	calls   []string       // the shard of each call, in order
+	ranged  int            // calls whose context carried a range
+	overlap int            // calls started while another for the shard ran
+	early   int            // calls cancelled while the shard's child led
+}
+
+func (b *warmBook) warm(ctx context.Context) {
+	sh, ok := FromContext(ctx)
+	if !ok {
+		panic("Warm's context carries no shard")
+	}
+	b.mu.Lock()
+	if b.active[sh] > 0 {
+		b.overlap++
+	}
+	b.active[sh]++
+	b.calls = append(b.calls, sh)
+	if _, ok := shardrange.FromContext(ctx); ok {
+		b.ranged++
+	}
+	b.mu.Unlock()
+	<-ctx.Done()
+	for _, c := range b.st.childrenOf(sh) {
+		if c.IsLeader() {
+			b.mu.Lock()
+			b.early++
+			b.mu.Unlock()
+		}
+	}
+	time.Sleep(time.Second) // a slow Warm: the member waits for it
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.active[sh]--
+}
+
+func (b *warmBook) running() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := map[string]int{}
+	for sh, n := range b.active {
+		if n > 0 {
+			out[sh] = n
+		}
+	}
+	return out
+}
+
+func (s *starter) childrenOf(sh string) []*fakeChild {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*fakeChild
+	for _, c := range s.children {
+		if c.shard == sh {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// The member calls Warm for each shard it campaigns for, holder or taker,
+// with a context that carries the shard and its range, from before the
+// child starts until after its Run returned; a shard wanted again is
+// warmed again only once the last Warm returned; Join's wait returns after
+// every Warm; a Warm that panics is logged, and its child runs on.
+func TestMemberWarm(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		cfg := testConfig("a", "0", "1", "2")
+		cfg.Ranges = string(shardrange.UID)
+		cfg.Leases = api.Client("a").Clientset().CoordinationV1().Leases(testNS)
+		st := starter{linger: time.Second} // a child steps down slowly
+		b := &warmBook{st: &st, active: map[string]int{}}
+		cfg.Warm = b.warm
+		s := New[*fakeChild](cfg)
+		port := &fakeMember{}
+		wait := s.Join(t.Context(), port, st.start)
+
+		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a", "1": "b", "2": "b"}, Takers: map[string]string{"1": "a"}})
+		synctest.Wait()
+		assert.Equal(t, map[string]int{"0": 1, "1": 1}, b.running(), "holder of 0, taker of 1: both warm")
+
+		// 1 moves away, then comes back before its Warm returned.
+		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a", "1": "b", "2": "b"}})
+		synctest.Wait()
+		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a", "1": "a", "2": "b"}})
+		synctest.Wait()
+		time.Sleep(time.Second + time.Second/2)
+		synctest.Wait()
+		assert.Equal(t, []string{"0", "1"}, st.started(), "1 is not campaigned for again while its Warm runs")
+		time.Sleep(time.Second)
+		synctest.Wait()
+		assert.Equal(t, []string{"0", "1", "1"}, st.started(), "1 campaigned for again once its Warm returned")
+		assert.Equal(t, map[string]int{"0": 1, "1": 1}, b.running())
+
+		wait()
+		assert.Empty(t, b.running(), "Join's wait returns after every Warm returned")
+		b.mu.Lock()
+		assert.ElementsMatch(t, []string{"0", "1", "1"}, b.calls)
+		assert.Equal(t, 3, b.ranged, "every Warm's context carries its range")
+		assert.Zero(t, b.overlap, "two Warms of one shard at once")
+		assert.Zero(t, b.early, "a Warm cancelled while its shard's child led")
+		b.mu.Unlock()
+	})
+}
+
+// A Warm that panics is recovered and logged; the shard's child runs on.
+func TestMemberWarmPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		cfg := testConfig("a", "0")
+		cfg.Leases = api.Client("a").Clientset().CoordinationV1().Leases(testNS)
+		cfg.Warm = func(context.Context) { panic("cold") }
+		var st starter
+		s := New[*fakeChild](cfg)
+		port := &fakeMember{}
+		wait := s.Join(t.Context(), port, st.start)
+		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a"}})
+		synctest.Wait()
+		assert.Equal(t, []string{"0"}, s.Held(), "the child runs on")
+		port.mu.Lock()
+		assert.Contains(t, port.logs, "relect: Shards.Warm panicked")
 		port.mu.Unlock()
 		wait()
 	})

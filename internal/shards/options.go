@@ -1,7 +1,6 @@
 package shards
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strconv"
@@ -125,19 +124,6 @@ func checkRanges(s Settings, bad problem.Report) {
 	case s.Count <= 0:
 		bad("Shards.Ranges", "is %q and %s is %d: range shards are the Count equal ranges of the hash space", s.Ranges, problem.Ref("Shards.Count"), s.Count)
 	}
-}
-
-// TermContext returns what a shard's term context gets from the shard
-// options beyond the shard's name: for a range shard (ranges set, shard
-// one of "0" to "count-1"; CheckOptions passed), a context that carries
-// its range (shardrange.NewContext); otherwise ctx itself.
-func TermContext(ranges shardrange.Field, count int, shard string) func(ctx context.Context) context.Context {
-	i, err := strconv.Atoi(shard)
-	r, errOf := shardrange.Of(ranges, i, count)
-	if ranges == "" || err != nil || errOf != nil {
-		return func(ctx context.Context) context.Context { return ctx }
-	}
-	return func(ctx context.Context) context.Context { return shardrange.NewContext(ctx, r) }
 }
 
 // checkTable checks that the shard table fits the Lease's annotations. The

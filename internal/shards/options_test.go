@@ -128,22 +128,3 @@ func TestCheckOptionsRanges(t *testing.T) {
 		}
 	}
 }
-
-// TestTermContext: a range shard's term context carries shard i's range of
-// Count; plain shards' carries none.
-func TestTermContext(t *testing.T) {
-	ctx := TermContext(shardrange.UID, 8, "3")(t.Context())
-	got, ok := shardrange.FromContext(ctx)
-	want, _ := shardrange.Of(shardrange.UID, 3, 8)
-	if !ok || got != want {
-		t.Errorf("range shard 3 of 8: FromContext = %+v, %v; want %+v", got, ok, want)
-	}
-	for _, c := range []struct {
-		ranges shardrange.Field
-		shard  string
-	}{{"", "3"}, {shardrange.UID, "name"}, {shardrange.UID, "8"}} {
-		if _, ok := shardrange.FromContext(TermContext(c.ranges, 8, c.shard)(t.Context())); ok {
-			t.Errorf("%+v: the context carries a range", c)
-		}
-	}
-}

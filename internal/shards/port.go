@@ -44,6 +44,10 @@ type Config struct {
 	// Leases is the client of the election's namespace's Leases. Every
 	// call on it is made through a Calls' Do or DoSpare.
 	Leases coordinationv1client.LeaseInterface
+	// Warm is ShardOptions.Warm: the member calls it for each shard it
+	// campaigns for, from before the child starts until after it
+	// returned (warm.go); nil: no call.
+	Warm func(ctx context.Context)
 }
 
 // The verbs the component's calls are counted as (Stats.Calls).
