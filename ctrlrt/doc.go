@@ -50,6 +50,14 @@
 // fields), webhooks, metrics and probes. See the repository's
 // docs/controller-runtime.md.
 //
+// With relect's shards (Options.Elector.Shards), Options.ShardSetup builds
+// controllers per shard term, as Setup does per election term. For range
+// shards (shardrange) each shard has a cache of its own, whose informers
+// list and watch only its range; it is started when the replica begins to
+// campaign for the shard, as holder or as taker, and stopped when it
+// stops, so a replica that takes a shard over starts warm, and a replica's
+// caches hold its share of the objects, not all of them.
+//
 // For a program that must keep the manager's own election (and its exit
 // when the lease is lost), NewLock is a resourcelock.Interface for
 // manager.Options.LeaderElectionResourceLockInterface whose followers

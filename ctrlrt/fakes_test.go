@@ -8,8 +8,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	toolscache "k8s.io/client-go/tools/cache"
@@ -34,6 +36,18 @@ type testCache struct {
 	// forbidden list would) until it is closed.
 	hold chan struct{}
 
+	// newInformer, if not nil, makes the informer instead of client-go's
+	// informer factory, over a ListerWatcher of the clientset's
+	// ConfigMaps (cache.Options.NewInformer: a shard's cache). selector
+	// is the ShardSelector of its last list, lists their number; running
+	// is whether Start is in progress, stopped whether it returned.
+	newInformer func(toolscache.ListerWatcher, runtime.Object, time.Duration, toolscache.Indexers) toolscache.SharedIndexInformer
+	selector    atomic.Value // string
+	lists       atomic.Int64
+	listedAt    atomic.Value // time.Time of the first list
+	live        atomic.Bool
+	stopped     atomic.Bool
+
 	mu       sync.Mutex
 	informer *countingInformer // created on first use
 	ctx      context.Context   // set by Start
@@ -53,7 +67,11 @@ func (c *testCache) informerFor(ctx context.Context, gvk schema.GroupVersionKind
 	c.mu.Lock()
 	if c.informer == nil {
 		f := informers.NewSharedInformerFactory(c.cs, 0)
-		c.informer = &countingInformer{SharedIndexInformer: f.Core().V1().ConfigMaps().Informer(), c: c}
+		si := f.Core().V1().ConfigMaps().Informer()
+		if c.newInformer != nil {
+			si = c.newInformer(c.listWatch(), &corev1.ConfigMap{}, 0, toolscache.Indexers{})
+		}
+		c.informer = &countingInformer{SharedIndexInformer: si, c: c}
 		if c.ctx != nil {
 			c.run(c.ctx)
 		}
@@ -79,6 +97,43 @@ func (c *testCache) informerFor(ctx context.Context, gvk schema.GroupVersionKind
 	return i, nil
 }
 
+// listWatch lists and watches the clientset's ConfigMaps, recording each
+// list's ShardSelector (the fake clientset ignores it: a shard cache's
+// ListerWatcher filters on its side, as with the apiserver's gate off).
+func (c *testCache) listWatch() toolscache.ListerWatcher {
+	cms := c.cs.CoreV1().ConfigMaps("")
+	return noWatchList{&toolscache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			c.selector.Store(o.ShardSelector)
+			if c.lists.Add(1) == 1 {
+				c.listedAt.Store(time.Now())
+			}
+			return cms.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return cms.Watch(ctx, o)
+		},
+	}}
+}
+
+// noWatchList tells client-go's reflector to list first: the fake
+// clientset cannot stream the initial list as watch events.
+type noWatchList struct{ *toolscache.ListWatch }
+
+func (noWatchList) IsWatchListSemanticsUnSupported() bool { return true }
+
+// objects returns the names of the ConfigMaps the informer holds; nil
+// without an informer.
+func (c *testCache) objects() []string {
+	c.mu.Lock()
+	i := c.informer
+	c.mu.Unlock()
+	if i == nil {
+		return nil
+	}
+	return i.GetStore().ListKeys()
+}
+
 // run starts the informer; c.mu must be held.
 func (c *testCache) run(ctx context.Context) {
 	i := c.informer
@@ -102,6 +157,8 @@ func (c *testCache) RemoveInformer(context.Context, client.Object) error { retur
 // Start runs the informers until ctx is done, as controller-runtime's
 // cache does, and returns once they have stopped.
 func (c *testCache) Start(ctx context.Context) error {
+	c.live.Store(true)
+	defer func() { c.live.Store(false); c.stopped.Store(true) }()
 	c.mu.Lock()
 	c.ctx = ctx
 	if c.informer != nil {

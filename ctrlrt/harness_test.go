@@ -81,6 +81,11 @@ type replica struct {
 	cache *testCache
 	cs    *fake.Clientset
 
+	// shardCaches are the shard caches NewCache made (cache.Options with
+	// NewInformer), in order.
+	shardMu     sync.Mutex
+	shardCaches []*testCache
+
 	inTerm  atomic.Bool  // from Setup to OnStoppedLeading
 	outside atomic.Int64 // reconciler or predicate calls while !inTerm
 	setups  atomic.Int64
@@ -124,7 +129,17 @@ func newReplica(t *testing.T, api *relecttest.LeaseAPI, id string, o replicaOpts
 		Logger:                 testLogger(t).WithValues("replica", id),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		NewCache:               func(*rest.Config, cache.Options) (cache.Cache, error) { return r.cache, nil },
+		NewCache: func(_ *rest.Config, co cache.Options) (cache.Cache, error) {
+			if co.NewInformer == nil {
+				return r.cache, nil
+			}
+			c := newTestCache(r.cs, scheme) // a shard's
+			c.newInformer = co.NewInformer
+			r.shardMu.Lock()
+			r.shardCaches = append(r.shardCaches, c)
+			r.shardMu.Unlock()
+			return c, nil
+		},
 	}
 	if o.manager != nil {
 		o.manager(&mo)

@@ -43,6 +43,16 @@ type Manager struct {
 	mu      sync.Mutex         // guards perTerm and current
 	perTerm []manager.Runnable // added with Add, started in every term
 	current *group             // the running term's runnables; nil between terms
+
+	// Shards (shards.go): Options.ShardSetup and ShardInformers, the
+	// caches of the shards campaigned for, and what makes a range
+	// shard's cache: the manager's rest.Config, NewCache and Cache.
+	shardSetup     SetupFunc
+	shardInformers []client.Object
+	shards         shardCaches
+	config         *rest.Config
+	newCache       cache.NewCacheFunc
+	cacheOptions   cache.Options
 }
 
 // NewManager returns a Manager built with manager.New(config, mo), with
@@ -61,7 +71,8 @@ type Manager struct {
 // relect.ErrInvalidOptions too), ErrManagerElection, or manager.New's
 // error.
 func NewManager(config *rest.Config, mo manager.Options, o Options) (*Manager, error) {
-	m := &Manager{setup: o.Setup, informers: o.Informers}
+	m := &Manager{setup: o.Setup, informers: o.Informers, shardSetup: o.ShardSetup, shardInformers: o.ShardInformers,
+		config: config, newCache: newCacheFunc(mo.NewCache), cacheOptions: mo.Cache}
 	// Every problem at once: ctrlrt's own, then the Elector's as relect.New
 	// reports them (New makes no API call), before the manager is built.
 	errs := []error{o.check(config, &mo)}
@@ -70,6 +81,9 @@ func NewManager(config *rest.Config, mo manager.Options, o Options) (*Manager, e
 		logger = ctrllog.Log // manager.New's default
 	}
 	eo := o.electorOptions(config, logger, m.lead)
+	if o.ShardSetup != nil {
+		eo.Shards = m.shardOptions(eo.Shards)
+	}
 	e, err := relect.New(eo)
 	if err != nil && (config != nil || eo.Client != nil || eo.Lock != nil) { // a nil config is reported once, above
 		errs = append(errs, fmt.Errorf("%w: Options.Elector: %w", ErrInvalidOptions, err))

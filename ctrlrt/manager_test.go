@@ -366,6 +366,12 @@ func TestNewManagerRefusesBadOptions(t *testing.T) {
 		{"OnStartedLeading", cfg, nil, func(o *ctrlrt.Options) { o.Elector.OnStartedLeading = func(context.Context) {} }, []error{ctrlrt.ErrInvalidOptions}},
 		{"nil informer", cfg, nil, func(o *ctrlrt.Options) { o.Informers = []client.Object{(*corev1.ConfigMap)(nil)} }, []error{ctrlrt.ErrInvalidOptions}},
 		{"bad elector", cfg, nil, func(o *ctrlrt.Options) { o.Elector.Namespace = "" }, []error{ctrlrt.ErrInvalidOptions, relect.ErrInvalidOptions}},
+		{"shard informers without ShardSetup", cfg, nil, func(o *ctrlrt.Options) { o.ShardInformers = []client.Object{&corev1.ConfigMap{}} }, []error{ctrlrt.ErrInvalidOptions}},
+		{"Shards.Run with ShardSetup", cfg, nil, func(o *ctrlrt.Options) {
+			o.ShardSetup = o.Setup
+			o.Elector.Shards = relect.ShardOptions{Count: 2, Run: func(context.Context) {}}
+		}, []error{ctrlrt.ErrInvalidOptions}},
+		{"ShardSetup without shards", cfg, nil, func(o *ctrlrt.Options) { o.ShardSetup = o.Setup }, []error{ctrlrt.ErrInvalidOptions, relect.ErrInvalidOptions}},
 		// A negative health duration would serve a liveness check that
 		// always fails: a restart loop, not an error at start.
 		{"negative health", cfg, nil, func(o *ctrlrt.Options) { o.Health.WorkStopTimeout = -time.Second }, []error{ctrlrt.ErrInvalidOptions, relect.ErrInvalidOptions}},

@@ -37,8 +37,8 @@ const (
 type SetupFunc func(ctx context.Context, mgr manager.Manager) error
 
 // Options configure NewManager: relect's election, and the leader-only work
-// of each term. Setup is required; the zero value of every other field
-// selects the default its comment gives.
+// of each term. Setup (or ShardSetup) is required; the zero value of every
+// other field selects the default its comment gives.
 type Options struct {
 	// Elector configures relect's Elector (see relect.Options): where the
 	// Lease is, the identity, the durations (15 s, 10 s, 2 s by default),
@@ -51,7 +51,8 @@ type Options struct {
 	Elector relect.Options
 
 	// Setup builds one term's leader-only controllers and runnables on mgr,
-	// the term's manager. Required. It is called at the start of every
+	// the term's manager. Required, unless ShardSetup is set (nil: the
+	// election's terms build nothing). It is called at the start of every
 	// term, with the term's context (relect.TermFromContext and
 	// relect.FenceFromContext work on it), from the goroutine that runs the
 	// term; the controllers and runnables it adds to mgr are started once
@@ -83,6 +84,38 @@ type Options struct {
 	// and kept from then on.
 	Informers []client.Object
 
+	// ShardSetup, if set, builds the controllers of one term of one of
+	// relect's shards (Elector.Shards: Count or Names, Weight, JoinDelay,
+	// Ranges; its Run and Warm must be nil, ctrlrt runs them). It is
+	// called at the start of every shard term this replica holds, with
+	// the term's context (relect.ShardFromContext, TermFromContext,
+	// FenceFromContext, and for range shards shardrange.FromContext work
+	// on it) and mgr, the shard term's manager: as Setup's, except that
+	// for range shards its cache is the shard's own — a cache made as the
+	// manager's (manager.Options.NewCache and Cache), whose informers list
+	// and watch only the shard's range (shardrange.NewListerWatcher: the
+	// apiserver filters when its ShardedListAndWatch gate is on, the
+	// replica otherwise) — and its client reads from that cache the types
+	// it holds, and every other type as the manager's client does. The
+	// shard's cache is started when this replica begins to campaign for
+	// the shard, as its holder or as its taker, and stopped when it stops
+	// (relect.ShardOptions.Warm): a replica that takes a shard over starts
+	// its controllers on a synced cache. A shard term starts its
+	// controllers only once that cache has synced the informers of
+	// ShardInformers; if they cannot be started, the term ends at once.
+	// The manager's own cache holds nothing for the shards. For plain
+	// shards (no Ranges), mgr's cache is the manager's. Nil (the
+	// default): no per-shard controllers.
+	ShardSetup SetupFunc
+
+	// ShardInformers are objects of the types whose informers each
+	// shard's cache starts, and waits to be synced, before the shard's
+	// first term on this replica (for plain shards, in the manager's
+	// cache). List every type the shard controllers watch or read. A type
+	// left out is listed when a term first asks for it, and kept while the
+	// replica campaigns for the shard. Needs ShardSetup.
+	ShardInformers []client.Object
+
 	// Health configures HealthzCheckName, the liveness check (see
 	// relect.HealthOptions; the zero value selects its defaults).
 	Health relect.HealthOptions
@@ -102,12 +135,13 @@ func (o *Options) check(config *rest.Config, mo *manager.Options) error {
 		errs = append(errs, fmt.Errorf("%w: manager.Options.LeaderElection and LeaderElectionResourceLockInterface must be unset: "+
 			"relect elects (to keep the manager's election, use NewLock instead)", ErrManagerElection))
 	}
-	if o.Setup == nil {
-		bad("Options.Setup", "is nil")
+	if o.Setup == nil && o.ShardSetup == nil {
+		bad("Options.Setup", "is nil (and so is Options.ShardSetup)")
 	}
 	if o.Elector.OnStartedLeading != nil {
 		bad("Options.Elector.OnStartedLeading", "is set: ctrlrt runs each term (put the term's work in Options.Setup)")
 	}
+	o.checkShards(bad)
 	for i, obj := range o.Informers {
 		if obj == nil || isNil(obj) {
 			bad(fmt.Sprintf("Options.Informers[%d]", i), "is nil")
@@ -131,4 +165,21 @@ func (o *Options) electorOptions(config *rest.Config, log logr.Logger, lead func
 	}
 	eo.OnStartedLeading = lead
 	return eo
+}
+
+// checkShards checks ShardSetup and ShardInformers.
+func (o *Options) checkShards(bad func(field, problem string)) {
+	switch {
+	case o.ShardSetup == nil && len(o.ShardInformers) > 0:
+		bad("Options.ShardInformers", "is set, and Options.ShardSetup is nil")
+	case o.ShardSetup != nil && o.Elector.Shards.Run != nil:
+		bad("Options.Elector.Shards.Run", "is set: ctrlrt runs each shard term (put the shard's work in Options.ShardSetup)")
+	case o.ShardSetup != nil && o.Elector.Shards.Warm != nil:
+		bad("Options.Elector.Shards.Warm", "is set: ctrlrt warms each shard's cache (list its types in Options.ShardInformers)")
+	}
+	for i, obj := range o.ShardInformers {
+		if obj == nil || isNil(obj) {
+			bad(fmt.Sprintf("Options.ShardInformers[%d]", i), "is nil")
+		}
+	}
 }

@@ -39,7 +39,8 @@ func (m *Manager) lead(ctx context.Context) {
 	fence, _ := relect.FenceFromContext(ctx)
 	log := m.log.WithValues("term", number, "fence", string(fence))
 	log.Info("term started: starting the leader-only controllers")
-	err := m.runTerm(ctx)
+	err := m.runTerm(ctx, termSpec{setup: m.setup, field: "Options.Setup", leader: true,
+		cache: m.Manager.GetCache(), indexer: m.Manager.GetFieldIndexer(), indexes: &m.indexes})
 	if err != nil {
 		log.Error(err, "term ended: the leader-only controllers have returned")
 		return
@@ -47,47 +48,66 @@ func (m *Manager) lead(ctx context.Context) {
 	log.Info("term ended: the leader-only controllers have returned", "cause", context.Cause(ctx).Error())
 }
 
-// runTerm runs one term (see lead) and returns what ended it early: Setup's
-// error or panic, or a runnable's error; nil if the term's context ended
-// it.
-func (m *Manager) runTerm(parent context.Context) error {
+// termSpec is what one term runs: the election's, or a shard's.
+type termSpec struct {
+	setup   SetupFunc // nil: none
+	field   string    // setup's name in Options, for errors
+	leader  bool      // the election's term: the Manager's per-term runnables run in it too
+	cache   cache.Cache
+	indexer client.FieldIndexer
+	indexes *indexSet
+	client  client.Client // the term's manager's client; nil: the manager's
+}
+
+// runTerm runs one term (see lead) and returns what ended it early: the
+// setup's error or panic, or a runnable's error; nil if the term's context
+// ended it.
+func (m *Manager) runTerm(parent context.Context, t termSpec) error {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(errTermOver)
 	g := newGroup(ctx, cancel)
-	c := newTermCache(m.Manager.GetCache(), m.Manager.GetFieldIndexer(), m.GetScheme(), &m.indexes)
+	c := newTermCache(t.cache, t.indexer, m.GetScheme(), t.indexes)
 	defer c.close() // after the group was joined (deferred calls run in reverse)
-	tm := &termManager{Manager: m.Manager, group: g, cache: c}
+	tm := &termManager{Manager: m.Manager, group: g, cache: c, client: t.client}
 
-	if err := callSetup(ctx, m.setup, tm); err != nil {
+	if err := callSetup(ctx, t.field, t.setup, tm); err != nil {
 		_ = g.stop(err)
 		return err
 	}
-	m.mu.Lock()
-	for _, r := range m.perTerm {
-		_ = g.add(r) // queued: run starts them
+	if t.leader {
+		m.mu.Lock()
+		for _, r := range m.perTerm {
+			_ = g.add(r) // queued: run starts them
+		}
+		m.current = g
+		m.mu.Unlock()
 	}
-	m.current = g
-	m.mu.Unlock()
 	if ctx.Err() == nil { // the term may have ended during Setup
 		g.run()
 	}
 
 	<-ctx.Done()
-	m.mu.Lock()
-	m.current = nil
-	m.mu.Unlock()
+	if t.leader {
+		m.mu.Lock()
+		m.current = nil
+		m.mu.Unlock()
+	}
 	return g.stop(errTermOver)
 }
 
-// callSetup calls setup and turns a panic into an error.
-func callSetup(ctx context.Context, setup SetupFunc, mgr manager.Manager) (err error) {
+// callSetup calls setup, if not nil, and turns a panic into an error;
+// field names it in Options.
+func callSetup(ctx context.Context, field string, setup SetupFunc, mgr manager.Manager) (err error) {
+	if setup == nil {
+		return nil
+	}
 	defer func() {
 		if v := recover(); v != nil {
-			err = fmt.Errorf("ctrlrt: Options.Setup panicked: %v\n%s", v, debug.Stack())
+			err = fmt.Errorf("ctrlrt: %s panicked: %v\n%s", field, v, debug.Stack())
 		}
 	}()
 	if err := setup(ctx, mgr); err != nil {
-		return fmt.Errorf("ctrlrt: Options.Setup: %w", err)
+		return fmt.Errorf("ctrlrt: %s: %w", field, err)
 	}
 	return nil
 }
@@ -98,6 +118,16 @@ type termManager struct {
 	manager.Manager // the long-lived manager, not the Manager wrapping it
 	group           *group
 	cache           *termCache
+	client          client.Client // nil: the manager's
+}
+
+// GetClient returns the term's client: a shard's (see Options.ShardSetup),
+// else the manager's.
+func (tm *termManager) GetClient() client.Client {
+	if tm.client != nil {
+		return tm.client
+	}
+	return tm.Manager.GetClient()
 }
 
 // Add starts r within the term, once Setup has returned.
