@@ -341,3 +341,50 @@ func checkShardCalls(t *testing.T, b *shardBook, byName map[string]*corev1.Confi
 		t.Errorf("%d of %d ConfigMaps reconciled", len(seen), len(byName))
 	}
 }
+
+// TestPlainShardControllersUseTheManagersCache: with plain shards (no
+// Ranges), each shard term's controllers run on the manager's cache — no
+// shard cache is made — and their event handlers are removed when the
+// terms end.
+func TestPlainShardControllersUseTheManagersCache(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	api.PutReleased(namespace, leaseName)
+	objs := configMaps(3)
+	var mu sync.Mutex
+	reconciled := map[string]map[string]bool{} // shard → names
+	r := newReplica(t, api, "a", replicaOpts{objects: objs, options: func(o *ctrlrt.Options) {
+		o.Setup, o.Informers = nil, nil
+		o.Elector.Shards = relect.ShardOptions{Names: []string{"left", "right"}}
+		o.ShardInformers = []client.Object{&corev1.ConfigMap{}}
+		o.ShardSetup = func(ctx context.Context, mgr manager.Manager) error {
+			sh, _ := relect.ShardFromContext(ctx)
+			return builder.ControllerManagedBy(mgr).Named("plain").For(&corev1.ConfigMap{}).
+				Complete(reconcile.Func(func(_ context.Context, req reconcile.Request) (reconcile.Result, error) {
+					mu.Lock()
+					defer mu.Unlock()
+					if reconciled[sh] == nil {
+						reconciled[sh] = map[string]bool{}
+					}
+					reconciled[sh][req.Name] = true
+					return reconcile.Result{}, nil
+				}))
+		}
+	}})
+	eventually(t, "both shards' controllers reconcile every ConfigMap", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(reconciled["left"]) == len(objs) && len(reconciled["right"]) == len(objs)
+	})
+	if n := r.cache.handlers.Load(); n != 2 {
+		t.Errorf("the manager's informer has %d event handlers, want 2 (one per shard term)", n)
+	}
+	r.stop()
+	if n := r.cache.handlers.Load(); n != 0 {
+		t.Errorf("after the terms, the manager's informer has %d event handlers", n)
+	}
+	r.shardMu.Lock()
+	defer r.shardMu.Unlock()
+	if len(r.shardCaches) != 0 {
+		t.Errorf("%d shard caches made for plain shards", len(r.shardCaches))
+	}
+}
