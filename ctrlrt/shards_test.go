@@ -215,39 +215,7 @@ func TestShardControllersOwnTheirRanges(t *testing.T) {
 	if live, _ := rb.liveShardCaches(); live != 0 {
 		t.Errorf("b stopped with %d shard caches running", live)
 	}
-	eventually(t, "a's terms of b's shards", func() bool {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		n := 0
-		for _, s := range b.starts {
-			if s.replica == "a" && s.at.After(stopped) {
-				n++
-			}
-		}
-		return n == len(taken)
-	})
-	b.mu.Lock()
-	for _, sh := range taken {
-		var st *shardStart
-		for i := range b.starts {
-			if s := &b.starts[i]; s.replica == "a" && s.shard == sh {
-				st = s
-			}
-		}
-		switch {
-		case st == nil || st.cache == nil:
-			t.Errorf("shard %s: no term of a's on a cache of its range", sh)
-		case !st.synced:
-			t.Errorf("shard %s: a's term started on a cache not synced", sh)
-		default:
-			at, _ := st.cache.listedAt.Load().(time.Time)
-			t.Logf("shard %s: a's cache listed %v before b stopped; its term started %v after", sh, stopped.Sub(at), st.at.Sub(stopped))
-			if !at.Before(stopped) {
-				t.Errorf("shard %s: a's cache listed at %v, after b stopped (%v): a cold start", sh, at, stopped)
-			}
-		}
-	}
-	b.mu.Unlock()
+	checkTakeover(t, b, "a", taken, stopped)
 
 	// c joins: 2 shards move to it, and a stops their caches.
 	_, before := ra.liveShardCaches()
@@ -255,26 +223,7 @@ func TestShardControllersOwnTheirRanges(t *testing.T) {
 	eventually(t, "2 shards each on a and c", func() bool { return held(ra) == 2 && held(rc) == 2 })
 	eventually(t, "a's caches for 4 shards again", caches(ra, 4))
 	eventually(t, "c's caches for 4 shards", caches(rc, 4))
-	eventually(t, "c's terms reconcile the objects of its shards", func() bool {
-		want := map[string]bool{}
-		for _, sh := range rc.m.Elector().Shards() {
-			i, _ := strconv.Atoi(sh)
-			rg, _ := shardrange.Of(shardrange.UID, i, 4)
-			for name, cm := range byName {
-				if ok, _ := rg.Matches(cm); ok {
-					want[name] = true
-				}
-			}
-		}
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		for _, c := range b.calls {
-			if c.replica == "c" {
-				delete(want, c.name)
-			}
-		}
-		return len(want) == 0
-	})
+	eventually(t, "c's terms reconcile the objects of its shards", b.reconciledAll(rc, byName))
 	_, after := ra.liveShardCaches()
 	t.Logf("a's shard caches stopped while 2 shards moved to c: %d", after-before)
 	if after-before < 2 {
@@ -386,5 +335,70 @@ func TestPlainShardControllersUseTheManagersCache(t *testing.T) {
 	defer r.shardMu.Unlock()
 	if len(r.shardCaches) != 0 {
 		t.Errorf("%d shard caches made for plain shards", len(r.shardCaches))
+	}
+}
+
+// checkTakeover checks that replica id's terms of the shards taken, which
+// it took over when their holder stopped at stopped, started on synced
+// caches it listed before then.
+func checkTakeover(t *testing.T, b *shardBook, id string, taken []string, stopped time.Time) {
+	t.Helper()
+	eventually(t, id+"'s terms of the shards it took", func() bool {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		n := 0
+		for _, s := range b.starts {
+			if s.replica == id && s.at.After(stopped) {
+				n++
+			}
+		}
+		return n == len(taken)
+	})
+	b.mu.Lock()
+	for _, sh := range taken {
+		var st *shardStart
+		for i := range b.starts {
+			if s := &b.starts[i]; s.replica == id && s.shard == sh {
+				st = s
+			}
+		}
+		switch {
+		case st == nil || st.cache == nil:
+			t.Errorf("shard %s: no term of %s's on a cache of its range", sh, id)
+		case !st.synced:
+			t.Errorf("shard %s: %s's term started on a cache not synced", sh, id)
+		default:
+			at, _ := st.cache.listedAt.Load().(time.Time)
+			t.Logf("shard %s: %s's cache listed %v before its holder stopped; its term started %v after", sh, id, stopped.Sub(at), st.at.Sub(stopped))
+			if !at.Before(stopped) {
+				t.Errorf("shard %s: %s's cache listed at %v, after its holder stopped (%v): a cold start", sh, id, at, stopped)
+			}
+		}
+	}
+	b.mu.Unlock()
+}
+
+// reconciledAll returns whether r's terms have reconciled every object of
+// the shards r holds now.
+func (b *shardBook) reconciledAll(r *replica, byName map[string]*corev1.ConfigMap) func() bool {
+	return func() bool {
+		want := map[string]bool{}
+		for _, sh := range r.m.Elector().Shards() {
+			i, _ := strconv.Atoi(sh)
+			rg, _ := shardrange.Of(shardrange.UID, i, 4)
+			for name, cm := range byName {
+				if ok, _ := rg.Matches(cm); ok {
+					want[name] = true
+				}
+			}
+		}
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		for _, c := range b.calls {
+			if c.replica == r.id {
+				delete(want, c.name)
+			}
+		}
+		return len(want) == 0
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/relect/relect"
 	"github.com/relect/relect/ctrlrt"
@@ -73,25 +74,58 @@ func TestCtrlrtShardCachesOnTheApiserver(t *testing.T) {
 // returns how many times the shard caches said the server did not filter,
 // and the reconciles.
 func runShardManager(t *testing.T, cl *cluster, n int) (told int64, calls int) {
-	cs := cl.client(t)
 	ctx := context.Background()
-	for i := range n {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("crt-shard-%03d", i), Namespace: namespace, Labels: map[string]string{crtShardLabel: "1"}}}
-		if _, err := cs.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	t.Cleanup(func() {
-		_ = cs.CoreV1().ConfigMaps(namespace).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: crtShardLabel})
-	})
+	createShardConfigMaps(t, cl, n)
 	var toldN atomic.Int64
 	log := funcr.New(func(prefix, args string) {
 		if strings.Contains(args, "does not filter") {
 			toldN.Add(1)
 		}
 	}, funcr.Options{})
-	var mu sync.Mutex
-	seen := map[string]bool{}
+	rec := &shardRecorder{t: t, seen: map[string]bool{}}
+	m := newShardManager(t, cl, log, rec.setup)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- m.Start(runCtx) }()
+	for deadline := time.Now().Add(60 * time.Second); rec.count() < n && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	var list corev1.ConfigMapList
+	var nc *cache.ErrResourceNotCached
+	if err := m.GetCache().List(ctx, &list); !errors.As(err, &nc) {
+		t.Errorf("the Manager's own cache: List of ConfigMaps returned %v, want ErrResourceNotCached (no informer)", err)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Errorf("Manager.Start: %v", err)
+	}
+	if got := rec.count(); got != n {
+		t.Errorf("%d of %d ConfigMaps reconciled within 60 s", got, n)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	return toldN.Load(), rec.calls
+}
+
+// createShardConfigMaps creates n ConfigMaps labelled crtShardLabel on cl,
+// deleted when the test ends.
+func createShardConfigMaps(t *testing.T, cl *cluster, n int) {
+	cs := cl.client(t)
+	for i := range n {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("crt-shard-%03d", i), Namespace: namespace, Labels: map[string]string{crtShardLabel: "1"}}}
+		if _, err := cs.CoreV1().ConfigMaps(namespace).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = cs.CoreV1().ConfigMaps(namespace).DeleteCollection(context.Background(), metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: crtShardLabel})
+	})
+}
+
+// newShardManager returns a ctrlrt Manager on cl, logging to log, whose
+// caches hold only the labelled ConfigMaps, with 4 uid-range shards whose
+// terms setup builds.
+func newShardManager(t *testing.T, cl *cluster, log logr.Logger, setup ctrlrt.SetupFunc) *ctrlrt.Manager {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
@@ -105,55 +139,46 @@ func runShardManager(t *testing.T, cl *cluster, n int) (told int64, calls int) {
 			LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond,
 			Shards: relect.ShardOptions{Count: 4, Ranges: shardrange.UID}},
 		ShardInformers: []client.Object{&corev1.ConfigMap{}},
-		ShardSetup: func(ctx context.Context, mgr manager.Manager) error {
-			sh, _ := relect.ShardFromContext(ctx)
-			r, _ := shardrange.FromContext(ctx)
-			return builder.ControllerManagedBy(mgr).Named("shard").For(&corev1.ConfigMap{}).
-				Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
-					var cm corev1.ConfigMap
-					if err := mgr.GetClient().Get(ctx, req.NamespacedName, &cm); err != nil {
-						return reconcile.Result{}, err
-					}
-					if ok, err := r.Matches(&cm); !ok || err != nil {
-						t.Errorf("shard %s (%s) reconciled %s (uid %s), outside its range (%v)", sh, r.Selector(), cm.Name, cm.UID, err)
-					}
-					mu.Lock()
-					seen[cm.Name] = true
-					calls++
-					mu.Unlock()
-					return reconcile.Result{}, nil
-				}))
-		},
+		ShardSetup:     setup,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- m.Start(runCtx) }()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		mu.Lock()
-		all := len(seen) == n
-		mu.Unlock()
-		if all || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	var list corev1.ConfigMapList
-	var nc *cache.ErrResourceNotCached
-	if err := m.GetCache().List(ctx, &list); !errors.As(err, &nc) {
-		t.Errorf("the Manager's own cache: List of ConfigMaps returned %v, want ErrResourceNotCached (no informer)", err)
-	}
-	stop()
-	if err := <-done; err != nil {
-		t.Errorf("Manager.Start: %v", err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(seen) != n {
-		t.Errorf("%d of %d ConfigMaps reconciled within 60 s", len(seen), n)
-	}
-	return toldN.Load(), calls
+	return m
+}
+
+// shardRecorder is the ShardSetup of runShardManager: a controller of
+// ConfigMaps per shard term, which records what it reconciles and fails
+// the test on a ConfigMap outside its shard's range.
+type shardRecorder struct {
+	t     *testing.T
+	mu    sync.Mutex
+	seen  map[string]bool
+	calls int
+}
+
+func (r *shardRecorder) setup(ctx context.Context, mgr manager.Manager) error {
+	sh, _ := relect.ShardFromContext(ctx)
+	rg, _ := shardrange.FromContext(ctx)
+	return builder.ControllerManagedBy(mgr).Named("shard").For(&corev1.ConfigMap{}).
+		Complete(reconcile.Func(func(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+			var cm corev1.ConfigMap
+			if err := mgr.GetClient().Get(ctx, req.NamespacedName, &cm); err != nil {
+				return reconcile.Result{}, err
+			}
+			if ok, err := rg.Matches(&cm); !ok || err != nil {
+				r.t.Errorf("shard %s (%s) reconciled %s (uid %s), outside its range (%v)", sh, rg.Selector(), cm.Name, cm.UID, err)
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.seen[cm.Name] = true
+			r.calls++
+			return reconcile.Result{}, nil
+		}))
+}
+
+func (r *shardRecorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen)
 }
