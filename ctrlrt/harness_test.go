@@ -129,17 +129,7 @@ func newReplica(t *testing.T, api *relecttest.LeaseAPI, id string, o replicaOpts
 		Logger:                 testLogger(t).WithValues("replica", id),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		NewCache: func(_ *rest.Config, co cache.Options) (cache.Cache, error) {
-			if co.NewInformer == nil {
-				return r.cache, nil
-			}
-			c := newTestCache(r.cs, scheme) // a shard's
-			c.newInformer = co.NewInformer
-			r.shardMu.Lock()
-			r.shardCaches = append(r.shardCaches, c)
-			r.shardMu.Unlock()
-			return c, nil
-		},
+		NewCache:               r.newCache,
 	}
 	if o.manager != nil {
 		o.manager(&mo)
@@ -181,6 +171,20 @@ func newReplica(t *testing.T, api *relecttest.LeaseAPI, id string, o replicaOpts
 		r.start()
 	}
 	return r
+}
+
+// newCache is the manager's NewCache: r.cache for the manager, and a new
+// testCache for each shard's (whose options have NewInformer set).
+func (r *replica) newCache(_ *rest.Config, co cache.Options) (cache.Cache, error) {
+	if co.NewInformer == nil {
+		return r.cache, nil
+	}
+	c := newTestCache(r.cs, scheme)
+	c.newInformer = co.NewInformer
+	r.shardMu.Lock()
+	r.shardCaches = append(r.shardCaches, c)
+	r.shardMu.Unlock()
+	return c, nil
 }
 
 // start starts the manager; the test's cleanup stops it and checks that
