@@ -103,6 +103,8 @@ type Options struct {
 	// its controllers on a synced cache. A shard term starts its
 	// controllers only once that cache has synced the informers of
 	// ShardInformers; if they cannot be started, the term ends at once.
+	// Calls for different shards run at once, each from the goroutine
+	// that runs its term.
 	// The manager's own cache holds nothing for the shards. For plain
 	// shards (no Ranges), mgr's cache is the manager's. Nil (the
 	// default): no per-shard controllers.
