@@ -109,6 +109,17 @@ type Record struct {
 	// bytes, and its goroutines (event "mem" of e2e/cmd/ctrlrt-replica).
 	Heap       uint64 `json:"heap,omitempty"`
 	Goroutines int    `json:"goroutines,omitempty"`
+	// Range is, with a ViewShard "on" of e2e/cmd/rangeinformer, the
+	// shard's hash range as the apiserver's ShardSelector spells it.
+	Range string `json:"range,omitempty"`
+	// Objects, Kept and Bytes are what e2e/cmd/rangeinformer's informer
+	// of one range had received so far (event "synced", and a ViewShard
+	// "off"): the objects the apiserver sent (list items and watch
+	// events, bookmarks not counted), those of them in the range, and
+	// the response bytes (as decoded, after any gzip).
+	Objects int64 `json:"objects,omitempty"`
+	Kept    int64 `json:"kept,omitempty"`
+	Bytes   int64 `json:"bytes,omitempty"`
 }
 
 // Time returns T as a time.Time.
