@@ -113,6 +113,9 @@ type coverage struct {
 	// overlaps are the pairs of holdings of different processes that
 	// share an object and an instant (touching counts) in the window.
 	overlaps []history.Overlap
+	// starts are the holdings begun in the window: each a move (or a
+	// process's start) after which the range's informer lists.
+	starts int
 }
 
 // coverOf computes the coverage of the objects (their uid hashes) by hs in
@@ -134,6 +137,11 @@ func coverOf(hashes []uint64, hs []holding, from, to time.Time) coverage {
 		objects[sort.Search(len(cut), func(i int) bool { return cut[i] > x })-1]++
 	}
 	c := coverage{window: to.Sub(from)}
+	for _, h := range hs {
+		if !h.iv.Start.Before(from) && !h.iv.Start.After(to) {
+			c.starts++
+		}
+	}
 	seen := map[[2]string]bool{}
 	for k, n := range objects {
 		if n == 0 {
@@ -221,9 +229,9 @@ func TestRangeCoverage(t *testing.T) {
 	hs := []holding{held("a", lower, 0, 100), held("b", lower, 150, 300), held("c", upper, 0, 300), held("d", lower, 250, 300)}
 	hashes := []uint64{1, 1 << 62, 1<<63 - 1, 1 << 63}
 	c := coverOf(hashes, hs, at(0), at(300))
-	if c.window != 300*time.Millisecond || !near(c.unowned, 3*0.05) || !near(c.duplicate, 3*0.05) || len(c.overlaps) != 1 {
-		t.Errorf("coverage: window %v, unowned %.3f object-s (want 0.150), duplicate %.3f (want 0.150), overlaps %v (want b and d)",
-			c.window, c.unowned, c.duplicate, c.overlaps)
+	if c.window != 300*time.Millisecond || !near(c.unowned, 3*0.05) || !near(c.duplicate, 3*0.05) || len(c.overlaps) != 1 || c.starts != 4 {
+		t.Errorf("coverage: window %v, unowned %.3f object-s (want 0.150), duplicate %.3f (want 0.150), overlaps %v (want b and d), %d begun (want 4)",
+			c.window, c.unowned, c.duplicate, c.overlaps, c.starts)
 	}
 	if c := coverOf(hashes, hs, at(50), at(200)); !near(c.unowned, 0.15) || c.duplicate != 0 || len(c.overlaps) != 0 {
 		t.Errorf("in 50–200 ms: unowned %.3f (want 0.150), duplicate %.3f, overlaps %v", c.unowned, c.duplicate, c.overlaps)

@@ -92,7 +92,7 @@ func TestShardRangeMeasure(t *testing.T) {
 	f := newRangeFleet(t, gated, "relect", size, false)
 	rep.on = f.settle(hashes, true)
 	rep.relect = f.scenarios(hashes)
-	rep.cold, rep.killed = f.firstReconciles(rep.on.at)
+	rep.cold, rep.killed, rep.gaps = f.firstReconciles(rep.on.at)
 	f.stopAll()
 	rep.safety = coverOf(hashes, f.holdings(), rep.on.at, time.Now())
 	for _, o := range rep.safety.overlaps {

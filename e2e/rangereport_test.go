@@ -19,6 +19,7 @@ type rangeReport struct {
 	staticCover  []rangeCover
 	safety       coverage        // relect, from settled to the end
 	cold, killed []time.Duration // a moved range: its holder stopped (or was killed) → first object handled
+	gaps         []time.Duration // a moved range: its holder stopped → the next holder's term began
 	took         time.Duration
 }
 
@@ -100,8 +101,9 @@ func (f *rangeFleet) checkCounts(id string, h holding, hashes []uint64, filters 
 // firstReconciles returns, for each range term begun after since whose
 // holder stopped, the time from its end to the next holder's first
 // object: cold for a graceful end, killed for a SIGKILL (its end is the
-// process's death as seen by the test).
-func (f *rangeFleet) firstReconciles(since time.Time) (cold, killed []time.Duration) {
+// process's death as seen by the test); gaps, for a graceful end, to the
+// next holder's term.
+func (f *rangeFleet) firstReconciles(since time.Time) (cold, killed, gaps []time.Duration) {
 	hs := f.holdings()
 	slices.SortFunc(hs, func(a, b holding) int { return a.iv.Start.Compare(b.iv.Start) })
 	for i, h := range hs {
@@ -117,12 +119,13 @@ func (f *rangeFleet) firstReconciles(since time.Time) (cold, killed []time.Durat
 					killed = append(killed, n.first.Sub(h.iv.End))
 				} else {
 					cold = append(cold, n.first.Sub(h.iv.End))
+					gaps = append(gaps, n.iv.Start.Sub(h.iv.End))
 				}
 			}
 			break
 		}
 	}
-	return cold, killed
+	return cold, killed, gaps
 }
 
 // liveOpen reports whether h is still held (open on a running process).
@@ -155,7 +158,7 @@ func (r *rangeReport) table() string {
 			fmt.Sprintf("%.0f KiB, %.2f", bench.Mean(bytes)/1024, slices.Max(bytes)/bench.Mean(bytes)), ms(row.rec.took))
 	}
 	b.WriteString("\n")
-	bench.Header(&b, []string{"scheme", "scenario (gate on)", "window", "object pairs held twice at one instant", "duplicate object-s", "unowned object-s"}, 2)
+	bench.Header(&b, []string{"scheme", "scenario (gate on)", "window", "range terms begun", "object pairs held twice at one instant", "duplicate object-s", "unowned object-s"}, 2)
 	for _, c := range r.relect {
 		coverRow(&b, "relect", c)
 	}
@@ -175,13 +178,13 @@ func (r *rangeReport) table() string {
 		fmt.Fprintf(&b, "the static scheme's gap per restart here: %s (a process exec'd at once); relect's unowned object-s would be 1/100 of its at a gap of %.1f s per restart (a pod's replacement scheduled and started), and equal at %s.\n",
 			ms(time.Duration(st.unowned/perGap*float64(time.Second))), 100*rel.unowned/perGap, ms(time.Duration(rel.unowned/perGap*float64(time.Second))))
 	}
-	fmt.Fprintf(&b, "a moved range, its holder's stop → the next holder's first object handled (cold: it lists when its term starts): %s; after a SIGKILL (the holder's death → first object): %s.\n",
-		quantiles(r.cold), quantiles(r.killed))
+	fmt.Fprintf(&b, "a moved range, its holder's stop → the next holder's term: %s; → its first object handled (cold: it lists when its term starts): %s; after a SIGKILL (the holder's death → first object): %s.\n",
+		quantiles(r.gaps), quantiles(r.cold), quantiles(r.killed))
 	return b.String()
 }
 
 func coverRow(b *strings.Builder, scheme string, c rangeCover) {
-	bench.Row(b, scheme, c.name, ms(c.window), fmt.Sprint(len(c.overlaps)), fmt.Sprintf("%.1f", c.duplicate), fmt.Sprintf("%.1f", c.unowned))
+	bench.Row(b, scheme, c.name, ms(c.window), fmt.Sprint(c.starts), fmt.Sprint(len(c.overlaps)), fmt.Sprintf("%.1f", c.duplicate), fmt.Sprintf("%.1f", c.unowned))
 }
 
 // quantiles is "p50 / p99 / max (n)".
