@@ -65,14 +65,16 @@ type rangeFleet struct {
 	lease  string // the election's Lease (relect)
 	kc     string // the kubeconfig every process uses, straight to the apiserver
 	size   rangeSize
+	lt     leaseTiming  // the relect processes' durations
 	procs  []*rangeProc // every process started, in order
 }
 
 // newRangeFleet returns an empty fleet; name tells its files and Lease
-// apart from the other fleets of the test.
-func newRangeFleet(t *testing.T, c *cluster, name string, size rangeSize, static bool) *rangeFleet {
+// apart from the other fleets of the test; lt are the relect processes'
+// durations.
+func newRangeFleet(t *testing.T, c *cluster, name string, size rangeSize, static bool, lt leaseTiming) *rangeFleet {
 	t.Helper()
-	f := &rangeFleet{t: t, c: c, static: static, lease: leaseName(t) + "-" + name, size: size,
+	f := &rangeFleet{t: t, c: c, static: static, lease: leaseName(t) + "-" + name, size: size, lt: lt,
 		kc: filepath.Join(testDir(t), name+".kubeconfig")}
 	kubeconfig(t, f.kc, c.adminConfig(), c.apiAddr())
 	return f
@@ -99,8 +101,8 @@ func (f *rangeFleet) start(slot int) *rangeProc {
 	}
 	p := &rangeProc{id: id, slot: slot, hist: filepath.Join(dir, "history.jsonl")}
 	args := []string{"-kubeconfig", f.kc, "-namespace", namespace, "-identity", id, "-history", p.hist,
-		"-label", rangeLabel, "-lease-duration", leaseDuration.String(),
-		"-renew-deadline", renewDeadline.String(), "-retry-period", retryPeriod.String()}
+		"-label", rangeLabel, "-lease-duration", f.lt.ld.String(),
+		"-renew-deadline", f.lt.rd.String(), "-retry-period", f.lt.rp.String()}
 	if f.static {
 		args = append(args, "-static", fmt.Sprintf("%d/%d", slot, f.size.procs))
 	} else {
@@ -235,8 +237,8 @@ func (f *rangeFleet) stop(p *rangeProc) {
 	p.signal(syscall.SIGTERM)
 	select {
 	case <-p.waited:
-	case <-time.After(renewDeadline + livenessGrace):
-		f.t.Fatalf("%s did not exit within %v of SIGTERM", p.id, renewDeadline+livenessGrace)
+	case <-time.After(f.lt.rd + livenessGrace):
+		f.t.Fatalf("%s did not exit within %v of SIGTERM", p.id, f.lt.rd+livenessGrace)
 	}
 	if err := p.err(); err != nil {
 		f.t.Errorf("%s: exit after SIGTERM: %v (want status 0)", p.id, err)
@@ -252,7 +254,7 @@ func (f *rangeFleet) settleTime() time.Duration {
 	if f.static {
 		return 5 * time.Second
 	}
-	return 3*leaseDuration + 4*retryPeriod + 5*time.Second
+	return 3*f.lt.ld + 4*f.lt.rp + 5*time.Second
 }
 
 // rollingRestart replaces every running process, one at a time, in slot

@@ -42,6 +42,7 @@ func coversOf(hashes []uint64, hs []holding, ws []rangeWindow) []rangeCover {
 // started (their counts when they synced, or when they stopped).
 type received struct {
 	at     time.Time
+	lt     leaseTiming   // the relect processes' durations
 	took   time.Duration // from the first start to settled
 	per    []counts
 	ranges []int // ranges held at settled, by process
@@ -58,7 +59,7 @@ func (f *rangeFleet) settle(hashes []uint64, filters bool) received {
 		f.start(slot)
 	}
 	at := f.await(f.settleTime(), "the "+f.lease+" fleet settled", f.settled)
-	rec := received{at: at, took: at.Sub(start)}
+	rec := received{at: at, lt: f.lt, took: at.Sub(start)}
 	for _, p := range f.live() {
 		var sum counts
 		held := 0
@@ -141,14 +142,15 @@ func (f *rangeFleet) liveOpen(h holding) bool {
 // table is the report, in markdown.
 func (r *rangeReport) table() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d ConfigMaps; %d processes; relect: %d range shards of the uid (LD %v, RD %v, RP %v); static: range i of %d; %s=%s, %s in all\n\n",
-		r.size.objects, r.size.procs, r.size.shards, leaseDuration, renewDeadline, retryPeriod, r.size.procs, envRanges, r.mode, ms(r.took))
+	fmt.Fprintf(&b, "%d ConfigMaps; %d processes; relect: %d range shards of the uid; static: range i of %d; %s=%s, %s in all\n\n",
+		r.size.objects, r.size.procs, r.size.shards, r.size.procs, envRanges, r.mode, ms(r.took))
 	bench.Header(&b, []string{"fleet, settled", "apiserver filters", "ranges per process", "objects sent per process: mean, max ÷ mean",
 		"bytes per process: mean, max ÷ mean", "settled after"}, 2)
 	for _, row := range []struct {
 		name, gate string
 		rec        received
-	}{{"relect", "no (gate off)", r.off}, {"relect", "yes (gate on)", r.on}, {"static", "yes (gate on)", r.static}} {
+	}{{"relect, " + r.off.lt.String(), "no (gate off)", r.off}, {"relect, " + r.on.lt.String(), "yes (gate on)", r.on},
+		{"static", "yes (gate on)", r.static}} {
 		objs, bytes := make([]float64, len(row.rec.per)), make([]float64, len(row.rec.per))
 		for i, c := range row.rec.per {
 			objs[i], bytes[i] = float64(c.objects), float64(c.bytes)
@@ -158,7 +160,7 @@ func (r *rangeReport) table() string {
 			fmt.Sprintf("%.0f KiB, %.2f", bench.Mean(bytes)/1024, slices.Max(bytes)/bench.Mean(bytes)), ms(row.rec.took))
 	}
 	b.WriteString("\n")
-	bench.Header(&b, []string{"scheme", "scenario (gate on)", "window", "range terms begun", "object pairs held twice at one instant", "duplicate object-s", "unowned object-s"}, 2)
+	bench.Header(&b, []string{"scheme", "scenario (gate on, " + r.on.lt.String() + ")", "window", "range terms begun", "object pairs held twice at one instant", "duplicate object-s", "unowned object-s"}, 2)
 	for _, c := range r.relect {
 		coverRow(&b, "relect", c)
 	}

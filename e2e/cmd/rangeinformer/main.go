@@ -17,11 +17,11 @@
 // object; the event "synced" when it has synced, with the counts so far
 // (Objects: the objects the apiserver sent for the range, list items and
 // watch events; Kept: those in the range, which the handler saw; Bytes:
-// the response bytes of the range's own client); and an "off" with the
-// counts once the informer has stopped — so that the interval covers
-// every instant the range's objects may have been handled, and, in relect
-// mode, is written before the shard's Run returns (and its Lease is
-// released). Static mode's shard is "static-i".
+// the response bytes of the range's own client, without gzip); and an
+// "off" with the counts once the informer has stopped — so that the
+// interval covers every instant the range's objects may have been
+// handled, and, in relect mode, is written before the shard's Run returns
+// (and its Lease is released). Static mode's shard is "static-i".
 //
 // On SIGTERM or SIGINT it stops (a relect candidate releases its Leases),
 // writes an "exit" record and exits 0; 1 if the election ended otherwise,
@@ -174,11 +174,16 @@ func must(err error) {
 const protobuf = "application/vnd.kubernetes.protobuf"
 
 // dataConfig is a copy of cfg for one range's informer: protobuf, and
-// every response body counted into bytes.
+// every response body counted into bytes. It asks for no gzip, so that
+// the bytes counted are those on the wire; that also gives it an HTTP
+// connection of its own (client-go shares a transport between configs
+// that differ only in WrapTransport), so that a large list does not
+// delay the Lease renewals on relect's.
 func dataConfig(cfg *rest.Config, c *counts) *rest.Config {
 	d := rest.CopyConfig(cfg)
 	d.ContentType = protobuf
 	d.AcceptContentTypes = protobuf + ",application/json"
+	d.DisableCompression = true
 	d.Wrap(c.countBytes)
 	return d
 }

@@ -116,7 +116,8 @@ type Record struct {
 	// of one range had received so far (event "synced", and a ViewShard
 	// "off"): the objects the apiserver sent (list items and watch
 	// events, bookmarks not counted), those of them in the range, and
-	// the response bytes (as decoded, after any gzip).
+	// the response bytes (its client asks for no gzip: the bytes on the
+	// wire).
 	Objects int64 `json:"objects,omitempty"`
 	Kept    int64 `json:"kept,omitempty"`
 	Bytes   int64 `json:"bytes,omitempty"`
