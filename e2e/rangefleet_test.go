@@ -42,9 +42,10 @@ func rangeInformerBinary(t *testing.T) string {
 // slot).
 type rangeProc struct {
 	*process
-	id   string
-	slot int
-	hist string
+	id      string
+	slot    int
+	hist    string
+	stopped time.Time // when the test sent SIGTERM (zero: never)
 }
 
 // records reads the history written so far.
@@ -234,7 +235,7 @@ func (f *rangeFleet) victim(leader bool) *rangeProc {
 // stop sends SIGTERM to p and waits for it to exit.
 func (f *rangeFleet) stop(p *rangeProc) {
 	f.t.Helper()
-	p.signal(syscall.SIGTERM)
+	p.stopped = p.signal(syscall.SIGTERM)
 	select {
 	case <-p.waited:
 	case <-time.After(f.lt.rd + livenessGrace):

@@ -11,16 +11,15 @@ import (
 
 // rangeReport is everything TestShardRangeMeasure prints.
 type rangeReport struct {
-	size         rangeSize
-	mode         string
-	off, on      received // the relect fleet settled, gate off and on
-	static       received // the static fleet, gate on
-	relect       []rangeCover
-	staticCover  []rangeCover
-	safety       coverage        // relect, from settled to the end
-	cold, killed []time.Duration // a moved range: its holder stopped (or was killed) → first object handled
-	gaps         []time.Duration // a moved range: its holder stopped → the next holder's term began
-	took         time.Duration
+	size        rangeSize
+	mode        string
+	off, on     received // the relect fleet settled, gate off and on
+	static      received // the static fleet, gate on
+	relect      []rangeCover
+	staticCover []rangeCover
+	safety      coverage // relect, from settled to the end
+	cold        moves
+	took        time.Duration
 }
 
 // rangeCover is one scenario's coverage.
@@ -99,34 +98,60 @@ func (f *rangeFleet) checkCounts(id string, h holding, hashes []uint64, filters 
 	}
 }
 
-// firstReconciles returns, for each range term begun after since whose
-// holder stopped, the time from its end to the next holder's first
-// object: cold for a graceful end, killed for a SIGKILL (its end is the
-// process's death as seen by the test); gaps, for a graceful end, to the
-// next holder's term.
-func (f *rangeFleet) firstReconciles(since time.Time) (cold, killed, gaps []time.Duration) {
+// moves are, for the range terms that ended after the fleet settled and
+// whose range then ran on another process, the time from the end to the
+// next holder's first object handled, by why the range moved: its holder
+// was stopped (SIGTERM; its ranges go to their takers), it was rebalanced
+// onto a joining process while its holder ran on, or its holder was
+// killed (the end is its death as the test saw it); and, for the first
+// two, to the next holder's term.
+type moves struct {
+	stopped, rebalanced, killed []time.Duration
+	gaps                        []time.Duration
+}
+
+// firstReconciles returns the moves since the fleet settled (since).
+func (f *rangeFleet) firstReconciles(since time.Time) moves {
+	var m moves
 	hs := f.holdings()
 	slices.SortFunc(hs, func(a, b holding) int { return a.iv.Start.Compare(b.iv.Start) })
 	for i, h := range hs {
-		if h.iv.Start.Before(since) && h.iv.End.Before(since) {
+		if h.iv.End.Before(since) || f.liveOpen(h) {
 			continue
 		}
 		for _, n := range hs[i+1:] {
 			if n.iv.Shard != h.iv.Shard || n.iv.Candidate == h.iv.Candidate || !n.iv.Start.After(h.iv.Start) {
 				continue
 			}
-			if !n.first.IsZero() && !h.iv.End.IsZero() && !f.liveOpen(h) {
-				if h.iv.Open {
-					killed = append(killed, n.first.Sub(h.iv.End))
-				} else {
-					cold = append(cold, n.first.Sub(h.iv.End))
-					gaps = append(gaps, n.iv.Start.Sub(h.iv.End))
+			if !n.first.IsZero() {
+				d := n.first.Sub(h.iv.End)
+				switch sent := f.proc(h.iv.Candidate).stopped; {
+				case h.iv.Open:
+					m.killed = append(m.killed, d)
+				case !sent.IsZero() && !sent.After(h.iv.End):
+					m.stopped = append(m.stopped, d)
+				default:
+					m.rebalanced = append(m.rebalanced, d)
+				}
+				if !h.iv.Open {
+					m.gaps = append(m.gaps, n.iv.Start.Sub(h.iv.End))
 				}
 			}
 			break
 		}
 	}
-	return cold, killed, gaps
+	return m
+}
+
+// proc is the process of identity id.
+func (f *rangeFleet) proc(id string) *rangeProc {
+	for _, p := range f.procs {
+		if p.id == id {
+			return p
+		}
+	}
+	f.t.Fatalf("no process %s", id)
+	return nil
 }
 
 // liveOpen reports whether h is still held (open on a running process).
@@ -146,11 +171,13 @@ func (r *rangeReport) table() string {
 		r.size.objects, r.size.procs, r.size.shards, r.size.procs, envRanges, r.mode, ms(r.took))
 	bench.Header(&b, []string{"fleet, settled", "apiserver filters", "ranges per process", "objects sent per process: mean, max ÷ mean",
 		"bytes per process: mean, max ÷ mean", "settled after"}, 2)
-	for _, row := range []struct {
+	type recRow struct {
 		name, gate string
 		rec        received
-	}{{"relect, " + r.off.lt.String(), "no (gate off)", r.off}, {"relect, " + r.on.lt.String(), "yes (gate on)", r.on},
-		{"static", "yes (gate on)", r.static}} {
+	}
+	rows := []recRow{{"relect, " + r.off.lt.String(), "no (gate off)", r.off}, {"relect, " + r.on.lt.String(), "yes (gate on)", r.on},
+		{"static", "yes (gate on)", r.static}}
+	for _, row := range rows {
 		objs, bytes := make([]float64, len(row.rec.per)), make([]float64, len(row.rec.per))
 		for i, c := range row.rec.per {
 			objs[i], bytes[i] = float64(c.objects), float64(c.bytes)
@@ -180,13 +207,18 @@ func (r *rangeReport) table() string {
 		fmt.Fprintf(&b, "the static scheme's gap per restart here: %s (a process exec'd at once); relect's unowned object-s would be 1/100 of its at a gap of %.1f s per restart (a pod's replacement scheduled and started), and equal at %s.\n",
 			ms(time.Duration(st.unowned/perGap*float64(time.Second))), 100*rel.unowned/perGap, ms(time.Duration(rel.unowned/perGap*float64(time.Second))))
 	}
-	fmt.Fprintf(&b, "a moved range, its holder's stop → the next holder's term: %s; → its first object handled (cold: it lists when its term starts): %s; after a SIGKILL (the holder's death → first object): %s.\n",
-		quantiles(r.gaps), quantiles(r.cold), quantiles(r.killed))
+	fmt.Fprintf(&b, "a moved range, cold (its next holder lists when its term starts): %s.\n", r.cold)
 	return b.String()
 }
 
 func coverRow(b *strings.Builder, scheme string, c rangeCover) {
 	bench.Row(b, scheme, c.name, ms(c.window), fmt.Sprint(c.starts), fmt.Sprint(len(c.overlaps)), fmt.Sprintf("%.1f", c.duplicate), fmt.Sprintf("%.1f", c.unowned))
+}
+
+func (m moves) String() string {
+	return fmt.Sprintf("its holder stopped → the next holder's first object handled %s; rebalanced onto a joining process, the same %s; "+
+		"holder killed, its death → first object %s; a graceful end → the next term %s",
+		quantiles(m.stopped), quantiles(m.rebalanced), quantiles(m.killed), quantiles(m.gaps))
 }
 
 // quantiles is "p50 / p99 / max (n)".

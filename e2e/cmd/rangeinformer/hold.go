@@ -50,22 +50,45 @@ func (h holder) hold(ctx context.Context, on history.Record, r shardrange.Range)
 	event := func(name string) history.Record {
 		return history.Record{Kind: history.KindEvent, Event: name, Shard: on.Shard, Term: on.Term}
 	}
-	var c counts
-	cs, err := kubernetes.NewForConfig(dataConfig(h.cfg, &c))
+	ri := h.inform(ctx, r, func() { must(h.w.Write(event("first"))) })
+	if cache.WaitForCacheSync(ctx.Done(), ri.inf.HasSynced) {
+		must(h.w.Write(ri.c.record(event("synced"))))
+	}
+	<-ctx.Done()
+	ri.wg.Wait()
+	end := time.Now().UnixNano()
+	must(h.w.Write(ri.c.record(history.Record{T: end, Kind: history.KindOff, View: history.ViewShard,
+		Shard: on.Shard, Term: on.Term, LastTrue: end})))
+}
+
+// rangeInformer is a running informer of one range's ConfigMaps and what
+// it received.
+type rangeInformer struct {
+	inf cache.SharedIndexInformer
+	c   *counts
+	wg  sync.WaitGroup // the informer's Run
+}
+
+// inform starts an informer of r's ConfigMaps that runs until ctx is done
+// (wait for it on wg); first, if not nil, is called when its handler sees
+// its first object.
+func (h holder) inform(ctx context.Context, r shardrange.Range, first func()) *rangeInformer {
+	ri := &rangeInformer{c: &counts{}}
+	cs, err := kubernetes.NewForConfig(dataConfig(h.cfg, ri.c))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "rangeinformer:", err)
 		os.Exit(3)
 	}
 	plain := cache.NewFilteredListWatchFromClient(cs.CoreV1().RESTClient(), "configmaps", h.namespace,
 		func(o *metav1.ListOptions) { o.LabelSelector = h.label })
-	lw := shardrange.NewListerWatcher(counting{plain, &c}, r, nil)
-	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, cache.Indexers{})
+	lw := shardrange.NewListerWatcher(counting{plain, ri.c}, r, nil)
+	ri.inf = cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, cache.Indexers{})
 	handle := func() {
-		if c.kept.Add(1) == 1 {
-			must(h.w.Write(event("first")))
+		if ri.c.kept.Add(1) == 1 && first != nil {
+			first()
 		}
 	}
-	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := ri.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { handle() },
 		UpdateFunc: func(any, any) { handle() },
 		DeleteFunc: func(any) { handle() },
@@ -73,16 +96,8 @@ func (h holder) hold(ctx context.Context, on history.Record, r shardrange.Range)
 		fmt.Fprintln(os.Stderr, "rangeinformer:", err)
 		os.Exit(3)
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { inf.RunWithContext(ctx) })
-	if cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
-		must(h.w.Write(c.record(event("synced"))))
-	}
-	<-ctx.Done()
-	wg.Wait()
-	end := time.Now().UnixNano()
-	must(h.w.Write(c.record(history.Record{T: end, Kind: history.KindOff, View: history.ViewShard,
-		Shard: on.Shard, Term: on.Term, LastTrue: end})))
+	ri.wg.Go(func() { ri.inf.RunWithContext(ctx) })
+	return ri
 }
 
 // Compile-time check: the informer's reflector calls the WithContext
