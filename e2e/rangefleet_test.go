@@ -67,6 +67,7 @@ type rangeFleet struct {
 	kc     string // the kubeconfig every process uses, straight to the apiserver
 	size   rangeSize
 	lt     leaseTiming  // the relect processes' durations
+	warm   bool         // relect with warm takers (rangeinformer -warm)
 	procs  []*rangeProc // every process started, in order
 }
 
@@ -108,6 +109,9 @@ func (f *rangeFleet) start(slot int) *rangeProc {
 		args = append(args, "-static", fmt.Sprintf("%d/%d", slot, f.size.procs))
 	} else {
 		args = append(args, "-name", f.lease, "-shards", strconv.Itoa(f.size.shards))
+	}
+	if f.warm {
+		args = append(args, "-warm")
 	}
 	p.process = startProcess(f.t, id, exec.Command(rangeInformerBinary(f.t), args...), filepath.Join(dir, "stderr.log"), nil)
 	f.procs = append(f.procs, p)

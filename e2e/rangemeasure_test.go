@@ -55,7 +55,11 @@ var rangeSizes = map[string]rangeSize{"short": {1000, 4, 8}, "full": {10000, 10,
 //     i of N, no coordination) through the same rolling restarts: its
 //     unowned and duplicate object-seconds beside relect's.
 //   - A moved range's first object handled after its holder stopped
-//     (cold: the new holder lists when its term starts), p50 / p99.
+//     (cold: the new holder lists when its term starts), p50 / p99; and
+//     again with warm takers (ShardOptions.Warm keeps each range's
+//     informer on its holder and its taker, Run reads it) through a
+//     graceful stop and a rolling restart, with what each process is
+//     sent for the ranges it holds and those it is the taker of.
 //
 // The figures are printed (t.Logf) and, with envRangesOut, written as a
 // markdown report.
@@ -95,6 +99,9 @@ func TestShardRangeMeasure(t *testing.T) {
 	})
 	hashes = createRangeObjects(t, gated, size.objects)
 	rep.runRelect(newRangeFleet(t, gated, "relect", size, false, suiteTiming), hashes)
+	w := newRangeFleet(t, gated, "warm", size, false, suiteTiming)
+	w.warm = true
+	rep.runWarm(w, hashes)
 	rep.runStatic(newRangeFleet(t, gated, "static", size, true, suiteTiming), hashes)
 	rep.took = time.Since(start)
 	table := rep.table()
@@ -117,6 +124,21 @@ func (r *rangeReport) runRelect(f *rangeFleet, hashes []uint64) {
 	for _, o := range r.safety.overlaps {
 		f.t.Errorf("two processes held one object at once: %v", o)
 	}
+}
+
+// runWarm settles the relect fleet f with warm takers (gate on) and runs
+// it through a graceful stop and a rolling restart; no object may be held
+// twice at one instant.
+func (r *rangeReport) runWarm(f *rangeFleet, hashes []uint64) {
+	w := &warmRun{on: f.settle(hashes, true)}
+	w.covers = f.scenarios(hashes, false)
+	w.moves = f.firstReconciles(w.on.at)
+	f.stopAll()
+	w.safety = coverOf(hashes, f.holdings(), w.on.at, time.Now())
+	for _, o := range w.safety.overlaps {
+		f.t.Errorf("warm: two processes held one object at once: %v", o)
+	}
+	r.warm = w
 }
 
 // runStatic settles the static fleet s and runs it through the rolling

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/relect/relect/e2e/internal/history"
 	"github.com/relect/relect/internal/bench"
 )
 
@@ -19,7 +20,16 @@ type rangeReport struct {
 	staticCover []rangeCover
 	safety      coverage // relect, from settled to the end
 	cold        moves
+	warm        *warmRun // nil: not run
 	took        time.Duration
+}
+
+// warmRun is what the fleet with warm takers measured.
+type warmRun struct {
+	on     received
+	covers []rangeCover
+	safety coverage
+	moves  moves
 }
 
 // rangeCover is one scenario's coverage.
@@ -59,6 +69,15 @@ func (f *rangeFleet) settle(hashes []uint64, filters bool) received {
 	}
 	at := f.await(f.settleTime(), "the "+f.lease+" fleet settled", f.settled)
 	rec := received{at: at, lt: f.lt, took: at.Sub(start)}
+	if f.warm {
+		// The leader names the takers once the holders run: measure once
+		// every range is warm on two processes (its holder and its
+		// taker), or when that has not happened within a settle time.
+		if !bench.Await(f.settleTime(), 100*time.Millisecond, f.warmOnTwo) {
+			f.t.Logf("warm: not every range warm on two processes within %v", f.settleTime())
+		}
+		at = time.Now()
+	}
 	for _, p := range f.live() {
 		var sum counts
 		held := 0
@@ -73,10 +92,53 @@ func (f *rangeFleet) settle(hashes []uint64, filters bool) received {
 				f.checkCounts(p.id, h, hashes, filters)
 			}
 		}
+		if f.warm {
+			sum = warmReceived(p.records(), at)
+		}
 		rec.per = append(rec.per, sum)
 		rec.ranges = append(rec.ranges, held)
 	}
 	return rec
+}
+
+// warmOnTwo reports whether every range's Warm informer has synced on
+// two running processes or more, and not stopped.
+func (f *rangeFleet) warmOnTwo() bool {
+	on := map[string]int{}
+	for _, p := range f.live() {
+		warm := map[string]bool{}
+		for _, r := range p.records() {
+			switch {
+			case r.Kind != history.KindEvent:
+			case r.Event == "warm-synced":
+				warm[r.Shard] = true
+			case r.Event == "warm-off":
+				delete(warm, r.Shard)
+			}
+		}
+		for sh := range warm {
+			on[sh]++
+		}
+	}
+	for sh := range f.size.shards {
+		if on[fmt.Sprint(sh)] < 2 {
+			return false
+		}
+	}
+	return true
+}
+
+// warmReceived is what a process's Warm informers (of the ranges it held
+// and of those it was the taker of) had received when they synced, of
+// those that synced by at.
+func warmReceived(recs []history.Record, at time.Time) counts {
+	var sum counts
+	for _, r := range recs {
+		if r.Kind == history.KindEvent && r.Event == "warm-synced" && !r.Time().After(at) {
+			sum = sum.add(countsOf(r))
+		}
+	}
+	return sum
 }
 
 // checkCounts checks what a synced range's informer received.
@@ -177,6 +239,9 @@ func (r *rangeReport) table() string {
 	}
 	rows := []recRow{{"relect, " + r.off.lt.String(), "no (gate off)", r.off}, {"relect, " + r.on.lt.String(), "yes (gate on)", r.on},
 		{"static", "yes (gate on)", r.static}}
+	if r.warm != nil {
+		rows = append(rows, recRow{"relect, warm takers (Warm's informers: ranges held and taken)", "yes (gate on)", r.warm.on})
+	}
 	for _, row := range rows {
 		objs, bytes := make([]float64, len(row.rec.per)), make([]float64, len(row.rec.per))
 		for i, c := range row.rec.per {
@@ -190,6 +255,11 @@ func (r *rangeReport) table() string {
 	bench.Header(&b, []string{"scheme", "scenario (gate on, " + r.on.lt.String() + ")", "window", "range terms begun", "object pairs held twice at one instant", "duplicate object-s", "unowned object-s"}, 2)
 	for _, c := range r.relect {
 		coverRow(&b, "relect", c)
+	}
+	if r.warm != nil {
+		for _, c := range r.warm.covers {
+			coverRow(&b, "relect, warm takers", c)
+		}
 	}
 	for _, c := range r.staticCover {
 		coverRow(&b, "static", c)
@@ -208,6 +278,10 @@ func (r *rangeReport) table() string {
 			ms(time.Duration(st.unowned/perGap*float64(time.Second))), 100*rel.unowned/perGap, ms(time.Duration(rel.unowned/perGap*float64(time.Second))))
 	}
 	fmt.Fprintf(&b, "a moved range, cold (its next holder lists when its term starts): %s.\n", r.cold)
+	if r.warm != nil {
+		fmt.Fprintf(&b, "a moved range, warm takers (Warm's informer; target p99 ≤ 100 ms after a stop): %s; from settled to the end: %d object pairs held twice at one instant.\n",
+			r.warm.moves, len(r.warm.safety.overlaps))
+	}
 	return b.String()
 }
 

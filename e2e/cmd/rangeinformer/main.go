@@ -9,7 +9,11 @@
 // term runs one informer for the term's range. With -static i/N it runs
 // no election: it holds range i of N from its start until it is stopped,
 // the way kube-state-metrics' --shard=i --total-shards=N does, with no
-// coordination.
+// coordination. With -warm (relect mode), ShardOptions.Warm runs each
+// range's informer while the candidate campaigns for the shard, as its
+// holder or as its taker, and the shard's Run reads that informer's cache:
+// a moved range starts warm (events "warm-synced" and "warm-off" record
+// the Warm informers, with their counts).
 //
 // Each range held is recorded in view "shard": an "on" (Shard, Term,
 // Fence, Range: the ShardSelector) when the work starts, before its
@@ -51,6 +55,7 @@ type flags struct {
 	leaseDuration, renewDeadline, retryPeriod      time.Duration
 	joinDelay                                      time.Duration
 	shards                                         int
+	warm                                           bool
 }
 
 func main() {
@@ -67,6 +72,7 @@ func main() {
 	flag.DurationVar(&f.retryPeriod, "retry-period", 500*time.Millisecond, "RetryPeriod")
 	flag.DurationVar(&f.joinDelay, "join-delay", 0, "relect Shards.JoinDelay (0: relect's default, LeaseDuration)")
 	flag.IntVar(&f.shards, "shards", 32, "relect Shards.Count: the range shards")
+	flag.BoolVar(&f.warm, "warm", false, "relect Shards.Warm: keep each range's informer while campaigning for it (holder or taker); Run reads it")
 	flag.Parse()
 	if f.kubeconfig == "" || f.identity == "" || f.history == "" || f.label == "" || (f.static == "" && f.name == "") {
 		fmt.Fprintln(os.Stderr, "rangeinformer: -kubeconfig, -identity, -history, -label and (without -static) -name are required")
@@ -132,6 +138,11 @@ func runStatic(ctx context.Context, spec string, h holder) error {
 
 // runRelect runs a relect Elector with range shards until ctx is done.
 func runRelect(ctx context.Context, f flags, h holder) error {
+	hold, warm := h.hold, (func(context.Context))(nil)
+	if f.warm {
+		w := &warmth{h: h, by: map[string]*warmEntry{}}
+		hold, warm = w.hold, w.warm
+	}
 	e, err := relect.New(relect.Options{
 		Config:        h.cfg,
 		Namespace:     f.namespace,
@@ -141,7 +152,7 @@ func runRelect(ctx context.Context, f flags, h holder) error {
 		RenewDeadline: f.renewDeadline,
 		RetryPeriod:   f.retryPeriod,
 		Logger:        slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Shards: relect.ShardOptions{Count: f.shards, Ranges: shardrange.UID, JoinDelay: f.joinDelay,
+		Shards: relect.ShardOptions{Count: f.shards, Ranges: shardrange.UID, JoinDelay: f.joinDelay, Warm: warm,
 			Run: func(ctx context.Context) {
 				sh, _ := relect.ShardFromContext(ctx)
 				term, _ := relect.TermFromContext(ctx)
@@ -151,7 +162,7 @@ func runRelect(ctx context.Context, f flags, h holder) error {
 					fmt.Fprintln(os.Stderr, "rangeinformer: shard", sh, "has no range")
 					os.Exit(3)
 				}
-				h.hold(ctx, history.Record{Shard: sh, Term: term, Fence: string(fence)}, r)
+				hold(ctx, history.Record{Shard: sh, Term: term, Fence: string(fence)}, r)
 			}},
 	})
 	if err != nil {
