@@ -81,8 +81,8 @@ func TestShardRangeMeasure(t *testing.T) {
 	hashes := createRangeObjects(t, plain, size.objects)
 	// relect's default durations: with the gate off every range's
 	// informer lists every object, and on two busy cores the suite's
-	// (RD 2 s) are missed while they do (a full run on cb12fa4: the
-	// shards' renewals failed and the fleet never settled).
+	// (RD 2 s) are missed while they do (a full run of the test as of
+	// e87745b: the shards' renewals failed and the fleet did not settle).
 	off := newRangeFleet(t, plain, "gate-off", size, false, productionTiming)
 	rep.off = off.settle(hashes, false)
 	off.stopAll()
