@@ -6,7 +6,6 @@ import (
 
 	"github.com/relect/relect/internal/logq"
 	"github.com/relect/relect/internal/shards"
-	"github.com/relect/relect/internal/wire"
 )
 
 // Shards: the leader-only work split over the fleet (docs/design.md,
@@ -37,10 +36,7 @@ func ShardFromContext(ctx context.Context) (shard string, ok bool) {
 // for the election (a shard's IsLeader). It never blocks on the API and is
 // safe for concurrent use; nil while Run is not active or without shards.
 func (e *Elector) Shards() []string {
-	if e.cfg == nil {
-		return nil
-	}
-	if e.shards == nil {
+	if e.cfg == nil || e.shards == nil {
 		return nil
 	}
 	return e.shards.Held()
@@ -48,15 +44,16 @@ func (e *Elector) Shards() []string {
 
 // newShardElector is the Elector of shard sh of the election cfg is for:
 // the same identity, durations, pacing, client and logger; the shard's
-// Lease; no registry; Shards.Run as its work, and Shards.Work as its work
-// liveness.
-func newShardElector(cfg *config, sh string) (*Elector, error) {
+// Lease; no registry; Shards.Run as its work, once guard lets it start
+// (shards.Guard; nil: at once), and Shards.Work as its work liveness.
+func newShardElector(cfg *config, sh string, guard *shards.Guard) (*Elector, error) {
 	o := cfg.Options
-	o.Name = wire.ShardLeaseName(cfg.Name, sh)
+	name, labels := shards.LeaseOf(cfg.Name, cfg.Shards.Ranges, cfg.Shards.Count, sh)
+	o.Name = name
 	o.Identity = cfg.identity
 	o.DisableRegistry, o.Priority, o.Standby, o.KeepLeaseOnCancel = true, 0, false, false
 	run, termCtx := cfg.Shards.Run, shards.TermContext(cfg.Shards.Ranges, cfg.Shards.Count, sh)
-	o.OnStartedLeading = func(ctx context.Context) { run(termCtx(ctx)) }
+	o.OnStartedLeading = guard.Before(Beat, func(ctx context.Context) { run(termCtx(ctx)) })
 	if _, plain := o.Logger.Handler().(logq.DefaultWarnings); !plain {
 		o.Logger = slog.New(shards.Logs(o.Logger.Handler(), sh, shardInfo))
 	}
@@ -77,7 +74,7 @@ func newShardElector(cfg *config, sh string) (*Elector, error) {
 		return nil, err
 	}
 	c.shard = sh
-	c.leaseLabels = map[string]string{wire.LabelShardOf: wire.CandidateOf(cfg.Name)}
+	c.leaseLabels = labels
 	return newElector(c), nil
 }
 

@@ -66,8 +66,8 @@ func shardMaxCooldown(cfg *config) time.Duration {
 // none), and returns the function that ends it, once every shard Elector
 // returned (and released).
 func joinShards(ctx context.Context, s *shardsPart, core shardCore, reg *registry.Registration) (wait func()) {
-	return s.Join(ctx, &shardMember{shardCore: core, reg: reg}, func(sh string) (shardChild, error) {
-		e, err := newShardElector(core.cfg, sh)
+	return s.Join(ctx, &shardMember{shardCore: core, reg: reg}, func(sh string, guard *shards.Guard) (shardChild, error) {
+		e, err := newShardElector(core.cfg, sh, guard)
 		if err != nil {
 			return nil, err
 		}

@@ -98,7 +98,8 @@ func newAssigner(cfg *Config, port Leader, tableSeen *Seen, term int32) *assigne
 		firstSeen: map[string]time.Time{}, assignedAt: map[string]time.Time{}, pace: shardpace.New(cfg.Cooldown, cfg.MaxCooldown),
 		lost: map[string]bool{}, stale: true, changed: make(chan struct{}, 1), retry: port.NewRetry()}
 	for _, sh := range cfg.Shards {
-		a.byLease[wire.ShardLeaseName(cfg.Name, sh)] = sh
+		name, _ := cfg.leaseOf(sh)
+		a.byLease[name] = sh
 	}
 	return a
 }

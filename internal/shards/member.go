@@ -44,7 +44,9 @@ type member[C Child] struct {
 	cfg   *Config
 	port  Member
 	seen  *Seen
-	start func(shard string) (C, error)
+	waits *waits
+	obs   *observations
+	start func(shard string, guard *Guard) (C, error)
 
 	wg sync.WaitGroup
 	mu sync.Mutex
@@ -77,11 +79,12 @@ type run[C Child] struct {
 // Join starts this candidate's part in shards for one Run of its Elector:
 // it follows the table through port, and starts the child of a shard with
 // start (an error is logged, and the shard not campaigned for, until the
-// table changes). It returns the function that ends it, which returns once
+// table changes), giving it the shard's Guard (nil for shards that split
+// no data), whose Wait each of the child's terms must pass before Run. It returns the function that ends it, which returns once
 // every child's Run returned (and released). One Join at a time.
-func (s *Shards[C]) Join(ctx context.Context, port Member, start func(shard string) (C, error)) (wait func()) {
+func (s *Shards[C]) Join(ctx context.Context, port Member, start func(shard string, guard *Guard) (C, error)) (wait func()) {
 	mctx, cancel := context.WithCancel(ctx)
-	m := &member[C]{ctx: mctx, cfg: &s.cfg, port: port, seen: &s.seen, start: start, runs: map[string]*run[C]{}, unseenFor: unseenNone}
+	m := &member[C]{ctx: mctx, cfg: &s.cfg, port: port, seen: &s.seen, waits: &s.waits, obs: &s.obs, start: start, runs: map[string]*run[C]{}, unseenFor: unseenNone}
 	s.mu.Lock()
 	s.member = m
 	s.mu.Unlock()
@@ -102,7 +105,8 @@ func (s *Shards[C]) current() *member[C] {
 }
 
 // Held returns the shards whose child leads now, in the order of the
-// configuration; nil while no Join is in progress.
+// configuration, but those whose term's Guard waits; nil while no Join is
+// in progress.
 func (s *Shards[C]) Held() []string {
 	m := s.current()
 	if m == nil {
@@ -112,7 +116,7 @@ func (s *Shards[C]) Held() []string {
 	defer m.mu.Unlock()
 	var out []string
 	for _, sh := range m.cfg.Shards {
-		if r := m.runs[sh]; r != nil && r.child.IsLeader() {
+		if r := m.runs[sh]; r != nil && r.child.IsLeader() && !m.waits.has(sh) {
 			out = append(out, sh)
 		}
 	}
@@ -276,7 +280,11 @@ func (m *member[C]) startLocked(sh string) {
 	if m.ctx.Err() != nil {
 		return
 	}
-	child, err := m.start(sh)
+	guard := NewGuard(m.cfg, sh, corePort{Core: m.port, cfg: m.cfg}, func(on bool) { m.waits.set(sh, on) })
+	if guard != nil {
+		guard.obs = m.obs
+	}
+	child, err := m.start(sh, guard)
 	if err != nil {
 		m.port.Log(slog.LevelError, "relect: cannot campaign for a shard", "lease", m.cfg.Describe, "shard", sh, "err", err)
 		return
@@ -284,6 +292,9 @@ func (m *member[C]) startLocked(sh string) {
 	ctx, cancel := context.WithCancelCause(m.ctx)
 	r := &run[C]{child: child, cancel: cancel, wanted: true}
 	m.runs[sh] = r
+	if guard != nil {
+		m.wg.Go(func() { guard.Observe(ctx) }) // from the campaign's start
+	}
 	m.wg.Go(func() {
 		cool := m.warm(sh)
 		_ = child.Run(ctx)

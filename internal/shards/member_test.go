@@ -53,7 +53,7 @@ type starter struct {
 	children []*fakeChild
 }
 
-func (s *starter) start(sh string) (*fakeChild, error) {
+func (s *starter) start(sh string, _ *Guard) (*fakeChild, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := &fakeChild{shard: sh, linger: s.linger}
@@ -147,7 +147,7 @@ func TestMemberLogsAChildItCannotStart(t *testing.T) {
 		cfg.Leases = api.Client("a").Clientset().CoordinationV1().Leases(testNS)
 		port := &fakeMember{}
 		s := New[*fakeChild](cfg)
-		wait := s.Join(t.Context(), port, func(string) (*fakeChild, error) { return nil, assert.AnError })
+		wait := s.Join(t.Context(), port, func(string, *Guard) (*fakeChild, error) { return nil, assert.AnError })
 		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a"}})
 		synctest.Wait()
 		assert.Empty(t, s.Held())

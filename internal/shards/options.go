@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/relect/relect/internal/problem"
+	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/internal/work"
 	"github.com/relect/relect/shardrange"
 )
@@ -124,6 +125,27 @@ func checkRanges(s Settings, bad problem.Report) {
 	case s.Count <= 0:
 		bad("Shards.Ranges", "is %q and %s is %d: range shards are the Count equal ranges of the hash space", s.Ranges, problem.Ref("Shards.Count"), s.Count)
 	}
+}
+
+// LeaseOf returns the name and labels of the Lease of shard shard of the
+// election whose Lease is named lease, with ranges and count its
+// ShardOptions.Ranges and Count: wire.ShardLeaseName and
+// wire.LabelShardOf; a range shard's name carries its split
+// (wire.RangeShard), and its labels wire.LabelShardRange, so that each
+// split has Leases of its own, each saying its range.
+func LeaseOf(lease string, ranges shardrange.Field, count int, shard string) (name string, labels map[string]string) {
+	labels = map[string]string{wire.LabelShardOf: wire.CandidateOf(lease)}
+	if ranges == "" {
+		return wire.ShardLeaseName(lease, shard), labels
+	}
+	key := wire.RangeShard(string(ranges), count, shard)
+	labels[wire.LabelShardRange] = key
+	return wire.ShardLeaseName(lease, key), labels
+}
+
+// leaseOf is LeaseOf for shard sh of the election c configures.
+func (c *Config) leaseOf(sh string) (name string, labels map[string]string) {
+	return LeaseOf(c.Name, shardrange.Field(c.Ranges), len(c.Shards), sh)
 }
 
 // checkTable checks that the shard table fits the Lease's annotations. The

@@ -58,6 +58,12 @@ const (
 	VerbListShardLeases  = "list-shard-leases"
 	VerbWatchShardLeases = "watch-shard-leases"
 	VerbCreateShardLease = "create-shard-lease"
+	// VerbListRangeLeases and VerbReleaseShardLease are a range shard's
+	// guard's (Guard): its list of the range shard Leases at each
+	// campaign's and term's start, and its release of a Lease of another
+	// split that it waited out.
+	VerbListRangeLeases   = "list-range-leases"
+	VerbReleaseShardLease = "release-shard-lease"
 )
 
 // Calls is the core's paced and counted way to the Lease API (its

@@ -15,8 +15,10 @@ import (
 // member starts, one per shard it campaigns for. Its methods are safe for
 // concurrent use.
 type Shards[C Child] struct {
-	cfg  Config
-	seen Seen
+	cfg   Config
+	seen  Seen
+	waits waits
+	obs   observations
 	// member is the member of the Run in progress; nil while none.
 	mu     sync.Mutex
 	member *member[C]

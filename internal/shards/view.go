@@ -249,9 +249,9 @@ func (a *assigner) createMissing(ctx context.Context, now time.Time) (created bo
 	for _, sh := range due {
 		holder, one, zero := "", int32(1), int32(0)
 		t := metav1.NewMicroTime(now)
+		name, labels := a.cfg.leaseOf(sh)
 		l := &coordinationv1.Lease{
-			ObjectMeta: metav1.ObjectMeta{Namespace: a.cfg.Namespace, Name: wire.ShardLeaseName(a.cfg.Name, sh),
-				Labels:      map[string]string{wire.LabelShardOf: wire.CandidateOf(a.cfg.Name)},
+			ObjectMeta: metav1.ObjectMeta{Namespace: a.cfg.Namespace, Name: name, Labels: labels,
 				Annotations: map[string]string{wire.AnnotationShard: sh, wire.AnnotationLease: a.cfg.Name}},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &one, LeaseTransitions: &zero,
 				AcquireTime: &t, RenewTime: &t},

@@ -38,7 +38,35 @@ const (
 	// that the leader gives a candidate only shards it runs; missing on a
 	// registration written before it was added (read as the leader's).
 	AnnotationShardSet = "relect.io/shard-set"
+	// LabelShardRange is a range shard's Lease's range (RangeShard:
+	// "uid-8-1", shard 1 of 8 uid ranges), set by every write of its
+	// holder and by the leader's create, so that a holder of another
+	// split can tell whether the Lease's range overlaps its own.
+	LabelShardRange = "relect.io/shard-range"
 )
+
+// RangeShard is the key of range shard shard of count ranges of field's
+// hash ("uid-8-1"): its Lease's LabelShardRange, and what its Lease's name
+// carries in place of the shard (ShardLeaseName), so that shard "1" of 4
+// and shard "1" of 8 are two Leases.
+func RangeShard(field string, count int, shard string) string {
+	return field + "-" + strconv.Itoa(count) + "-" + shard
+}
+
+// ParseRangeShard reads a LabelShardRange value; ok is false if it is
+// malformed (the field is not checked).
+func ParseRangeShard(v string) (field string, count, index int, ok bool) {
+	parts := strings.Split(v, "-")
+	if len(parts) != 3 || parts[0] == "" {
+		return "", 0, 0, false
+	}
+	count, err1 := strconv.Atoi(parts[1])
+	index, err2 := strconv.Atoi(parts[2])
+	if err1 != nil || err2 != nil || index < 0 || index >= count {
+		return "", 0, 0, false
+	}
+	return parts[0], count, index, true
+}
 
 // maxShardSetNames is the longest list of names a shard set writes out;
 // a longer one is written as its size and a hash.
