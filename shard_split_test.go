@@ -3,6 +3,7 @@ package relect_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 
 	"github.com/relect/relect"
+	"github.com/relect/relect/internal/testlog"
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
 	"github.com/relect/relect/shardrange"
@@ -279,14 +281,15 @@ func (w *gatedWatch) ResultChan() <-chan watch.Event { return w.out }
 
 // TestShardRangeSplitChange: a rolling update that changes the split of
 // range shards — 8 → 4 and 4 → 8 uid ranges over 4 candidates — with the
-// leader restarted first (an old-split candidate leads in between) and an
-// old-split leader yielding to a new-split one, while one old-split holder
-// does not see the new table (its table watch is stalled for 3 ×
-// LeaseDuration) and another is killed (its Leases expire). At every Run's
-// start no range of either split that overlaps it runs; every range of
-// the new split starts, each within LeaseDuration + 4 × RetryPeriod of the
-// later of the new-split leader's takeover and the stop (or death) of the
-// last old range it overlaps.
+// leader handing over to an old-split candidate, then to a new-split one,
+// while one old-split holder (c02) does not see the new table (its table
+// list and watch stalled for 3 × LeaseDuration, so that it also takes, as
+// a stale taker, ranges the others released) and another (c03) is killed
+// (cut off, its Leases expire). At every Run's start no overlapping range
+// of either split runs; every range of the new split starts, each within
+// LeaseDuration + 3 × RetryPeriod of the later of its term's start and
+// the end of the last hold of an old range it overlaps; a term that waits
+// says so at Info, naming the Lease and holder.
 func TestShardRangeSplitChange(t *testing.T) {
 	for _, step := range []struct{ from, to int }{{8, 4}, {4, 8}} {
 		t.Run(fmt.Sprintf("%d → %d", step.from, step.to), func(t *testing.T) {
@@ -299,10 +302,14 @@ func splitChange(t *testing.T, from, to int) {
 	api := newAPI()
 	b := newSplitBook(t, api)
 	gate := newTableGate()
+	logs := &testlog.Handler{Level: slog.LevelInfo}
 	opts := func(name string, count int) func(o *relect.Options) {
 		return func(o *relect.Options) {
 			o.Priority = 0
 			o.Shards = relect.ShardOptions{Count: count, Ranges: shardrange.UID, Run: b.run(name, count)}
+			if count == to {
+				o.Logger = slog.New(logs)
+			}
 			if name == "c02" {
 				o.Client = gatedClient{o.Client, gate}
 			}
@@ -356,6 +363,9 @@ func splitChange(t *testing.T, from, to int) {
 	assert.Zero(t, b.runningOf(from), "no old range runs")
 	holds.end()
 	checkSplitLiveness(t, b, holds, from, to)
+	waits := logs.Naming("a range shard's term waits for the holder of an overlapping range of another split", "holder=c02", fmt.Sprintf("otherRange=uid-%d-", from))
+	require.NotEmpty(t, waits, "a new-split term says that it waits for c02")
+	t.Logf("%d Info lines of a new-split term waiting for c02, the first: %s", len(waits), waits[0])
 	assert.Zero(t, b.overlaps)
 	stopAll(cs...)
 	api.Client("c03").Heal()

@@ -193,7 +193,7 @@ func shardsOf(name string, table wire.Table, items []coordinationv1.Lease, now t
 	shard := func(sh string) *Shard {
 		s := byName[sh]
 		if s == nil {
-			s = &Shard{Name: sh, Lease: wire.ShardLeaseName(name, sh), Assigned: table.Assigned[sh], Taker: table.Takers[sh], Failures: table.Failing[sh]}
+			s = &Shard{Name: sh, Lease: wire.ShardLeaseNameIn(name, table.Split, sh), Assigned: table.Assigned[sh], Taker: table.Takers[sh], Failures: table.Failing[sh]}
 			byName[sh] = s
 		}
 		return s
@@ -218,7 +218,7 @@ func shardsOf(name string, table wire.Table, items []coordinationv1.Lease, now t
 	for i := range items {
 		l := &items[i]
 		sh, ok := l.Annotations[wire.AnnotationShard]
-		if !ok || wire.ShardLeaseName(name, sh) != l.Name {
+		if !ok || wire.ShardLeaseNameIn(name, table.Split, sh) != l.Name {
 			if sh, ok = leaseOf[l.Name]; !ok {
 				continue
 			}

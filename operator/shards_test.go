@@ -14,6 +14,7 @@ import (
 	"github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/operator"
 	"github.com/relect/relect/relecttest"
+	"github.com/relect/relect/shardrange"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -255,5 +256,46 @@ func TestListShardsOfAFleet(t *testing.T) {
 		bClient.Heal()
 		stopB()
 		stopA()
+	})
+}
+
+// ListShards of range shards: each shard's Lease is its split's (the
+// table's Split), held by its holder; a Lease of another split left
+// behind, which calls itself shard "1" too, is not taken for it.
+func TestListShardsOfRanges(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		api.PutReleased("default", "job")
+		leftover := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: wire.ShardLeaseNameIn("job", "uid-8", "1"),
+			Labels:      map[string]string{wire.LabelShardOf: wire.CandidateOf("job"), wire.LabelShardRange: "uid-8-1"},
+			Annotations: map[string]string{wire.AnnotationShard: "1"}}}
+		holder := "gone"
+		leftover.Spec.HolderIdentity = &holder
+		api.Put(leftover)
+		var stops []func()
+		for _, id := range []string{"a", "b"} {
+			e, err := relect.New(relect.Options{Client: api.Client(id).Clientset(), Namespace: "default", Name: "job", Identity: id,
+				Shards: relect.ShardOptions{Count: 4, Ranges: shardrange.UID, Run: func(ctx context.Context) { <-ctx.Done() }}})
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); _ = e.Run(ctx) }()
+			stops = append(stops, func() { cancel(); <-done })
+			synctest.Wait()
+		}
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		st, err := operator.ListShards(context.Background(), api.Client("operator").Clientset(), "default", "job")
+		require.NoError(t, err)
+		require.Len(t, st.Shards, 4)
+		for _, s := range st.Shards {
+			assert.Equal(t, wire.ShardLeaseNameIn("job", "uid-4", s.Name), s.Lease, "shard %s", s.Name)
+			assert.Equal(t, s.Assigned, s.Holder, "shard %s", s.Name)
+			assert.Equal(t, s.Holder, api.Holder("default", s.Lease), "shard %s: Shard.Lease names its Lease", s.Name)
+			assert.True(t, s.Valid, "shard %s", s.Name)
+		}
+		for _, stop := range stops {
+			stop()
+		}
 	})
 }

@@ -189,7 +189,7 @@ func (a *assigner) assign(ctx context.Context, now time.Time) {
 	a.reportDiffer(next.Differ)
 	if maps.Equal(next.Assigned, a.table.Assigned) && maps.Equal(next.Takers, a.table.Takers) && maps.Equal(next.Out, a.table.Out) &&
 		maps.Equal(next.Failing, a.table.Failing) && maps.Equal(next.Differ, a.table.Differ) &&
-		maps.Equal(next.Unseen, a.table.Unseen) {
+		maps.Equal(next.Unseen, a.table.Unseen) && next.Split == a.table.Split {
 		return
 	}
 	a.write(ctx, next, now)

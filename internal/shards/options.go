@@ -131,16 +131,15 @@ func checkRanges(s Settings, bad problem.Report) {
 // election whose Lease is named lease, with ranges and count its
 // ShardOptions.Ranges and Count: wire.ShardLeaseName and
 // wire.LabelShardOf; a range shard's name carries its split
-// (wire.RangeShard), and its labels wire.LabelShardRange, so that each
+// (wire.ShardLeaseNameIn), and its labels wire.LabelShardRange, so that each
 // split has Leases of its own, each saying its range.
 func LeaseOf(lease string, ranges shardrange.Field, count int, shard string) (name string, labels map[string]string) {
 	labels = map[string]string{wire.LabelShardOf: wire.CandidateOf(lease)}
 	if ranges == "" {
 		return wire.ShardLeaseName(lease, shard), labels
 	}
-	key := wire.RangeShard(string(ranges), count, shard)
-	labels[wire.LabelShardRange] = key
-	return wire.ShardLeaseName(lease, key), labels
+	labels[wire.LabelShardRange] = wire.RangeShard(string(ranges), count, shard)
+	return wire.ShardLeaseNameIn(lease, wire.RangeSplit(string(ranges), count), shard), labels
 }
 
 // leaseOf is LeaseOf for shard sh of the election c configures.

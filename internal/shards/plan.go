@@ -42,6 +42,9 @@ func (a *assigner) plan(regs []Registration, now time.Time) wire.Table {
 	if len(differ) > 0 {
 		next.Set, next.Differ = len(a.cfg.Shards), differ
 	}
+	if a.cfg.Ranges != "" {
+		next.Split = wire.RangeSplit(a.cfg.Ranges, len(a.cfg.Shards))
+	}
 	return next
 }
 

@@ -45,12 +45,28 @@ const (
 	LabelShardRange = "relect.io/shard-range"
 )
 
+// RangeSplit names the split of count range shards of field's hash
+// ("uid-8"): the shard table's Split.
+func RangeSplit(field string, count int) string {
+	return field + "-" + strconv.Itoa(count)
+}
+
 // RangeShard is the key of range shard shard of count ranges of field's
 // hash ("uid-8-1"): its Lease's LabelShardRange, and what its Lease's name
-// carries in place of the shard (ShardLeaseName), so that shard "1" of 4
-// and shard "1" of 8 are two Leases.
+// carries in place of the shard (ShardLeaseNameIn), so that shard "1" of
+// 4 and shard "1" of 8 are two Leases.
 func RangeShard(field string, count int, shard string) string {
-	return field + "-" + strconv.Itoa(count) + "-" + shard
+	return RangeSplit(field, count) + "-" + shard
+}
+
+// ShardLeaseNameIn is the name of shard's Lease for the Lease named lease
+// in split (RangeSplit; "" for shards that split no data, whose Lease is
+// ShardLeaseName's).
+func ShardLeaseNameIn(lease, split, shard string) string {
+	if split == "" {
+		return ShardLeaseName(lease, shard)
+	}
+	return ShardLeaseName(lease, split+"-"+shard)
 }
 
 // ParseRangeShard reads a LabelShardRange value; ok is false if it is
@@ -211,6 +227,10 @@ type Table struct {
 	// missing): they keep what they hold, and register again when they
 	// read it.
 	Unseen map[string]string `json:"unseen,omitempty"`
+	// Split is, for range shards, the split of the leader that wrote the
+	// table (RangeSplit: "uid-8"), whose shard "i" has the Lease
+	// ShardLeaseNameIn names; empty for shards that split no data.
+	Split string `json:"split,omitempty"`
 }
 
 // Wants reports whether the table asks identity to campaign for shard: as
