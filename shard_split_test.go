@@ -100,9 +100,10 @@ func (b *splitBook) runningOf(count int) int {
 }
 
 // holdBook polls the Leases of a split's ranges every 100 ms and records,
-// for each, when its last holder stopped holding it: the renewTime of the
-// last held record seen (a holder that died), or when a release was first
-// seen (a holder that stopped).
+// for each, when its last holder stopped holding it: when a release was
+// first seen within LeaseDuration of its last renewal (a holder that
+// stopped), else the renewTime of the last held record (a holder that
+// died, whose Lease a guard released once it expired, or still held).
 type holdBook struct {
 	mu    sync.Mutex
 	ended map[string]time.Time // Lease name → when its holder stopped
@@ -141,7 +142,11 @@ func (h *holdBook) poll(api *relecttest.LeaseAPI, count int) {
 			h.ended[name], h.who[name] = l.Spec.RenewTime.Time, wire.Holder(l)
 		case h.held[name]:
 			h.held[name] = false
-			h.ended[name] = time.Now()
+			if time.Since(h.ended[name]) < ld {
+				h.ended[name] = time.Now() // released by its holder
+			} else {
+				h.who[name] += " (died; released by a guard)" // its end is its last renewal
+			}
 		}
 	}
 }
@@ -339,9 +344,9 @@ func splitChange(t *testing.T, from, to int) {
 	require.NotEmpty(t, cs[3].e.Shards(), "c03 holds old ranges")
 	// c03, of the old split, is killed: its Leases are not released, and
 	// expire. At once c01 hands over to c00, of the new split.
+	t.Logf("%v: c03 killed", time.Now().Format(time.TimeOnly))
 	cs[3].client.Partition()
 	cs[3].stop()
-	t.Logf("%v: c03 killed", time.Now().Format(time.TimeOnly))
 	require.NoError(t, cs[1].e.HandOver(t.Context(), "c00", nil))
 	waitFor(t, rp, "c00 leads", cs[0].e.IsLeader)
 	takeover := time.Now()
