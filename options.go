@@ -682,11 +682,11 @@ type ShardOptions struct {
 	// shardrange.Namespace; "" (the default) means plain shards. Needs
 	// Count: with Names, or another value, New reports Shards.Ranges.
 	// The leader gives a candidate of another Count or Ranges none of its
-	// range shards, and warns of it (Stats.ShardSetsDiffer); still, when a
-	// leader of a new split takes over, the old split's holders stop only
-	// as they see its table, and overlapping ranges run meanwhile: change
-	// Count or Ranges with the fleet stopped (docs/design.md, "Range
-	// shards").
+	// range shards, and warns of it (Stats.ShardSetsDiffer). Change them
+	// by a rolling update: a range's term starts Run only once no Lease of
+	// another split whose range overlaps is held — released, or unchanged
+	// for its lease duration — and Shards leaves it out meanwhile
+	// (docs/design.md, "Range shards").
 	Ranges shardrange.Field
 
 	// Run does the work of one shard for one term of holding it. Required.

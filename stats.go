@@ -152,8 +152,10 @@ type Stats struct {
 // "post-shard-table" (its read or write of the table),
 // "list-shard-leases" and "watch-shard-leases" (its one list and watch
 // of every shard Lease) and "create-shard-lease" (a shard Lease watched
-// missing for LeaseDuration, created released). A shard's own Lease calls
-// are counted by that shard's Elector, not here.
+// missing for LeaseDuration, created released); with Shards.Ranges,
+// "list-range-leases" and "release-shard-lease" (a range term's guard:
+// docs/design.md, "Range shards"). A shard's own Lease calls are counted
+// by that shard's Elector, not here.
 //
 // Result: "ok", "not_found" and "conflict" (409, or AlreadyExists: a lost
 // race) are answers — contact with the API (Stats.LastContact) and no
