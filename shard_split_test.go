@@ -303,77 +303,93 @@ func TestShardRangeSplitChange(t *testing.T) {
 	}
 }
 
-func splitChange(t *testing.T, from, to int) {
-	api := newAPI()
-	b := newSplitBook(t, api)
-	gate := newTableGate()
-	logs := &testlog.Handler{Level: slog.LevelInfo}
-	opts := func(name string, count int) func(o *relect.Options) {
-		return func(o *relect.Options) {
-			o.Priority = 0
-			o.Shards = relect.ShardOptions{Count: count, Ranges: shardrange.UID, Run: b.run(name, count)}
-			if count == to {
-				o.Logger = slog.New(logs)
-			}
-			if name == "c02" {
-				o.Client = gatedClient{o.Client, gate}
-			}
+// splitFleet is TestShardRangeSplitChange's fleet: candidates on split
+// from, rolled to split to; c02's view of the table passes gate.
+type splitFleet struct {
+	t        *testing.T
+	api      *relecttest.LeaseAPI
+	b        *splitBook
+	gate     *tableGate
+	logs     *testlog.Handler // the new split's candidates' logs
+	cs       []*candidate
+	from, to int
+}
+
+// opts are candidate name's options on count ranges.
+func (f *splitFleet) opts(name string, count int) func(o *relect.Options) {
+	return func(o *relect.Options) {
+		o.Priority = 0
+		o.Shards = relect.ShardOptions{Count: count, Ranges: shardrange.UID, Run: f.b.run(name, count)}
+		if count == f.to {
+			o.Logger = slog.New(f.logs)
+		}
+		if name == "c02" {
+			o.Client = gatedClient{o.Client, f.gate}
 		}
 	}
-	cs := fleet(t, api, 4, func(i int, o *relect.Options) { opts(fmt.Sprintf("c%02d", i), from)(o) })
+}
+
+// restart restarts candidate i on the new split, and lets LD pass.
+func (f *splitFleet) restart(i int) {
+	f.cs[i].stop()
+	f.cs[i] = newCandidate(f.t, f.api, f.cs[i].name, f.opts(f.cs[i].name, f.to))
+	f.cs[i].start()
+	time.Sleep(ld)
+	synctest.Wait()
+}
+
+func splitChange(t *testing.T, from, to int) {
+	api := newAPI()
+	f := &splitFleet{t: t, api: api, b: newSplitBook(t, api), gate: newTableGate(), logs: &testlog.Handler{Level: slog.LevelInfo}, from: from, to: to}
+	f.cs = fleet(t, api, 4, func(i int, o *relect.Options) { f.opts(fmt.Sprintf("c%02d", i), from)(o) })
 	holds := pollHolds(api, from)
-	waitFor(t, 4*ld, "the old split runs", func() bool { return b.runningOf(from) == from })
+	waitFor(t, 4*ld, "the old split runs", func() bool { return f.b.runningOf(from) == from })
 	time.Sleep(2 * ld)
 	synctest.Wait()
-	require.NotEmpty(t, cs[2].e.Shards(), "c02 holds old ranges")
-	gate.freeze()
-
-	// The rolling update: the leader c00 first, which hands over to c01
-	// of the old split.
-	restart := func(i int) {
-		cs[i].stop()
-		cs[i] = newCandidate(t, api, cs[i].name, opts(cs[i].name, to))
-		cs[i].start()
-		time.Sleep(ld)
-		synctest.Wait()
-	}
-	require.NoError(t, cs[0].e.HandOver(t.Context(), "c01", nil))
-	waitFor(t, rp, "c01 leads", cs[1].e.IsLeader)
-	restart(0)
-	require.True(t, cs[1].e.IsLeader(), "c01, of the old split, leads")
-	require.NotEmpty(t, cs[3].e.Shards(), "c03 holds old ranges")
-	// c03, of the old split, is killed: its Leases are not released, and
-	// expire. At once c01 hands over to c00, of the new split.
-	t.Logf("%v: c03 killed", time.Now().Format(time.TimeOnly))
-	cs[3].client.Partition()
-	cs[3].stop()
-	require.NoError(t, cs[1].e.HandOver(t.Context(), "c00", nil))
-	waitFor(t, rp, "c00 leads", cs[0].e.IsLeader)
-	takeover := time.Now()
-	t.Logf("%v: c00 leads (new split)", takeover.Format(time.TimeOnly))
+	require.NotEmpty(t, f.cs[2].e.Shards(), "c02 holds old ranges")
+	f.gate.freeze()
+	f.handOver()
 	// c02 sees the new table only 3 × LeaseDuration later.
 	time.Sleep(3 * ld)
-	gate.thaw()
-	waitFor(t, 2*rp, "c02 stops its old ranges", func() bool { return len(cs[2].e.Shards()) == 0 })
-	waitFor(t, ld+4*rp, "the new split runs", func() bool { return b.runningOf(to) == to })
-	restart(1)
-	restart(2)
+	f.gate.thaw()
+	waitFor(t, 2*rp, "c02 stops its old ranges", func() bool { return len(f.cs[2].e.Shards()) == 0 })
+	waitFor(t, ld+4*rp, "the new split runs", func() bool { return f.b.runningOf(to) == to })
+	f.restart(1)
+	f.restart(2)
 	// c03 stays cut off (a call of it in flight would land at a Heal);
 	// a new pod, c04, takes its place.
-	cs[3] = newCandidate(t, api, "c04", opts("c04", to))
-	cs[3].start()
+	f.cs[3] = newCandidate(t, api, "c04", f.opts("c04", to))
+	f.cs[3].start()
 	time.Sleep(2 * ld)
 	synctest.Wait()
-	assert.Equal(t, to, b.runningOf(to), "the new split runs")
-	assert.Zero(t, b.runningOf(from), "no old range runs")
+	assert.Equal(t, to, f.b.runningOf(to), "the new split runs")
+	assert.Zero(t, f.b.runningOf(from), "no old range runs")
 	holds.end()
-	checkSplitLiveness(t, b, holds, from, to)
-	waits := logs.Naming("a range shard's term waits for the holder of an overlapping range of another split", "holder=c02", fmt.Sprintf("otherRange=uid-%d-", from))
+	checkSplitLiveness(t, f.b, holds, from, to)
+	waits := f.logs.Naming("a range shard's term waits for the holder of an overlapping range of another split", "holder=c02", fmt.Sprintf("otherRange=uid-%d-", from))
 	require.NotEmpty(t, waits, "a new-split term says that it waits for c02")
 	t.Logf("%d Info lines of a new-split term waiting for c02, the first: %s", len(waits), waits[0])
-	assert.Zero(t, b.overlaps)
-	stopAll(cs...)
+	assert.Zero(t, f.b.overlaps)
+	stopAll(f.cs...)
 	api.Client("c03").Heal()
+}
+
+// handOver rolls the leader c00 first, handing over to c01 of the old
+// split; kills c03, of the old split (its Leases are not released, and
+// expire); and at once has c01 hand over to c00, of the new split.
+func (f *splitFleet) handOver() {
+	t := f.t
+	require.NoError(t, f.cs[0].e.HandOver(t.Context(), "c01", nil))
+	waitFor(t, rp, "c01 leads", f.cs[1].e.IsLeader)
+	f.restart(0)
+	require.True(t, f.cs[1].e.IsLeader(), "c01, of the old split, leads")
+	require.NotEmpty(t, f.cs[3].e.Shards(), "c03 holds old ranges")
+	t.Logf("%v: c03 killed", time.Now().Format(time.TimeOnly))
+	f.cs[3].client.Partition()
+	f.cs[3].stop()
+	require.NoError(t, f.cs[1].e.HandOver(t.Context(), "c00", nil))
+	waitFor(t, rp, "c00 leads", f.cs[0].e.IsLeader)
+	t.Logf("%v: c00 leads (new split)", time.Now().Format(time.TimeOnly))
 }
 
 // checkSplitLiveness checks that each range of split to first started
