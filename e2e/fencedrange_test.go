@@ -30,9 +30,10 @@ const (
 )
 
 // fenceKeyOf is the annotation in which shard keeps the highest fence
-// that wrote the object: each shard's own, since the fences of two shard
-// Leases order nothing between them.
-func fenceKeyOf(shard string) string { return "example.relect.io/fence." + shard }
+// that wrote the object: one for every shard of the election, as in the
+// example, since fences are resourceVersions and a range term runs only
+// after every term of an overlapping range before it ended.
+func fenceKeyOf(string) string { return "example.relect.io/fence" }
 
 // TestFencedRangeStamps runs fencing's ExampleUpdateObject_rangeShards on
 // the real control plane: three candidates share 2 uid-range shards, and

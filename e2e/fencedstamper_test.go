@@ -319,8 +319,8 @@ func checkStamps(t *testing.T, evs []stampEvent, werr error, fleet []*stamper) (
 			switch {
 			case ev.rv <= prev.rv:
 				t.Errorf("%s: the watch sent resourceVersion %d after %d", ev.name, ev.rv, prev.rv)
-			case p.shard == st.shard && st.fence.Compare(p.fence) < 0:
-				t.Errorf("%s: shard %s's fence went down, %s at %d after %s at %d", ev.name, st.shard, st.fence, ev.rv, p.fence, prev.rv)
+			case st.fence.Compare(p.fence) < 0:
+				t.Errorf("%s: the fence went down, shard %s's %s at %d after shard %s's %s at %d", ev.name, st.shard, st.fence, ev.rv, p.shard, p.fence, prev.rv)
 			case p.shard == st.shard && p.fence == st.fence && st.round <= p.round:
 				t.Errorf("%s: round %d of fence %s at %d after its round %d", ev.name, st.round, st.fence, ev.rv, p.round)
 			}

@@ -16,18 +16,18 @@ import (
 	"github.com/relect/relect/shardrange"
 )
 
-// Range shards that stamp each ConfigMap of their range, fenced: the
-// holder of shard s writes a ConfigMap only if no newer term of shard s
-// wrote it, so that a deposed holder's late write — a paused process, a
+// Range shards that stamp each ConfigMap of their range, fenced: a
+// shard's holder writes a ConfigMap only if no newer term wrote it, so that a deposed holder's late write — a paused process, a
 // request stuck on its way — is refused instead of landing over the next
 // holder's. The e2e test TestFencedRangeStamps runs this on a real
 // apiserver, deposes a holder and replays its write.
 //
-// The fence orders the terms of one shard's Lease, not of two: each shard
-// keeps its own annotation, and the stamp names the shard. An object
-// changes shards only when Count does (its uid never changes); its new
-// shard's holder then writes beside the old shard's annotation, which
-// orders nothing for it.
+// One annotation serves every shard of the election: a fence is the
+// resourceVersion of the write that began its term, larger than every
+// fence handed out before it, and a range term runs only after every term
+// of an overlapping range before it ended (the guard of a change of
+// split). So an object's fences grow also when it changes shards, which
+// happens only when Count or Ranges does (its uid never changes).
 func ExampleUpdateObject_rangeShards() {
 	var cs kubernetes.Interface // the program's client
 	const ns, selector = "default", "example.relect.io/stamped"
@@ -39,7 +39,7 @@ func ExampleUpdateObject_rangeShards() {
 			return // an apiserver whose resourceVersions are not integers: no fenced writes
 		}
 		cms := cs.CoreV1().ConfigMaps(ns)
-		key := "example.relect.io/fence." + shard
+		const key = "example.relect.io/fence" // one for every shard of the election
 		for n := 1; ; n++ {
 			opts := metav1.ListOptions{LabelSelector: selector}
 			r.Tweak(&opts) // the apiserver sends this range only, with ShardedListAndWatch on
