@@ -51,7 +51,7 @@ func (h holder) hold(ctx context.Context, on history.Record, r shardrange.Range)
 		return history.Record{Kind: history.KindEvent, Event: name, Shard: on.Shard, Term: on.Term}
 	}
 	ri := h.inform(ctx, r, func() { must(h.w.Write(event("first"))) })
-	if cache.WaitForCacheSync(ctx.Done(), ri.inf.HasSynced) {
+	if cache.WaitForCacheSync(ctx.Done(), ri.reg.HasSynced) {
 		must(h.w.Write(ri.c.record(event("synced"))))
 	}
 	<-ctx.Done()
@@ -65,6 +65,11 @@ func (h holder) hold(ctx context.Context, on history.Record, r shardrange.Range)
 // it received.
 type rangeInformer struct {
 	inf cache.SharedIndexInformer
+	// reg is the counting handler's registration: its HasSynced, unlike
+	// the informer's, is true only once the handler has been called for
+	// every object of the first list (the informer's store fills first,
+	// its handlers are called after).
+	reg cache.ResourceEventHandlerRegistration
 	c   *counts
 	wg  sync.WaitGroup // the informer's Run
 }
@@ -88,7 +93,7 @@ func (h holder) inform(ctx context.Context, r shardrange.Range, first func()) *r
 			first()
 		}
 	}
-	if _, err := ri.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if ri.reg, err = ri.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(any) { handle() },
 		UpdateFunc: func(any, any) { handle() },
 		DeleteFunc: func(any) { handle() },

@@ -61,7 +61,7 @@ func (w *warmth) warm(ctx context.Context) {
 	event := func(name string) history.Record {
 		return e.ri.c.record(history.Record{Kind: history.KindEvent, Event: name, Shard: sh})
 	}
-	if cache.WaitForCacheSync(ctx.Done(), e.ri.inf.HasSynced) {
+	if cache.WaitForCacheSync(ctx.Done(), e.ri.reg.HasSynced) {
 		must(w.h.w.Write(event("warm-synced")))
 	}
 	<-ctx.Done()
@@ -90,7 +90,7 @@ func (w *warmth) hold(ctx context.Context, on history.Record, r shardrange.Range
 	select {
 	case <-e.ready:
 		c = e.ri.c
-		if synced(ctx, e.ri.inf) {
+		if synced(ctx, e.ri.reg.HasSynced) {
 			if len(e.ri.inf.GetStore().List()) > 0 {
 				must(w.h.w.Write(event("first")))
 			}
@@ -107,14 +107,14 @@ func (w *warmth) hold(ctx context.Context, on history.Record, r shardrange.Range
 	must(w.h.w.Write(off))
 }
 
-// synced waits until inf has synced, polling every 2 ms (client-go's
-// WaitForCacheSync polls every 100 ms, which a cold start would add to
-// the measured first object), and reports whether it did before ctx was
-// done.
-func synced(ctx context.Context, inf cache.SharedIndexInformer) bool {
+// synced waits until hasSynced (a handler registration's) is true,
+// polling every 2 ms (client-go's WaitForCacheSync polls every 100 ms,
+// which a cold start would add to the measured first object), and
+// reports whether it did before ctx was done.
+func synced(ctx context.Context, hasSynced func() bool) bool {
 	t := time.NewTicker(2 * time.Millisecond)
 	defer t.Stop()
-	for !inf.HasSynced() {
+	for !hasSynced() {
 		select {
 		case <-ctx.Done():
 			return false
