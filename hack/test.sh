@@ -86,7 +86,7 @@ race_suite() {
 	(cd simulation && go test -race -count=1 -timeout 30m ./...)
 }
 simulation() {
-	go test -count=1 -run '^TestSimulation(Line|LineGone|Shards)?$' -v ./simulation | grep -v '^=== \|^    --- \|^        --- '
+	go test -count=1 -run '^TestSimulation(Line|LineGone|Shards)?$' -v ./simulation | grep -v '^=== \|^  *--- '
 }
 monitoring() {
 	(cd deploy/monitoring && go test -count=1 ./...)
@@ -113,7 +113,7 @@ fast_steps() {
 		monitoring
 	step "ctrlrt: controller-runtime in relect's terms, and its example (go test -race)" ctrlrt.log \
 		ctrlrt
-	step "the fault simulation at full size (10,000 schedules, 1,000 widened to post the line, and 100 in which the whole line leaves at once; RELECT_SIM_SCHEDULES for more), and 300 with shards (RELECT_SIM_SHARD_SCHEDULES=10000: the full size)" simulation.log \
+	step "the fault simulation at full size (10,000 schedules, 1,000 widened to post the line, and 100 in which the whole line leaves at once; RELECT_SIM_SCHEDULES for more), and 300 with shards and 300 with range shards (RELECT_SIM_SHARD_SCHEDULES=10000: the full size)" simulation.log \
 		simulation
 }
 

@@ -30,28 +30,69 @@ const (
 )
 
 // TestSimulationShards plays TestSimulation's schedules with shards
-// (sim.GenerateShards: every relect candidate takes part in S shards, S in
-// 1–12; hand edits of a shard's Lease and of the shard table; rolling
-// restarts) against relect, and fails on any violation of the shard
-// checkers (sim.CheckShards: never two holders of a shard, each shard's
-// fence grows, its fenced store accepts no late write and is linearizable
-// by porcupine, no shard unheld longer than sim.ShardLivenessBound after
-// the faults, settled balance) or of TestSimulation's checkers on the same
-// runs, and if some shard fault was never applied. Every schedule is also
-// played against the baseline of one client-go loop per shard Lease
-// (sim.ShardComparison: Knative's buckets), and the two are reported side
-// by side; the baseline's figures are measured, not judged, but it must
-// have played every schedule.
+// against relect, in two modes (subtests; -run
+// 'TestSimulationShards$/ranges$' runs one):
 //
-// Environment: RELECT_SIM_SHARD_SCHEDULES (count; 10000 is the full size),
-// RELECT_SIM_SHARD_BASE (first seed), RELECT_SIM_SHARD_SEED or -shard-seed
-// (replay one seed RELECT_SIM_REPEAT times, with RELECT_SIM_MINIMIZE=1 or
-// -minimize to shrink it).
+//   - shards: sim.GenerateShards — every relect candidate takes part in S
+//     numbered or named shards, S in 1–12; hand edits of a shard's Lease
+//     and of the shard table; rolling restarts. Every schedule is also
+//     played against the baseline of one client-go loop per shard Lease
+//     (sim.ShardComparison: Knative's buckets), and the two are reported
+//     side by side; the baseline's figures are measured, not judged, but
+//     it must have played every schedule.
+//   - ranges: sim.GenerateShardRanges — the same schedules with S range
+//     shards (ShardOptions{Count: S, Ranges: shardrange.UID}), S in 1–16;
+//     relect only. sim.CheckShardRanges adds its checks: at every instant
+//     a shard term starts or stops, the ranges of the terms running never
+//     overlap as hash intervals, and cover [0, 2^64) whenever every shard
+//     is held; each term's context carries exactly shardrange.Of(uid, i,
+//     S). Every S in 1–16 must have been played, and the coverage checked.
+//
+// Each mode fails on any violation of the shard checkers (sim.CheckShards:
+// never two holders of a shard, each shard's fence grows, its fenced store
+// accepts no late write and is linearizable by porcupine, no shard unheld
+// longer than sim.ShardLivenessBound after the faults, settled balance;
+// and the range checks) or of TestSimulation's checkers on the same runs,
+// and if some shard fault was never applied.
+//
+// Environment: RELECT_SIM_SHARD_SCHEDULES (count, per mode; 10000 is the
+// full size), RELECT_SIM_SHARD_BASE (first seed), RELECT_SIM_SHARD_SEED or
+// -shard-seed (replay one seed RELECT_SIM_REPEAT times in each mode run,
+// with RELECT_SIM_MINIMIZE=1 or -minimize to shrink it).
 func TestSimulationShards(t *testing.T) {
-	if seed, ok := shardReplaySeed(t); ok {
-		shardReplay(t, seed)
-		return
+	for _, m := range shardModes {
+		t.Run(m.name, func(t *testing.T) {
+			if seed, ok := shardReplaySeed(t); ok {
+				shardReplay(t, m, seed)
+				return
+			}
+			simulateShards(t, m)
+		})
 	}
+}
+
+// shardMode is one way TestSimulationShards plays its schedules.
+type shardMode struct {
+	name     string
+	generate func(seed uint64) *sim.Schedule
+	// baseline: play each schedule against the client-go baseline too,
+	// and report the two side by side.
+	baseline bool
+}
+
+var shardModes = []shardMode{
+	{"shards", sim.GenerateShards, true},
+	{"ranges", sim.GenerateShardRanges, false},
+}
+
+// run is the command that runs mode m's schedules.
+func (m shardMode) run() string {
+	return "go test -run 'TestSimulationShards$/" + m.name + "$' -v ./simulation"
+}
+
+// simulateShards plays mode m's schedules, prints its report and fails on
+// any violation (see TestSimulationShards).
+func simulateShards(t *testing.T, m shardMode) {
 	n := simShardSchedules
 	if race.Enabled {
 		n = simShardSchedulesRace
@@ -75,18 +116,20 @@ func TestSimulationShards(t *testing.T) {
 				t.Parallel()
 				for i := w; i < n; i += workers {
 					seed := base + uint64(i)
-					s := sim.GenerateShards(seed)
+					s := m.generate(seed)
 					var h *sim.History
 					synctest.Test(t, func(t *testing.T) { h = sim.Play(s, sim.Relect) })
-					var base *sim.History
-					synctest.Test(t, func(t *testing.T) { base = sim.Play(s, sim.ClientGoLoop) })
-					side.Add(h, base)
+					if m.baseline {
+						var base *sim.History
+						synctest.Test(t, func(t *testing.T) { base = sim.Play(s, sim.ClientGoLoop) })
+						side.Add(h, base)
+					}
 					res := totals.Add(seed, h) // outside the bubble: porcupine's timeout is real time
 					vs := shardViolations(res)
 					if len(vs) == 0 {
 						continue
 					}
-					msg := fmt.Sprintf("seed %d: %v\n    replay: RELECT_SIM_SHARD_SEED=%d go test -run 'TestSimulationShards$' -v ./simulation", seed, vs, seed)
+					msg := fmt.Sprintf("seed %d: %v\n    replay: RELECT_SIM_SHARD_SEED=%d %s", seed, vs, seed, m.run())
 					mu.Lock()
 					failures = append(failures, msg)
 					if timeline == "" {
@@ -97,11 +140,9 @@ func TestSimulationShards(t *testing.T) {
 			})
 		}
 	})
-	wall := time.Since(start)
-	t.Log("\n" + shardReport(n, base, workers, wall, totals))
-	t.Log("\nside by side, the same schedules: relect's shards, and the baseline of one client-go loop per shard Lease, every candidate campaigning (Knative's buckets):\n" + side.Report())
-	if b := side.Runs(sim.ClientGoLoop); len(b) != n || slices.ContainsFunc(b, func(f sim.ShardFigures) bool { return f.Terms == 0 }) {
-		t.Errorf("the baseline did not play every schedule with a shard term: %d runs of %d", len(b), n)
+	t.Log("\n" + shardReport(m, n, base, workers, time.Since(start), totals))
+	if m.baseline {
+		shardBaseline(t, n, side)
 	}
 	if len(failures) > 0 {
 		slices.Sort(failures)
@@ -110,11 +151,40 @@ func TestSimulationShards(t *testing.T) {
 			len(failures), len(shown), strings.Join(shown, "\n"), timeline)
 	}
 	if n >= 200 {
-		for _, k := range sim.ShardCoverageKeys() {
-			if totals.Coverage[k] == 0 {
-				t.Errorf("shard fault %q was never applied in %d schedules", k, n)
-			}
+		shardCoverage(t, m, n, totals)
+	}
+}
+
+// shardBaseline prints the side-by-side report of n schedules, and fails
+// unless the baseline played every one with a shard term.
+func shardBaseline(t *testing.T, n int, side *sim.ShardComparison) {
+	t.Helper()
+	t.Log("\nside by side, the same schedules: relect's shards, and the baseline of one client-go loop per shard Lease, every candidate campaigning (Knative's buckets):\n" + side.Report())
+	if b := side.Runs(sim.ClientGoLoop); len(b) != n || slices.ContainsFunc(b, func(f sim.ShardFigures) bool { return f.Terms == 0 }) {
+		t.Errorf("the baseline did not play every schedule with a shard term: %d runs of %d", len(b), n)
+	}
+}
+
+// shardCoverage fails if n schedules of mode m did not apply every shard
+// fault or, for range shards, did not play every S in 1–16 or never had
+// every shard held (the instants whose union is checked).
+func shardCoverage(t *testing.T, m shardMode, n int, totals *sim.ShardTotals) {
+	t.Helper()
+	for _, k := range sim.ShardCoverageKeys() {
+		if totals.Coverage[k] == 0 {
+			t.Errorf("shard fault %q was never applied in %d schedules", k, n)
 		}
+	}
+	if m.name != "ranges" {
+		return
+	}
+	for s := 1; s <= 16; s++ {
+		if totals.RangeSplits[s] == 0 {
+			t.Errorf("no schedule of %d range shards in %d schedules", s, n)
+		}
+	}
+	if totals.RangeWhole == 0 {
+		t.Errorf("every shard was never held at once in %d schedules: the union of the ranges was never checked", n)
 	}
 }
 
@@ -134,16 +204,19 @@ func shardViolations(res sim.ShardResult) []sim.Violation {
 }
 
 // shardReport is the summary TestSimulationShards prints.
-func shardReport(n int, base uint64, workers int, wall time.Duration, t *sim.ShardTotals) string {
+func shardReport(m shardMode, n int, base uint64, workers int, wall time.Duration, t *sim.ShardTotals) string {
 	var b strings.Builder
-	cmd := "go test -run 'TestSimulationShards$' -v ./simulation"
+	cmd := m.run()
 	if race.Enabled {
-		cmd = "go test -race -run 'TestSimulationShards$' -v ./simulation"
+		cmd = strings.Replace(cmd, "go test", "go test -race", 1)
 	}
 	if n != simShardSchedules {
 		cmd = fmt.Sprintf("RELECT_SIM_SHARD_SCHEDULES=%d %s", n, cmd)
 	}
-	fmt.Fprintf(&b, "%d shard schedules (seeds %d…%d), %d workers, %v wall: `%s`\n\n", n, base, base+uint64(n)-1,
+	if base != 0 {
+		cmd = fmt.Sprintf("RELECT_SIM_SHARD_BASE=%d %s", base, cmd)
+	}
+	fmt.Fprintf(&b, "%s: %d shard schedules (seeds %d…%d), %d workers, %v wall: `%s`\n\n", m.name, n, base, base+uint64(n)-1,
 		workers, wall.Round(100*time.Millisecond), cmd)
 	count := func(rule string) int { return t.ByRule[rule] }
 	row := func(k string, v any) { fmt.Fprintf(&b, "| %s | %v |\n", k, v) }
@@ -172,6 +245,9 @@ func shardReport(n int, base uint64, workers int, wall time.Duration, t *sim.Sha
 		row("schedules repeating fixed finding "+string(f)+" (must be 0)", fmt.Sprintf("%d (seeds %v)", t.Open[f], t.OpenSeeds[f]))
 	}
 	row("schedules with a shard violation no finding explains (must be 0)", t.Unexplained)
+	if m.name == "ranges" {
+		rangeRows(row, count, t)
+	}
 	var el []string
 	for _, k := range slices.Sorted(func(yield func(string) bool) {
 		for k := range t.Election {
@@ -191,6 +267,24 @@ func shardReport(n int, base uint64, workers int, wall time.Duration, t *sim.Sha
 	return b.String()
 }
 
+// rangeRows are the rows of the range checks (sim.CheckShardRanges) in
+// shardReport.
+func rangeRows(row func(string, any), count func(string) int, t *sim.ShardTotals) {
+	var splits []string
+	for s := range 17 {
+		if k := t.RangeSplits[s]; k > 0 {
+			splits = append(splits, fmt.Sprintf("%d: %d", s, k))
+		}
+	}
+	row("schedules by S, range shards of the uid hash", strings.Join(splits, ", "))
+	row("range terms: contexts checked to carry shardrange.Of(uid, i, S)", t.RangeTerms)
+	row("wrong or missing range in a term's context (must be 0)", count("safety/shard-range-context"))
+	row("instants checked (a range term starts or stops)", t.RangeInstants)
+	row("overlaps: two running ranges sharing a hash (must be 0)", count("safety/shard-range-overlap"))
+	row("instants with every shard held, union checked to be [0, 2^64)", t.RangeWhole)
+	row("hashes in no running range with every shard held (must be 0)", count("safety/shard-range-gap"))
+}
+
 func shardReplaySeed(t *testing.T) (uint64, bool) {
 	v := *simShardSeed
 	if v == "" {
@@ -206,12 +300,12 @@ func shardReplaySeed(t *testing.T) (uint64, bool) {
 	return seed, true
 }
 
-// shardReplay plays one seed's shard schedule RELECT_SIM_REPEAT times (20)
+// shardReplay plays one seed's shard schedule of mode m RELECT_SIM_REPEAT times (20)
 // and prints the schedule, the violations and the timelines of the first
 // run that had any (or of the last), and minimises it if asked.
-func shardReplay(t *testing.T, seed uint64) {
+func shardReplay(t *testing.T, m shardMode, seed uint64) {
 	repeat := envInt(t, "RELECT_SIM_REPEAT", 20)
-	s := sim.GenerateShards(seed)
+	s := m.generate(seed)
 	t.Logf("schedule:\n%s", s)
 	var (
 		shown  *sim.History

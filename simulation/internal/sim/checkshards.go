@@ -105,12 +105,14 @@ func actionsOf(h *History) []Action {
 	return out
 }
 
-// CheckShards runs the shard checkers over h (nil without shards).
+// CheckShards runs the shard checkers over h (nil without shards), with
+// the range checkers for range shards (CheckShardRanges).
 func CheckShards(h *History) []Violation {
 	if h.Shards == nil {
 		return nil
 	}
-	return append(CheckShardSafety(h), CheckShardLiveness(h)...)
+	ranges, _ := CheckShardRanges(h)
+	return append(append(CheckShardSafety(h), ranges...), CheckShardLiveness(h)...)
 }
 
 // CheckWithShards is Check (TestSimulation's checkers) for a history with
@@ -613,6 +615,7 @@ type ShardResult struct {
 	Balance  Balance
 	Gap      time.Duration // ShardGapAfterQuiet
 	Bound    time.Duration // shardLivenessBound
+	Ranges   RangeCoverage // CheckShardRanges' (zero without range shards)
 }
 
 // ShardTotals aggregates the shard checks of many histories. It is safe
@@ -643,6 +646,12 @@ type ShardTotals struct {
 	Unexplained            int
 	Shards, Candidates     int // summed, for means
 	SettleTime, QuietTotal time.Duration
+	// Range shards (CheckShardRanges): the schedules with range shards,
+	// by S; their terms, whose contexts' ranges were checked; the
+	// instants checked for overlaps, and those of them at which every
+	// shard was held, checked for a gap.
+	RangeSplits                           map[int]int
+	RangeTerms, RangeInstants, RangeWhole int
 }
 
 // Add checks h, played from the schedule of seed, and adds it to the
@@ -651,6 +660,7 @@ func (t *ShardTotals) Add(seed uint64, h *History) ShardResult {
 	res := ShardResult{Shards: CheckShards(h), Election: CheckWithShards(h), Stores: CheckShardStores(h, LinearizabilityTimeout),
 		Balance: SettledBalance(h), Bound: shardLivenessBound(h)}
 	res.Gap, _ = ShardGapAfterQuiet(h)
+	_, res.Ranges = CheckShardRanges(h)
 	for _, v := range res.Shards {
 		res.Findings = append(res.Findings, ExplainShard(h, v))
 	}
@@ -660,6 +670,7 @@ func (t *ShardTotals) Add(seed uint64, h *History) ShardResult {
 		t.Lin, t.ByRule, t.Election, t.Coverage = map[string]int{}, map[string]int{}, map[string]int{}, map[string]int{}
 		t.Open, t.OpenSeeds = map[ShardFinding]int{}, map[ShardFinding][]uint64{}
 	}
+	t.addRanges(h, res.Ranges)
 	seen := map[ShardFinding]bool{}
 	for _, f := range res.Findings {
 		if !seen[f] {
@@ -715,6 +726,21 @@ func (t *ShardTotals) Add(seed uint64, h *History) ShardResult {
 		t.Coverage[RollingRestartKey]++
 	}
 	return res
+}
+
+// addRanges adds the range checks of h (cov: CheckShardRanges'), if it
+// has range shards. Requires t.mu.
+func (t *ShardTotals) addRanges(h *History, cov RangeCoverage) {
+	if h.Shards.Ranges == "" {
+		return
+	}
+	if t.RangeSplits == nil {
+		t.RangeSplits = map[int]int{}
+	}
+	t.RangeSplits[len(h.Shards.Names)]++
+	t.RangeTerms += len(h.Shards.Terms)
+	t.RangeInstants += cov.Instants
+	t.RangeWhole += cov.Whole
 }
 
 // Count returns the shard violations of class/rule rule added.

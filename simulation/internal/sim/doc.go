@@ -36,6 +36,12 @@
 //     fifth stream; Play runs it with every shard term recorded and
 //     writing to a store guarded by its shard's fence, and CheckShards and
 //     CheckShardStores judge it (shards.go, shardrun.go, checkshards.go).
+//     GenerateShardRanges(seed) is the same with S range shards of the uid
+//     hash (S in 1–16), whose hashes CheckShardRanges judges: never two
+//     running ranges sharing a hash, their union the whole space whenever
+//     every shard is held, each term's context its own range; over
+//     intervals of time and hashes (CheckHashSpans), whatever the split
+//     (checkranges.go).
 //   - Check(history) returns the Violations (those on stuck work:
 //     checkwork.go); Explain attributes one to a known Finding;
 //     LeadershipChanges measures what each change of holder cost in Lease

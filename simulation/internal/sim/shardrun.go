@@ -14,6 +14,7 @@ import (
 	"github.com/relect/relect"
 	leasewire "github.com/relect/relect/internal/wire"
 	"github.com/relect/relect/relecttest"
+	"github.com/relect/relect/shardrange"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -60,6 +61,9 @@ type ShardHistory struct {
 	Names     []string      // the shards, in configuration order
 	JoinDelay time.Duration // as relect applies it
 	Rolling   bool          // the schedule had a rolling restart
+	// Ranges is the field whose hash the shards divide (Shards.Ranges;
+	// "": plain shards).
+	Ranges shardrange.Field
 
 	// Terms are the calls of ShardOptions.Run, in the order they began.
 	Terms []ShardTerm
@@ -87,8 +91,12 @@ type ShardTerm struct {
 	Shard     string
 	Number    int64  // TermFromContext (the shard Lease's), -1 if none
 	Fence     string // FenceFromContext (the shard's fence)
-	Start     time.Duration
-	End       time.Duration // -1 while alive
+	// Range is the range the context carried (shardrange.FromContext),
+	// if Ranged.
+	Range  shardrange.Range
+	Ranged bool
+	Start  time.Duration
+	End    time.Duration // -1 while alive
 }
 
 // ShardSpan is an interval [From, To) during which Candidate's
@@ -160,7 +168,7 @@ func newShardState(r *runner) *shardState {
 	st := &shardState{r: r, names: sh.Names(), byLease: map[string]string{}, table: leasewire.ShardTableName(LeaseName),
 		selector: leasewire.ShardSelector(LeaseName), handRVs: map[string]bool{}, regs: map[string]string{},
 		open: map[spanKey]ShardSpan{}}
-	st.h = &ShardHistory{Names: st.names, JoinDelay: sh.joinDelay(r.t), Rolling: sh.Rolling}
+	st.h = &ShardHistory{Names: st.names, JoinDelay: sh.joinDelay(r.t), Rolling: sh.Rolling, Ranges: sh.Ranges}
 	for _, n := range st.names {
 		st.byLease[leasewire.ShardLeaseName(LeaseName, n)] = n
 		if r.impl == Relect {
@@ -191,7 +199,7 @@ func (st *shardState) options(sl *slot, el *relectElector) relect.ShardOptions {
 	if sh.Named {
 		o.Names = slices.Clone(st.names)
 	} else {
-		o.Count = sh.Count
+		o.Count, o.Ranges = sh.Count, sh.Ranges
 	}
 	return o
 }
@@ -206,10 +214,11 @@ func (st *shardState) run(ctx context.Context, sl *slot, el *relectElector) {
 	if !ok {
 		n = -1
 	}
+	rg, ranged := shardrange.FromContext(ctx)
 	r.mu.Lock()
 	i := len(st.h.Terms)
 	st.h.Terms = append(st.h.Terms, ShardTerm{Candidate: sl.idx, Run: int(el.runID.Load()), Identity: sl.identity,
-		Shard: shard, Number: n, Fence: string(f), Start: r.now(), End: -1})
+		Shard: shard, Number: n, Fence: string(f), Range: rg, Ranged: ranged, Start: r.now(), End: -1})
 	r.mu.Unlock()
 	r.poke()
 	sl.startWrites(ctx, i, []termToken{{ShardStore(shard), string(f)}})

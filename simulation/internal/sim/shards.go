@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/relect/relect/shardrange"
 )
 
 // Shards (relect.Options.Shards, docs/design.md "Shards") in the
@@ -31,6 +33,10 @@ type Shards struct {
 	// Rolling: the schedule ends its fault phase with a rolling restart
 	// (every running candidate stopped and started again in turn).
 	Rolling bool
+	// Ranges is ShardOptions.Ranges: the Count numbered shards are equal
+	// ranges of that field's hash space (shardrange.Of), and every term's
+	// context carries its range (GenerateShardRanges; "": plain shards).
+	Ranges shardrange.Field
 }
 
 // On reports whether the schedule has shards.
@@ -70,8 +76,11 @@ func (s Shards) String() string {
 		return "off"
 	}
 	how := "numbered"
-	if s.Named {
+	switch {
+	case s.Named:
 		how = "named"
+	case s.Ranges != "":
+		how = string(s.Ranges) + " ranges"
 	}
 	jd := "LD (default)"
 	if s.JoinDelay != 0 {
@@ -195,6 +204,25 @@ func GenerateShards(seed uint64) *Schedule {
 		s.Quiet = max(s.Quiet, a.At)
 	}
 	s.Span = s.Quiet + ShardSettle(t, sh.joinDelay(t), acts) + ld
+	return s
+}
+
+// GenerateShardRanges returns the range shard schedule of seed:
+// GenerateShards' schedule of the same seed (its faults, shard edits and
+// rolling restart), but with S numbered shards that are ranges of the uid
+// hash (Shards.Ranges: shardrange.UID), S in 1–16 (powers of two or not),
+// drawn from a stream of its own, which also draws again the shard each
+// shard edit names.
+func GenerateShardRanges(seed uint64) *Schedule {
+	s := GenerateShards(seed)
+	r := rand.New(rand.NewPCG(seed, 0x72616e676573)) // "ranges"
+	sh := &s.Shards
+	sh.Count, sh.Named, sh.Ranges = 1+r.IntN(16), false, shardrange.UID
+	for i, a := range s.Actions {
+		if a.Kind.IsShardEdit() {
+			s.Actions[i].Shard = r.IntN(sh.Count)
+		}
+	}
 	return s
 }
 
