@@ -115,25 +115,14 @@ func simulateShards(t *testing.T, m shardMode) {
 			t.Run(strconv.Itoa(w), func(t *testing.T) {
 				t.Parallel()
 				for i := w; i < n; i += workers {
-					seed := base + uint64(i)
-					s := m.generate(seed)
-					var h *sim.History
-					synctest.Test(t, func(t *testing.T) { h = sim.Play(s, sim.Relect) })
-					if m.baseline {
-						var base *sim.History
-						synctest.Test(t, func(t *testing.T) { base = sim.Play(s, sim.ClientGoLoop) })
-						side.Add(h, base)
-					}
-					res := totals.Add(seed, h) // outside the bubble: porcupine's timeout is real time
-					vs := shardViolations(res)
-					if len(vs) == 0 {
+					msg, tl := playShards(t, m, base+uint64(i), totals, side)
+					if msg == "" {
 						continue
 					}
-					msg := fmt.Sprintf("seed %d: %v\n    replay: RELECT_SIM_SHARD_SEED=%d %s", seed, vs, seed, m.run())
 					mu.Lock()
 					failures = append(failures, msg)
 					if timeline == "" {
-						timeline = fmt.Sprintf("schedule:\n%s\nhistory:\n%s\nshards:\n%s", s, h.Timeline(false), sim.ShardTimeline(h))
+						timeline = tl
 					}
 					mu.Unlock()
 				}
@@ -153,6 +142,27 @@ func simulateShards(t *testing.T, m shardMode) {
 	if n >= 200 {
 		shardCoverage(t, m, n, totals)
 	}
+}
+
+// playShards plays the schedule of seed in mode m, adds it to totals (and
+// side), and returns its failure line and timeline, or "" if relect
+// broke no rule.
+func playShards(t *testing.T, m shardMode, seed uint64, totals *sim.ShardTotals, side *sim.ShardComparison) (failure, timeline string) {
+	s := m.generate(seed)
+	var h *sim.History
+	synctest.Test(t, func(t *testing.T) { h = sim.Play(s, sim.Relect) })
+	if m.baseline {
+		var base *sim.History
+		synctest.Test(t, func(t *testing.T) { base = sim.Play(s, sim.ClientGoLoop) })
+		side.Add(h, base)
+	}
+	res := totals.Add(seed, h) // outside the bubble: porcupine's timeout is real time
+	vs := shardViolations(res)
+	if len(vs) == 0 {
+		return "", ""
+	}
+	return fmt.Sprintf("seed %d: %v\n    replay: RELECT_SIM_SHARD_SEED=%d %s", seed, vs, seed, m.run()),
+		fmt.Sprintf("schedule:\n%s\nhistory:\n%s\nshards:\n%s", s, h.Timeline(false), sim.ShardTimeline(h))
 }
 
 // shardBaseline prints the side-by-side report of n schedules, and fails
@@ -206,16 +216,7 @@ func shardViolations(res sim.ShardResult) []sim.Violation {
 // shardReport is the summary TestSimulationShards prints.
 func shardReport(m shardMode, n int, base uint64, workers int, wall time.Duration, t *sim.ShardTotals) string {
 	var b strings.Builder
-	cmd := m.run()
-	if race.Enabled {
-		cmd = strings.Replace(cmd, "go test", "go test -race", 1)
-	}
-	if n != simShardSchedules {
-		cmd = fmt.Sprintf("RELECT_SIM_SHARD_SCHEDULES=%d %s", n, cmd)
-	}
-	if base != 0 {
-		cmd = fmt.Sprintf("RELECT_SIM_SHARD_BASE=%d %s", base, cmd)
-	}
+	cmd := shardCommand(m, n, base)
 	fmt.Fprintf(&b, "%s: %d shard schedules (seeds %d…%d), %d workers, %v wall: `%s`\n\n", m.name, n, base, base+uint64(n)-1,
 		workers, wall.Round(100*time.Millisecond), cmd)
 	count := func(rule string) int { return t.ByRule[rule] }
@@ -265,6 +266,22 @@ func shardReport(m shardMode, n int, base uint64, workers int, wall time.Duratio
 	}
 	row("shard faults applied", strings.Join(cov, ", "))
 	return b.String()
+}
+
+// shardCommand is the command that plays n schedules of mode m from seed
+// base.
+func shardCommand(m shardMode, n int, base uint64) string {
+	cmd := m.run()
+	if race.Enabled {
+		cmd = strings.Replace(cmd, "go test", "go test -race", 1)
+	}
+	if n != simShardSchedules {
+		cmd = fmt.Sprintf("RELECT_SIM_SHARD_SCHEDULES=%d %s", n, cmd)
+	}
+	if base != 0 {
+		cmd = fmt.Sprintf("RELECT_SIM_SHARD_BASE=%d %s", base, cmd)
+	}
+	return cmd
 }
 
 // rangeRows are the rows of the range checks (sim.CheckShardRanges) in
