@@ -3,6 +3,7 @@ package sim
 import (
 	"math"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -50,10 +51,15 @@ func TestCheckHashSpans(t *testing.T) {
 	}
 }
 
-// rangeTerm is a term of shard i of count uid ranges, its context carrying
-// range rg.
+// rangeTerm is a term of shard i of 3 uid ranges, its context carrying
+// range rg, from `from` to `to` seconds (-1: never ended).
 func rangeTerm(c, i int, rg shardrange.Range, from, to int) ShardTerm {
-	return ShardTerm{Candidate: c, Run: c, Shard: []string{"0", "1", "2"}[i], Fence: "5", Range: rg, Ranged: true,
+	return splitTerm(c, i, Split{shardrange.UID, 3}, rg, from, to)
+}
+
+// splitTerm is rangeTerm of a candidate of split sp.
+func splitTerm(c, i int, sp Split, rg shardrange.Range, from, to int) ShardTerm {
+	return ShardTerm{Candidate: c, Run: c, Shard: strconv.Itoa(i), Fence: "5", Range: rg, Ranged: true, Split: sp,
 		Start: durS(from), End: durS(to)}
 }
 
@@ -62,6 +68,36 @@ func durS(n int) time.Duration {
 		return -1
 	}
 	return time.Duration(n) * s
+}
+
+type rangeCase struct {
+	name  string
+	terms []ShardTerm
+	want  []string
+	whole int
+}
+
+// splitChanges are histories whose split changes from 2 uid ranges to 4
+// (or to 2 namespace ranges): each term is judged by its own split, and
+// the two splits' ranges must not run at once where they share hashes
+// (or, of two fields, at all).
+func splitChanges(of func(i, n int) shardrange.Range) []rangeCase {
+	two, four := Split{shardrange.UID, 2}, Split{shardrange.UID, 4}
+	ns := Split{shardrange.Namespace, 2}
+	nsOf := func(i int) shardrange.Range { r, _ := shardrange.Of(shardrange.Namespace, i, 2); return r }
+	old := []ShardTerm{splitTerm(0, 0, two, of(0, 2), 0, 10), splitTerm(1, 1, two, of(1, 2), 0, 10)}
+	var next, early []ShardTerm
+	for i := range 4 {
+		next = append(next, splitTerm(2+i%2, i, four, of(i, 4), 10, 20))
+		early = append(early, splitTerm(2+i%2, i, four, of(i, 4), 10-i%2, 20))
+	}
+	return []rangeCase{
+		{"2 → 4 uid ranges, the old split stopped first", append(slices.Clone(old), next...), nil, 2},
+		{"2 → 4 uid ranges, 1 and 3 of 4 start before 0 and 1 of 2 stop", append(slices.Clone(old), early...),
+			[]string{"safety/shard-range-overlap", "safety/shard-range-overlap"}, 3},
+		{"uid → namespace ranges at once", []ShardTerm{splitTerm(0, 0, two, of(0, 2), 0, 10), splitTerm(1, 1, ns, nsOf(1), 5, 10)},
+			[]string{"safety/shard-range-overlap"}, 0},
+	}
 }
 
 // CheckShardRanges on 3 uid ranges: every term's context must carry its
@@ -84,11 +120,22 @@ func TestCheckShardRanges(t *testing.T) {
 		{"a range of 2 for a shard of 3", []ShardTerm{rangeTerm(0, 0, of(0, 3), 0, 10), rangeTerm(1, 1, of(1, 2), 0, 10)},
 			[]string{"safety/shard-range-context"}, 0},
 		{"the namespace's range", []ShardTerm{rangeTerm(0, 0, ns, 0, 10)}, []string{"safety/shard-range-context"}, 0},
-		{"no range", []ShardTerm{{Candidate: 0, Shard: "0", Fence: "5", Start: 0, End: 10 * s}}, []string{"safety/shard-range-context"}, 0},
+		{"no range", []ShardTerm{{Candidate: 0, Shard: "0", Fence: "5", Split: Split{shardrange.UID, 3}, Start: 0, End: 10 * s}},
+			[]string{"safety/shard-range-context"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := shardHistory()
 			h.Shards.Names, h.Shards.Ranges, h.Shards.Terms = []string{"0", "1", "2"}, shardrange.UID, tc.terms
+			vs, cov := CheckShardRanges(h)
+			if got := rules(vs); !slices.Equal(got, tc.want) || cov.Whole != tc.whole {
+				t.Errorf("got %v with %d instants whole, want %v with %d (%v)", got, cov.Whole, tc.want, tc.whole, vs)
+			}
+		})
+	}
+	for _, tc := range splitChanges(of) {
+		t.Run(tc.name, func(t *testing.T) {
+			h := shardHistory()
+			h.Shards.Names, h.Shards.Ranges, h.Shards.Terms = []string{"0", "1"}, shardrange.UID, tc.terms
 			vs, cov := CheckShardRanges(h)
 			if got := rules(vs); !slices.Equal(got, tc.want) || cov.Whole != tc.whole {
 				t.Errorf("got %v with %d instants whole, want %v with %d (%v)", got, cov.Whole, tc.want, tc.whole, vs)

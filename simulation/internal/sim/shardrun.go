@@ -95,8 +95,19 @@ type ShardTerm struct {
 	// if Ranged.
 	Range  shardrange.Range
 	Ranged bool
-	Start  time.Duration
-	End    time.Duration // -1 while alive
+	// Split is the split the term's candidate ran with (zero but for
+	// range shards): its context must carry shardrange.Of(Split.Field,
+	// shard, Split.Count).
+	Split Split
+	Start time.Duration
+	End   time.Duration // -1 while alive
+}
+
+// Split is a split of the data into range shards: ShardOptions.Ranges
+// and Count.
+type Split struct {
+	Field shardrange.Field
+	Count int
 }
 
 // ShardSpan is an interval [From, To) during which Candidate's
@@ -195,7 +206,11 @@ func (st *shardState) isShard(name string) bool {
 // options is relect's ShardOptions for slot sl's Elector el.
 func (st *shardState) options(sl *slot, el *relectElector) relect.ShardOptions {
 	sh := st.r.s.Shards
-	o := relect.ShardOptions{JoinDelay: sh.JoinDelay, Run: func(ctx context.Context) { st.run(ctx, sl, el) }}
+	var split Split
+	if !sh.Named && sh.Ranges != "" {
+		split = Split{Field: sh.Ranges, Count: sh.Count}
+	}
+	o := relect.ShardOptions{JoinDelay: sh.JoinDelay, Run: func(ctx context.Context) { st.run(ctx, sl, el, split) }}
 	if sh.Named {
 		o.Names = slices.Clone(st.names)
 	} else {
@@ -204,9 +219,10 @@ func (st *shardState) options(sl *slot, el *relectElector) relect.ShardOptions {
 	return o
 }
 
-// run is ShardOptions.Run: it records the term and writes to the shard's
-// store until ctx ends.
-func (st *shardState) run(ctx context.Context, sl *slot, el *relectElector) {
+// run is ShardOptions.Run of a candidate of split (zero but for range
+// shards): it records the term and writes to the shard's store until ctx
+// ends.
+func (st *shardState) run(ctx context.Context, sl *slot, el *relectElector, split Split) {
 	r := st.r
 	shard, _ := relect.ShardFromContext(ctx)
 	f, _ := relect.FenceFromContext(ctx)
@@ -218,7 +234,7 @@ func (st *shardState) run(ctx context.Context, sl *slot, el *relectElector) {
 	r.mu.Lock()
 	i := len(st.h.Terms)
 	st.h.Terms = append(st.h.Terms, ShardTerm{Candidate: sl.idx, Run: int(el.runID.Load()), Identity: sl.identity,
-		Shard: shard, Number: n, Fence: string(f), Range: rg, Ranged: ranged, Start: r.now(), End: -1})
+		Shard: shard, Number: n, Fence: string(f), Range: rg, Ranged: ranged, Split: split, Start: r.now(), End: -1})
 	r.mu.Unlock()
 	r.poke()
 	sl.startWrites(ctx, i, []termToken{{ShardStore(shard), string(f)}})
