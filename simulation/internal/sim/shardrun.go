@@ -181,7 +181,7 @@ func newShardState(r *runner) *shardState {
 		open: map[spanKey]ShardSpan{}}
 	st.h = &ShardHistory{Names: st.names, JoinDelay: sh.joinDelay(r.t), Rolling: sh.Rolling, Ranges: sh.Ranges}
 	for _, n := range st.names {
-		st.byLease[leasewire.ShardLeaseName(LeaseName, n)] = n
+		st.byLease[st.leaseName(n)] = n
 		if r.impl == Relect {
 			r.stores[ShardStore(n)] = &register{store: StoreFence} // compared as fences
 		} else {
@@ -195,6 +195,17 @@ func newShardState(r *runner) *shardState {
 	}
 	r.h.Shards = st.h
 	return st
+}
+
+// leaseName is the name of shard's Lease: a range shard's names its split
+// (leasewire.ShardLeaseNameIn), so that shard "1" of 4 and of 8 are two
+// Leases.
+func (st *shardState) leaseName(shard string) string {
+	split := ""
+	if sh := st.r.s.Shards; sh.Ranges != "" && !sh.Named {
+		split = leasewire.RangeSplit(string(sh.Ranges), sh.Count)
+	}
+	return leasewire.ShardLeaseNameIn(LeaseName, split, shard)
 }
 
 // isShard reports whether the Lease named name is a shard's or the table.
@@ -302,7 +313,9 @@ func (l *routedLeases) to(name string, opts *metav1.ListOptions) (coordinationv1
 				shard = l.rt.st.isShard(n)
 			}
 		}
-		shard = shard || opts.LabelSelector == l.rt.st.selector
+		// The leader's list of the shard Leases, or a range term's guard's
+		// (of the Leases with a range label too).
+		shard = shard || opts.LabelSelector == l.rt.st.selector || strings.HasPrefix(opts.LabelSelector, l.rt.st.selector+",")
 	}
 	switch {
 	case !shard:
@@ -575,7 +588,7 @@ func (st *shardState) edit(a Action) (skipped string) {
 		return r.slots[c].identity
 	}
 	now := metav1.NewMicroTime(time.Now())
-	lease := leasewire.ShardLeaseName(LeaseName, st.names[a.Shard])
+	lease := st.leaseName(st.names[a.Shard])
 	edit := func(name string, f func(*coordinationv1.Lease)) string {
 		var edited *coordinationv1.Lease
 		if err := r.api.Edit(Namespace, name, func(l *coordinationv1.Lease) { f(l); edited = l }); err != nil {
