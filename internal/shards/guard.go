@@ -8,6 +8,7 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/relect/relect/internal/pace"
@@ -53,10 +54,12 @@ type GuardPort interface {
 // Guard is the guard of one range shard: Wait is what each of its terms
 // does before Run. Safe for concurrent use.
 type Guard struct {
-	port            GuardPort
-	own             shardrange.Range
-	key             string // own wire.LabelShardRange
-	count           int    // of own split
+	port      GuardPort
+	own       shardrange.Range
+	key       string // own wire.LabelShardRange
+	count     int    // of own split
+	namespace string // the Leases'
+
 	ld, rp          time.Duration
 	describe, shard string
 	waiting         func(on bool) // told while Wait waits
@@ -74,6 +77,9 @@ type observations struct {
 	mu   sync.Mutex
 	seen map[string]observed // by Lease name; guarded by mu
 	next *flight             // a list not sent yet, which a guard may join; guarded by mu
+	// forbidden: the last list answered 403 (and a guard warned of it);
+	// guarded by mu.
+	forbidden bool
 }
 
 // flight is one list of the range shard Leases, shared by the guards that
@@ -132,7 +138,8 @@ func NewGuard(cfg *Config, shard string, port GuardPort, waiting func(on bool)) 
 		waiting = func(bool) {}
 	}
 	return &Guard{port: port, own: own, key: wire.RangeShard(cfg.Ranges, len(cfg.Shards), shard), count: len(cfg.Shards),
-		ld: cfg.LeaseDuration, rp: cfg.RetryPeriod, describe: cfg.Describe, shard: shard, waiting: waiting, obs: &observations{}}
+		namespace: cfg.Namespace,
+		ld:        cfg.LeaseDuration, rp: cfg.RetryPeriod, describe: cfg.Describe, shard: shard, waiting: waiting, obs: &observations{}}
 }
 
 // observed is a Lease version as a Wait first observed it.
@@ -162,6 +169,7 @@ func (g *Guard) Wait(ctx context.Context, beat func(context.Context) bool) bool 
 	}()
 	for ctx.Err() == nil {
 		items, err := g.obs.list(ctx, g.port)
+		g.forbidden(err)
 		if err == nil {
 			block := g.check(ctx, items)
 			if len(block) == 0 {
@@ -187,6 +195,25 @@ func (g *Guard) Wait(ctx context.Context, beat func(context.Context) bool) bool 
 		}
 	}
 	return false
+}
+
+// forbidden keeps whether the last list that the API answered, with err,
+// was refused (403 or 401), and warns when a run of them begins: without leases list a range term
+// waits for good, and nothing else would say why (its shard's own Lease
+// calls succeed). Once for the guards of one candidate.
+func (g *Guard) forbidden(err error) {
+	no := apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
+	g.obs.mu.Lock()
+	warn := no && !g.obs.forbidden
+	if no || err == nil { // another failure (a timeout, the term's end) says nothing of RBAC
+		g.obs.forbidden = no
+	}
+	g.obs.mu.Unlock()
+	if warn {
+		g.port.Log(slog.LevelWarn, "relect: a range shard's term waits: this candidate may not list the Leases of its namespace, "+
+			"which the split-change guard reads before Run; grant its Role leases list (deploy/)",
+			"lease", g.describe, "shard", g.shard, "range", g.key, "namespace", g.namespace, "err", err)
+	}
 }
 
 // Before returns a term's work that calls run once Wait (with beat) lets

@@ -16,7 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/relect/relect/internal/wire"
 )
@@ -110,7 +112,7 @@ func (p *guardPort) counts() (lists int, logs []string) {
 // whether it says it waits; obs (if any) are the observations it shares.
 func guardOf(t *testing.T, count int, sh string, port GuardPort, obs ...*observations) (*Guard, func() bool) {
 	t.Helper()
-	cfg := &Config{Name: "lease", Describe: "ns/lease", Shards: Names(count, nil), Ranges: "uid", LeaseDuration: guardLD, RetryPeriod: guardRP}
+	cfg := &Config{Name: "lease", Namespace: "ns", Describe: "ns/lease", Shards: Names(count, nil), Ranges: "uid", LeaseDuration: guardLD, RetryPeriod: guardRP}
 	var mu sync.Mutex
 	waiting := false
 	g := NewGuard(cfg, sh, port, func(on bool) { mu.Lock(); waiting = on; mu.Unlock() })
@@ -376,5 +378,46 @@ func TestGuardsShareObservations(t *testing.T) {
 		assert.Equal(t, time.Duration(0), <-wait(t.Context(), g2, &beats), "the same candidate's next guard")
 		g3, _ := guardOf(t, 4, "1", p)
 		assert.GreaterOrEqual(t, <-wait(t.Context(), g3, &beats), guardLD, "another candidate's guard")
+	})
+}
+
+// TestGuardWarnsForbidden: a guard whose list of the range shard Leases
+// is forbidden (RBAC without leases list) waits, as for any failed list,
+// and says why at Warn — once for the guards of one candidate while the
+// lists stay forbidden, naming the verb, the namespace and the fix — and
+// again after a list succeeded and then was forbidden anew. Once the
+// list is granted, Run starts within a RetryPeriod.
+func TestGuardWarnsForbidden(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := newGuardPort()
+		p.fail = apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("RBAC: no list"))
+		obs := &observations{}
+		g0, waiting := guardOf(t, 4, "0", p, obs)
+		g1, _ := guardOf(t, 4, "1", p, obs)
+		beats := 0
+		done0, done1 := wait(t.Context(), g0, &beats), wait(t.Context(), g1, &beats)
+		time.Sleep(10 * guardRP)
+		synctest.Wait()
+		require.Empty(t, done0, "started without a list")
+		assert.True(t, waiting())
+		_, logs := p.counts()
+		require.Len(t, logs, 1, "one warning for the candidate's guards: %q", logs)
+		for _, want := range []string{"WARN ", "list", "ns", "waits"} {
+			assert.Contains(t, logs[0], want)
+		}
+		p.mu.Lock()
+		p.fail = nil
+		p.mu.Unlock()
+		assert.LessOrEqual(t, <-done0, 11*guardRP)
+		<-done1
+		p.mu.Lock()
+		p.fail = apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "", errors.New("RBAC: no list"))
+		p.mu.Unlock()
+		g2, _ := guardOf(t, 4, "2", p, obs)
+		ctx, cancel := context.WithTimeout(t.Context(), 3*guardRP)
+		defer cancel()
+		assert.Equal(t, time.Duration(-1), <-wait(ctx, g2, &beats))
+		_, logs = p.counts()
+		assert.Len(t, logs, 2, "forbidden anew after a list succeeded: warned again")
 	})
 }
