@@ -8,7 +8,6 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/relect/relect/internal/pace"
@@ -74,12 +73,10 @@ type Guard struct {
 // their lists, so that S guards waiting at once take one list per
 // RetryPeriod, not S. The zero value is ready; safe for concurrent use.
 type observations struct {
-	mu   sync.Mutex
-	seen map[string]observed // by Lease name; guarded by mu
-	next *flight             // a list not sent yet, which a guard may join; guarded by mu
-	// forbidden: the last list answered 403 (and a guard warned of it);
-	// guarded by mu.
-	forbidden bool
+	mu      sync.Mutex
+	seen    map[string]observed // by Lease name; guarded by mu
+	next    *flight             // a list not sent yet, which a guard may join; guarded by mu
+	refused refusal             // of the lists, for the guards' warning
 }
 
 // flight is one list of the range shard Leases, shared by the guards that
@@ -197,19 +194,11 @@ func (g *Guard) Wait(ctx context.Context, beat func(context.Context) bool) bool 
 	return false
 }
 
-// forbidden keeps whether the last list that the API answered, with err,
-// was refused (403 or 401), and warns when a run of them begins: without leases list a range term
-// waits for good, and nothing else would say why (its shard's own Lease
-// calls succeed). Once for the guards of one candidate.
+// forbidden warns, once per candidate while its lists stay refused, when
+// err, a list's outcome, is a refusal (refusal): without leases list a
+// range term waits for good, and nothing else would say why.
 func (g *Guard) forbidden(err error) {
-	no := apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err)
-	g.obs.mu.Lock()
-	warn := no && !g.obs.forbidden
-	if no || err == nil { // another failure (a timeout, the term's end) says nothing of RBAC
-		g.obs.forbidden = no
-	}
-	g.obs.mu.Unlock()
-	if warn {
+	if g.obs.refused.begins(err) {
 		g.port.Log(slog.LevelWarn, "relect: a range shard's term waits: this candidate may not list the Leases of its namespace, "+
 			"which the split-change guard reads before Run; grant its Role leases list (deploy/)",
 			"lease", g.describe, "shard", g.shard, "range", g.key, "namespace", g.namespace, "err", err)

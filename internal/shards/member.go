@@ -150,12 +150,14 @@ func (s *Shards[C]) Running() []Running[C] {
 // follow keeps the table's view until ctx is done: a list of the one Lease
 // (for a version to watch from, even while it is missing), then a watch.
 // A table missing, deleted or malformed changes nothing: the shards held
-// stay held, each on its own Lease.
+// stay held, each on its own Lease. A list refused (RBAC) is a warning,
+// once until a list is answered.
 func (m *member[C]) follow() {
 	defer m.want(nil)
 	name := wire.ShardTableName(m.cfg.Name)
 	sel := fields.OneTermEqualSelector("metadata.name", name).String()
 	retry := m.port.NewRetry()
+	var refused refusal
 	for m.ctx.Err() == nil {
 		var list *coordinationv1.LeaseList
 		err := m.port.DoSpare(m.ctx, VerbGetTable, true, func(ctx context.Context) error {
@@ -163,6 +165,11 @@ func (m *member[C]) follow() {
 			list, err = m.cfg.Leases.List(ctx, metav1.ListOptions{FieldSelector: sel})
 			return err
 		})
+		if refused.begins(err) {
+			m.port.Log(slog.LevelWarn, "relect: this candidate takes part in no shard: it may not list the shard table's Lease",
+				"lease", m.cfg.Describe, "table", name, "namespace", m.cfg.Namespace, "err", err,
+				"fix", "grant its Role leases list and watch (deploy/)")
+		}
 		if err != nil {
 			if pace.Sleep(m.ctx, retry.Next()) != nil {
 				return

@@ -158,6 +158,44 @@ func TestMemberLogsAChildItCannotStart(t *testing.T) {
 	})
 }
 
+// A member that may not list the shard table's Lease (RBAC without
+// leases list) takes part in no shard: it says so at Warn, once while its
+// lists stay refused, and follows the table once they are granted.
+func TestMemberWarnsTableForbidden(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		c := api.Client("a")
+		c.FailVerb(relecttest.VerbList, relecttest.Error(403))
+		cfg := testConfig("a", "0")
+		cfg.Leases = c.Clientset().CoordinationV1().Leases(testNS)
+		port := &fakeMember{}
+		st := &starter{}
+		s := New[*fakeChild](cfg)
+		wait := s.Join(t.Context(), port, st.start)
+		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a"}})
+		time.Sleep(10 * rp)
+		synctest.Wait()
+		assert.Empty(t, st.started())
+		port.mu.Lock()
+		assert.Equal(t, 1, countOf(port.logs, "relect: this candidate takes part in no shard: it may not list the shard table's Lease"), "%q", port.logs)
+		port.mu.Unlock()
+		c.Heal()
+		time.Sleep(2 * rp)
+		synctest.Wait()
+		assert.Equal(t, []string{"0"}, st.started())
+		wait()
+	})
+}
+
+func countOf(logs []string, msg string) (n int) {
+	for _, l := range logs {
+		if l == msg {
+			n++
+		}
+	}
+	return n
+}
+
 // warmBook is Config.Warm for the member's tests: it records each call's
 // shard and range, and, when its context ends, whether the shard's child
 // was still leading.
