@@ -57,6 +57,7 @@ type Guard struct {
 	own       shardrange.Range
 	key       string // own wire.LabelShardRange
 	count     int    // of own split
+	lease     string // the election's Lease's name
 	namespace string // the Leases'
 
 	ld, rp          time.Duration
@@ -135,8 +136,8 @@ func NewGuard(cfg *Config, shard string, port GuardPort, waiting func(on bool)) 
 		waiting = func(bool) {}
 	}
 	return &Guard{port: port, own: own, key: wire.RangeShard(cfg.Ranges, len(cfg.Shards), shard), count: len(cfg.Shards),
-		namespace: cfg.Namespace,
-		ld:        cfg.LeaseDuration, rp: cfg.RetryPeriod, describe: cfg.Describe, shard: shard, waiting: waiting, obs: &observations{}}
+		lease: cfg.Name, namespace: cfg.Namespace,
+		ld: cfg.LeaseDuration, rp: cfg.RetryPeriod, describe: cfg.Describe, shard: shard, waiting: waiting, obs: &observations{}}
 }
 
 // observed is a Lease version as a Wait first observed it.
@@ -241,7 +242,8 @@ func (g *Guard) check(ctx context.Context, items []coordinationv1.Lease) []*coor
 }
 
 // blocking returns the Leases among items, one list's, that hold Run back
-// at now: of another split, overlapping g's range, held, and unchanged
+// at now: of another split, overlapping g's range (or whose label does not
+// name the range its name does: edited by hand), held, and unchanged
 // for less than their lease duration since a guard of this candidate
 // first observed their version (g.obs). A version is stamped when its list is
 // read, after the apiserver answered: later than its write, so that a
@@ -258,8 +260,8 @@ func (g *Guard) blocking(items []coordinationv1.Lease, now time.Time) (out, expi
 	for i := range items {
 		l := &items[i]
 		key, ok := l.Labels[wire.LabelShardRange]
-		if !ok || !g.overlaps(key) {
-			continue
+		if !ok || !g.overlaps(key) && l.Name == wire.ShardLeaseName(g.lease, key) {
+			continue // a label edited by hand, which its name belies, says no range: wait as for one that overlaps
 		}
 		if o, ok := seen[l.Name]; !ok || o.rv != l.ResourceVersion {
 			seen[l.Name] = observed{rv: l.ResourceVersion, at: now}

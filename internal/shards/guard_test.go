@@ -173,6 +173,29 @@ func TestGuardOverlaps(t *testing.T) {
 	}
 }
 
+// TestGuardLabelEditedByHand: a held Lease whose range label an operator
+// garbled, or changed to another range (of its own split, or one that
+// does not overlap), no longer says which range it holds: its name does
+// (wire.ShardLeaseNameIn), and a guard waits for it as for an overlapping
+// range — until its holder's next write puts the label back — rather
+// than start Run beside it.
+func TestGuardLabelEditedByHand(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		for _, label := range []string{"uid-x-y", "uid-8-3", "uid-4-3", ""} {
+			p := newGuardPort()
+			p.put("uid-4-1", "old", 15) // overlaps shard 3 of 8
+			p.mu.Lock()
+			p.leases["uid-4-1"].Labels[wire.LabelShardRange] = label
+			p.mu.Unlock()
+			g, _ := guardOf(t, 8, "3", p)
+			ctx, cancel := context.WithTimeout(t.Context(), guardRP)
+			beats := 0
+			assert.Equal(t, time.Duration(-1), <-wait(ctx, g, &beats), "label %q: started beside a held overlapping range", label)
+			cancel()
+		}
+	})
+}
+
 // TestGuardStartsAtOnce: with no held, unexpired, overlapping Lease of
 // another split — held ones of its own split and of ranges it does not
 // meet, an overlapping one released — Wait lists once and returns at
