@@ -308,6 +308,47 @@ func TestMemberWarm(t *testing.T) {
 	})
 }
 
+// A Warm that does not return once its context is cancelled keeps its
+// shard from being campaigned for again on this candidate (and Join's
+// wait from returning): a LeaseDuration after the cancel it is a Warn
+// naming the shard, once, and an Info when it returns at last.
+func TestMemberWarmOverrun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := relecttest.NewLeaseAPI()
+		cfg := testConfig("a", "0")
+		cfg.Leases = api.Client("a").Clientset().CoordinationV1().Leases(testNS)
+		release := make(chan struct{})
+		cfg.Warm = func(context.Context) { <-release } // ignores its context
+		var st starter
+		s := New[*fakeChild](cfg)
+		port := &fakeMember{}
+		wait := s.Join(t.Context(), port, st.start)
+		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a"}})
+		synctest.Wait()
+		putTable(api, &wire.Table{Assigned: map[string]string{"0": "b"}})
+		synctest.Wait()
+		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a"}})
+		time.Sleep(ld - time.Second)
+		synctest.Wait()
+		port.mu.Lock()
+		assert.Zero(t, countOf(port.logs, "relect: Shards.Warm has not returned since its context was cancelled"), "before LeaseDuration")
+		port.mu.Unlock()
+		time.Sleep(10 * ld)
+		synctest.Wait()
+		assert.Equal(t, []string{"0"}, st.started(), "not campaigned for again while its Warm runs")
+		port.mu.Lock()
+		assert.Equal(t, 1, countOf(port.logs, "relect: Shards.Warm has not returned since its context was cancelled"), "%q", port.logs)
+		port.mu.Unlock()
+		close(release)
+		synctest.Wait()
+		assert.Equal(t, []string{"0", "0"}, st.started(), "campaigned for again once it returned")
+		port.mu.Lock()
+		assert.Equal(t, 1, countOf(port.logs, "relect: Shards.Warm returned late"))
+		port.mu.Unlock()
+		wait()
+	})
+}
+
 // A Warm that panics is recovered and logged; the shard's child runs on.
 func TestMemberWarmPanics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

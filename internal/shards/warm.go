@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"runtime/debug"
+	"time"
 
 	"github.com/relect/relect/shardrange"
 )
@@ -43,6 +44,24 @@ func (m *member[C]) warm(sh string) (cool func()) {
 	}()
 	return func() {
 		cancel()
-		<-done
+		m.awaitWarm(sh, done)
 	}
+}
+
+// awaitWarm waits for shard sh's Warm, whose context was just cancelled,
+// to return (done closed). One that has not a LeaseDuration later is a
+// Warn, once — until it returns, this candidate does not campaign for the
+// shard and the Elector's Run cannot return — and its late return an Info.
+func (m *member[C]) awaitWarm(sh string, done <-chan struct{}) {
+	start := time.Now()
+	select {
+	case <-done:
+		return
+	case <-time.After(m.cfg.LeaseDuration):
+	}
+	m.port.Log(slog.LevelWarn, "relect: Shards.Warm has not returned since its context was cancelled",
+		"lease", m.cfg.Describe, "shard", sh, "for", m.cfg.LeaseDuration,
+		"consequence", "this candidate does not campaign for the shard, and its Run does not return, until Warm returns")
+	<-done
+	m.port.Log(slog.LevelInfo, "relect: Shards.Warm returned late", "lease", m.cfg.Describe, "shard", sh, "after", time.Since(start))
 }
