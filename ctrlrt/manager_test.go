@@ -19,6 +19,9 @@ import (
 	"github.com/relect/relect/fencing"
 	"github.com/relect/relect/internal/bubble"
 	"github.com/relect/relect/relecttest"
+	"github.com/relect/relect/shardrange"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -390,6 +393,44 @@ func TestNewManagerRefusesBadOptions(t *testing.T) {
 				if !errors.Is(err, want) {
 					t.Errorf("NewManager: %v, want it to match %v", err, want)
 				}
+			}
+		})
+	}
+}
+
+// TestNewManagerNamesShardFields: the shard options a user gets wrong are
+// each reported by the field to set: Elector.Shards without ShardSetup
+// (nor Shards.Run) names ShardSetup, not only relect's Shards.Run; with
+// ShardSetup, Shards.Run and Shards.Warm are both named, not the first
+// one only.
+func TestNewManagerNamesShardFields(t *testing.T) {
+	api := relecttest.NewLeaseAPI()
+	setup := func(context.Context, manager.Manager) error { return nil }
+	cfg := &rest.Config{Host: "https://127.0.0.1:1"}
+	mo := manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"}
+	for _, tc := range []struct {
+		name   string
+		shards relect.ShardOptions
+		setup  bool
+		want   []string
+	}{
+		{"Count without ShardSetup", relect.ShardOptions{Count: 2}, false, []string{"Options.ShardSetup is nil", "Options.Shards.Run is nil"}},
+		{"Ranges without ShardSetup", relect.ShardOptions{Count: 2, Ranges: shardrange.UID}, false, []string{"Options.ShardSetup is nil"}},
+		{"Run and Warm with ShardSetup", relect.ShardOptions{Count: 2, Ranges: shardrange.UID, Run: func(context.Context) {}, Warm: func(context.Context) {}},
+			true, []string{"Options.Elector.Shards.Run is set", "Options.Elector.Shards.Warm is set"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eo := electorTimings
+			eo.Client, eo.Namespace, eo.Name = api.Client("x").Clientset(), namespace, leaseName
+			eo.Shards = tc.shards
+			o := ctrlrt.Options{Elector: eo, Setup: setup}
+			if tc.setup {
+				o.ShardSetup = setup
+			}
+			_, err := ctrlrt.NewManager(cfg, mo, o)
+			require.ErrorIs(t, err, ctrlrt.ErrInvalidOptions)
+			for _, w := range tc.want {
+				assert.Contains(t, err.Error(), w)
 			}
 		})
 	}

@@ -171,12 +171,20 @@ func (o *Options) electorOptions(config *rest.Config, log logr.Logger, lead func
 
 // checkShards checks ShardSetup and ShardInformers.
 func (o *Options) checkShards(bad func(field, problem string)) {
-	switch {
-	case o.ShardSetup == nil && len(o.ShardInformers) > 0:
-		bad("Options.ShardInformers", "is set, and Options.ShardSetup is nil")
-	case o.ShardSetup != nil && o.Elector.Shards.Run != nil:
+	s := &o.Elector.Shards
+	if o.ShardSetup == nil {
+		if len(o.ShardInformers) > 0 {
+			bad("Options.ShardInformers", "is set, and Options.ShardSetup is nil")
+		}
+		if s.Run == nil && (s.Count != 0 || len(s.Names) > 0 || s.Ranges != "") {
+			bad("Options.ShardSetup", "is nil, and Options.Elector.Shards asks for shards: set ShardSetup to run controllers per shard (or Shards.Run for work of your own)")
+		}
+		return
+	}
+	if s.Run != nil {
 		bad("Options.Elector.Shards.Run", "is set: ctrlrt runs each shard term (put the shard's work in Options.ShardSetup)")
-	case o.ShardSetup != nil && o.Elector.Shards.Warm != nil:
+	}
+	if s.Warm != nil {
 		bad("Options.Elector.Shards.Warm", "is set: ctrlrt warms each shard's cache (list its types in Options.ShardInformers)")
 	}
 	for i, obj := range o.ShardInformers {
