@@ -417,8 +417,8 @@ func TestGuardWarnsForbidden(t *testing.T) {
 		obs := &observations{}
 		g0, waiting := guardOf(t, 4, "0", p, obs)
 		g1, _ := guardOf(t, 4, "1", p, obs)
-		beats := 0
-		done0, done1 := wait(t.Context(), g0, &beats), wait(t.Context(), g1, &beats)
+		beats, beats1 := 0, 0
+		done0, done1 := wait(t.Context(), g0, &beats), wait(t.Context(), g1, &beats1)
 		time.Sleep(10 * guardRP)
 		synctest.Wait()
 		require.Empty(t, done0, "started without a list")
