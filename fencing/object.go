@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/util/retry"
 )
 
 // ObjectClient is what UpdateObject needs of a Kubernetes client: the Get
@@ -44,27 +45,34 @@ type ObjectClient[T metav1.Object] interface {
 //   - change's error, unwrapped, if change fails: nothing is written;
 //   - the client's error for any other failure of Get or Update (NotFound,
 //     Forbidden, a timeout; apierrors tells them apart);
+//   - the 409 Conflict itself after 5 attempts, each on a fresh read, 10
+//     ms apart (client-go's retry.DefaultRetry): writers that keep
+//     racing for one object are told, not retried without end;
 //   - ctx's error if ctx is done between two attempts.
 //
 // change may be called once per attempt, each time on a fresh read; it
 // must not set the annotation key. UpdateObject blocks for its requests
-// and is safe for concurrent use as far as c is. Between two attempts it
-// does not wait: every conflict means that someone else's write landed.
+// (and 10 ms between two attempts) and is safe for concurrent use as far
+// as c is.
 func UpdateObject[T metav1.Object](ctx context.Context, c ObjectClient[T], name, key string, f relect.Fence, change func(T) error) (T, error) {
 	var zero T
 	if err := checkWrite(f, key); err != nil {
 		return zero, err
 	}
-	for {
+	var updated T
+	err := retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		obj, err := c.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return zero, err
+			return err
 		}
 		if old := relect.Fence(obj.GetAnnotations()[key]); old.Compare(f) > 0 {
-			return zero, fmt.Errorf("%w: the write's fence %s is older than %s, in %s's annotation %s", ErrStale, f, old, name, key)
+			return fmt.Errorf("%w: the write's fence %s is older than %s, in %s's annotation %s", ErrStale, f, old, name, key)
 		}
 		if err := change(obj); err != nil {
-			return zero, err
+			return err
 		}
 		a := obj.GetAnnotations()
 		if a == nil {
@@ -72,14 +80,16 @@ func UpdateObject[T metav1.Object](ctx context.Context, c ObjectClient[T], name,
 		}
 		a[key] = string(f)
 		obj.SetAnnotations(a)
-		updated, err := c.Update(ctx, obj, metav1.UpdateOptions{})
-		if !apierrors.IsConflict(err) {
-			return updated, err
-		}
-		if err := ctx.Err(); err != nil {
-			return zero, err
-		}
+		updated, err = c.Update(ctx, obj, metav1.UpdateOptions{})
+		return err
+	})
+	if cerr := ctx.Err(); err != nil && cerr != nil && apierrors.IsConflict(err) {
+		return zero, cerr // retry.OnError reports the last conflict in its place
 	}
+	if err != nil {
+		return zero, err
+	}
+	return updated, nil
 }
 
 // checkWrite checks UpdateObject's fence and annotation key.

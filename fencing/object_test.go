@@ -183,3 +183,18 @@ func TestUpdateObjectOverGarbage(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "3", c.objs["report"].Annotations[fenceKey])
 }
+
+// Writers that keep racing for one object: every update meets a 409.
+// UpdateObject gives up after client-go's retry.DefaultRetry (5 attempts),
+// returning the conflict, instead of reading and writing without end.
+func TestUpdateObjectConflictStorm(t *testing.T) {
+	cms := newConfigMaps(t, "report")
+	var storm func()
+	storm = func() { cms.set("report", "40", "other"); cms.beforeUpdate = storm }
+	cms.beforeUpdate = storm
+	_, err := fencing.UpdateObject(t.Context(), cms, "report", fenceKey, "50", put("mine"))
+	assert.True(t, apierrors.IsConflict(err), "%v", err)
+	assert.Equal(t, 5, cms.gets, "one read per attempt, 5 attempts")
+	assert.Equal(t, 5, cms.writes, "the other writer's 5 writes, none of UpdateObject's")
+	assert.Equal(t, "other", cms.objs["report"].Data["v"])
+}
