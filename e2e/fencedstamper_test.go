@@ -91,8 +91,8 @@ func (s *stamper) stop(t *testing.T) {
 	s.cancel()
 	select {
 	case <-s.done:
-	case <-time.After(renewDeadline + slack):
-		t.Fatalf("%s's Run did not return within %v", s.id, renewDeadline+slack)
+	case <-time.After(renewDeadline + livenessGrace):
+		t.Fatalf("%s's Run did not return within %v", s.id, renewDeadline+livenessGrace)
 	}
 	if !errors.Is(s.runErr, context.Canceled) {
 		t.Errorf("%s's Run returned %v, want context.Canceled", s.id, s.runErr)
