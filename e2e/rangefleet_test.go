@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relect/relect/e2e/internal/faultproxy"
 	"github.com/relect/relect/e2e/internal/history"
 	"github.com/relect/relect/internal/bench"
 )
@@ -46,6 +47,16 @@ type rangeProc struct {
 	slot    int
 	hist    string
 	stopped time.Time // when the test sent SIGTERM (zero: never)
+	// proxy is its own way to the apiserver (the fleet is proxied), or
+	// nil: it uses the fleet's kubeconfig, straight to the apiserver.
+	proxy *faultproxy.Proxy
+	// cut and healed bound its partition (zero: never cut off).
+	cut, healed time.Time
+}
+
+// cutOffAt reports whether p was cut off from the apiserver at t.
+func (p *rangeProc) cutOffAt(t time.Time) bool {
+	return !p.cut.IsZero() && !t.Before(p.cut) && (p.healed.IsZero() || !t.After(p.healed))
 }
 
 // records reads the history written so far.
@@ -64,11 +75,14 @@ type rangeFleet struct {
 	c      *cluster
 	static bool
 	lease  string // the election's Lease (relect)
-	kc     string // the kubeconfig every process uses, straight to the apiserver
-	size   rangeSize
-	lt     leaseTiming  // the relect processes' durations
-	warm   bool         // relect with warm takers (rangeinformer -warm)
-	procs  []*rangeProc // every process started, in order
+	kc     string // the kubeconfig every process uses, straight to the apiserver (unless proxied)
+	// proxied: each process reaches the apiserver through a faultproxy of
+	// its own (rangeProc.proxy), so that one can be cut off (partition).
+	proxied bool
+	size    rangeSize
+	lt      leaseTiming  // the relect processes' durations
+	warm    bool         // relect with warm takers (rangeinformer -warm)
+	procs   []*rangeProc // every process started, in order
 }
 
 // newRangeFleet returns an empty fleet; name tells its files and Lease
@@ -102,7 +116,13 @@ func (f *rangeFleet) start(slot int) *rangeProc {
 		f.t.Fatal(err)
 	}
 	p := &rangeProc{id: id, slot: slot, hist: filepath.Join(dir, "history.jsonl")}
-	args := []string{"-kubeconfig", f.kc, "-namespace", namespace, "-identity", id, "-history", p.hist,
+	kc := f.kc
+	if f.proxied {
+		p.proxy = f.c.newProxy(f.t, filepath.Base(f.lease)+"-"+id)
+		kc = filepath.Join(dir, "kubeconfig")
+		kubeconfig(f.t, kc, f.c.adminConfig(), p.proxy.Addr())
+	}
+	args := []string{"-kubeconfig", kc, "-namespace", namespace, "-identity", id, "-history", p.hist,
 		"-label", rangeLabel, "-lease-duration", f.lt.ld.String(),
 		"-renew-deadline", f.lt.rd.String(), "-retry-period", f.lt.rp.String()}
 	if f.static {
@@ -154,12 +174,16 @@ func (f *rangeFleet) holdings() []holding {
 	return out
 }
 
-// openBy returns the open holdings (held now, by running processes) by
-// process, and whether every one of them has synced.
-func (f *rangeFleet) openBy() (map[string][]holding, bool) {
+// openBy returns the open holdings (held now, by running processes but
+// the one named except) by process, and whether every one of them has
+// synced.
+func (f *rangeFleet) openBy(except string) (map[string][]holding, bool) {
 	by := map[string][]holding{}
 	synced := true
 	for _, p := range f.live() {
+		if p.id == except {
+			continue
+		}
 		by[p.id] = nil
 		for _, h := range holdingsOf(f.t, p.id, p.records(), time.Time{}) {
 			if h.iv.Open {
@@ -174,8 +198,12 @@ func (f *rangeFleet) openBy() (map[string][]holding, bool) {
 // settled reports whether every range is held by exactly one running
 // process, each holder synced; for relect also that the running
 // processes each hold ⌊S/n⌋ or ⌈S/n⌉ shards.
-func (f *rangeFleet) settled() bool {
-	by, synced := f.openBy()
+func (f *rangeFleet) settled() bool { return f.settledWithout("") }
+
+// settledWithout is settled over the running processes but the one named
+// except (a process cut off from the apiserver, which holds nothing).
+func (f *rangeFleet) settledWithout(except string) bool {
+	by, synced := f.openBy(except)
 	if !synced {
 		return false
 	}
@@ -223,7 +251,7 @@ func (f *rangeFleet) leader() string {
 func (f *rangeFleet) victim(leader bool) *rangeProc {
 	f.t.Helper()
 	id := f.leader()
-	by, _ := f.openBy()
+	by, _ := f.openBy("")
 	var best *rangeProc
 	for _, p := range f.live() {
 		if (p.id == id) == leader && (best == nil || len(by[p.id]) > len(by[best.id])) {

@@ -45,12 +45,17 @@ var rangeSizes = map[string]rangeSize{"short": {1000, 4, 8}, "full": {10000, 10,
 //     bytes per replica (max ÷ mean); asserted: each range's informer kept
 //     exactly the objects whose uid hash (computed here) its range holds,
 //     and was sent those only (gate on) or every object (gate off).
-//   - Through a graceful stop, a SIGKILL, a graceful stop of the
-//     election's leader, and rolling restarts of every process without
-//     and with a surge (gate on): asserted, never two processes holding
-//     one object at one instant (from the logged start and stop of every
-//     range term, touching counts); measured, the object-seconds during
-//     which an object had no holder.
+//   - Through a graceful stop, a SIGKILL, a partition (one process cut
+//     off from the apiserver by its faultproxy for longer than
+//     LeaseDuration, then healed), a graceful stop of the election's
+//     leader, and rolling restarts of every process without and with a
+//     surge (gate on): asserted, never two processes holding one object
+//     at one instant (from the logged start and stop of every range term,
+//     touching counts); in the partition, the cut-off holder's terms end
+//     within RD + RP of the cut, its ranges run elsewhere within LD + 2 ×
+//     RP + 1 s of its last renewal, and healed it holds ranges again
+//     (partitionBounds); measured, the object-seconds during which an
+//     object had no holder.
 //   - The static scheme of kube-state-metrics (process i of N holds range
 //     i of N, no coordination) through the same rolling restarts: its
 //     unowned and duplicate object-seconds beside relect's.
@@ -98,7 +103,9 @@ func TestShardRangeMeasure(t *testing.T) {
 		}
 	})
 	hashes = createRangeObjects(t, gated, size.objects)
-	rep.runRelect(newRangeFleet(t, gated, "relect", size, false, suiteTiming), hashes)
+	f := newRangeFleet(t, gated, "relect", size, false, suiteTiming)
+	f.proxied = true // each process behind a faultproxy of its own, for the partition
+	rep.runRelect(f, hashes)
 	w := newRangeFleet(t, gated, "warm", size, false, suiteTiming)
 	w.warm = true
 	rep.runWarm(w, hashes)
@@ -117,7 +124,7 @@ func TestShardRangeMeasure(t *testing.T) {
 // every scenario; no object may be held twice at one instant.
 func (r *rangeReport) runRelect(f *rangeFleet, hashes []uint64) {
 	r.on = f.settle(hashes, true)
-	r.relect = f.scenarios(hashes, true)
+	r.relect, r.partition = f.scenarios(hashes, true)
 	r.cold = f.firstReconciles(r.on.at)
 	f.stopAll()
 	r.safety = coverOf(hashes, f.holdings(), r.on.at, time.Now())
@@ -131,7 +138,7 @@ func (r *rangeReport) runRelect(f *rangeFleet, hashes []uint64) {
 // twice at one instant.
 func (r *rangeReport) runWarm(f *rangeFleet, hashes []uint64) {
 	w := &warmRun{on: f.settle(hashes, true)}
-	w.covers = f.scenarios(hashes, false)
+	w.covers, _ = f.scenarios(hashes, false)
 	w.moves = f.firstReconciles(w.on.at)
 	f.stopAll()
 	w.safety = coverOf(hashes, f.holdings(), w.on.at, time.Now())
@@ -168,19 +175,29 @@ func rollingName(surge bool) string {
 }
 
 // scenarios runs the relect fleet through a graceful stop of a follower,
-// and if all, a SIGKILL of one, a graceful stop of the election's leader
-// (each followed by a new process in its slot); then a rolling restart,
-// and if all, one with a surge. It returns each one's coverage.
-func (f *rangeFleet) scenarios(hashes []uint64, all bool) []rangeCover {
+// and if all, a SIGKILL of one (each followed by a new process in its
+// slot), a partition of one (the fleet must be proxied) and a graceful
+// stop of the election's leader (followed by a new process); then a
+// rolling restart, and if all, one with a surge. It returns each one's
+// coverage, and the partition's figures (nil unless all).
+func (f *rangeFleet) scenarios(hashes []uint64, all bool) ([]rangeCover, *partitionRun) {
 	var ws []rangeWindow
+	var part *partitionRun
 	for i, sc := range []struct {
-		name         string
-		leader, kill bool
-	}{{"graceful stop of a follower, then a new process", false, false},
-		{"SIGKILL of a follower, then a new process", false, true},
-		{"graceful stop of the leader (a change of leader), then a new process", true, false}} {
+		name                    string
+		leader, kill, partition bool
+	}{{"graceful stop of a follower, then a new process", false, false, false},
+		{"SIGKILL of a follower, then a new process", false, true, false},
+		{partitionName, false, false, true},
+		{"graceful stop of the leader (a change of leader), then a new process", true, false, false}} {
 		if i > 0 && !all {
 			break
+		}
+		if sc.partition {
+			var w rangeWindow
+			w, part = f.partition()
+			ws = append(ws, w)
+			continue
 		}
 		from := time.Now()
 		f.replace(f.victim(sc.leader), sc.kill)
@@ -193,7 +210,7 @@ func (f *rangeFleet) scenarios(hashes []uint64, all bool) []rangeCover {
 		from, to := f.rollingRestart(surge)
 		ws = append(ws, rangeWindow{rollingName(surge), from, to})
 	}
-	return coversOf(hashes, f.holdings(), ws)
+	return coversOf(hashes, f.holdings(), ws), part
 }
 
 // replace stops p (SIGKILL if kill, else SIGTERM), waits until the others

@@ -17,6 +17,7 @@ type rangeReport struct {
 	off, on     received // the relect fleet settled, gate off and on
 	static      received // the static fleet, gate on
 	relect      []rangeCover
+	partition   *partitionRun // nil: not run
 	staticCover []rangeCover
 	safety      coverage // relect, from settled to the end
 	cold        moves
@@ -166,7 +167,8 @@ func (f *rangeFleet) checkCounts(id string, h holding, hashes []uint64, filters 
 // was stopped (SIGTERM; its ranges go to their takers), it was rebalanced
 // onto a joining process while its holder ran on, or its holder was
 // killed (the end is its death as the test saw it); and, for the first
-// two, to the next holder's term.
+// two, to the next holder's term. A term that ended while its holder was
+// cut off (the partition, reported apart) is left out.
 type moves struct {
 	stopped, rebalanced, killed []time.Duration
 	gaps                        []time.Duration
@@ -178,7 +180,7 @@ func (f *rangeFleet) firstReconciles(since time.Time) moves {
 	hs := f.holdings()
 	slices.SortFunc(hs, func(a, b holding) int { return a.iv.Start.Compare(b.iv.Start) })
 	for i, h := range hs {
-		if h.iv.End.Before(since) || f.liveOpen(h) {
+		if h.iv.End.Before(since) || f.liveOpen(h) || f.proc(h.iv.Candidate).cutOffAt(h.iv.End) {
 			continue
 		}
 		for _, n := range hs[i+1:] {
@@ -266,8 +268,11 @@ func (r *rangeReport) table() string {
 	}
 	fmt.Fprintf(&b, "\nrelect, from settled to the end: %d object pairs held twice at one instant; %.1f unowned object-s in %s.\n",
 		len(r.safety.overlaps), r.safety.unowned, ms(r.safety.window))
-	if len(r.relect) >= 4 && len(r.staticCover) >= 1 && r.staticCover[0].unowned > 0 {
-		rel, st := r.relect[3], r.staticCover[0]
+	if r.partition != nil {
+		fmt.Fprintf(&b, "%s.\n", r.partition)
+	}
+	if i := slices.IndexFunc(r.relect, func(c rangeCover) bool { return c.name == rollingName(false) }); i >= 0 && len(r.staticCover) >= 1 && r.staticCover[0].unowned > 0 {
+		rel, st := r.relect[i], r.staticCover[0]
 		fmt.Fprintf(&b, "rolling restart, maxSurge 0: relect's unowned object-s ÷ static's = %.3f (target ≤ 0.01).\n", rel.unowned/st.unowned)
 		// The static scheme's unowned object-seconds are each restart's
 		// gap (old process gone → new one holding) times the objects of
