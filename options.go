@@ -720,7 +720,10 @@ type ShardOptions struct {
 	// logged. Calls for different shards run at once. Use it to list and
 	// watch a shard's data before holding it, so that a moved shard's Run
 	// starts warm: Warm builds what Run reads, by shard, and Run may start
-	// before Warm built it (ExampleOptions_shards). Nil: no call.
+	// before Warm built it (ExampleOptions_shards). It costs a second copy
+	// of each shard's data, and a list at every change of taker: on a busy
+	// control plane it can slow moves instead (docs/performance.md, "Warm
+	// takers"). Nil: no call.
 	Warm func(ctx context.Context)
 
 	// Weight is this candidate's share: a candidate of weight 2 holds
