@@ -50,8 +50,9 @@ type HealthOptions struct {
 //     was ended, or when its validity passed if the watchdog has not ended
 //     it yet.) IsLeader is already false then, so nothing in Stats shows
 //     this; the check reads the Elector's term itself. The same holds for
-//     each shard's term and its ShardOptions.Run; the error names every
-//     shard that overran.
+//     each shard's term and its ShardOptions.Run, and for a shard's
+//     ShardOptions.Warm cancelled more than WorkStopTimeout ago; the error
+//     names every shard that overran.
 //   - with ErrCutOff when Lease API calls have failed in a row for more
 //     than HealthOptions.CutOffAfter while Run is active, and nothing was
 //     heard from the API meanwhile (no answer to a call, no watch event).
@@ -166,7 +167,7 @@ func (h healthSource) Shards(now time.Time) []health.Shard {
 	var out []health.Shard
 	for _, r := range h.e.shards.Running() {
 		snap, _ := r.Child.healthSnapshot(now)
-		out = append(out, health.Shard{Name: r.Shard, Snapshot: snap.health()})
+		out = append(out, health.Shard{Name: r.Shard, Snapshot: snap.health(), WarmCancelled: r.WarmCancelled})
 	}
 	return out
 }

@@ -716,7 +716,8 @@ type ShardOptions struct {
 	// campaigning for the shard, and only after the shard's Run returned.
 	// relect waits for Warm to return before it campaigns for that shard
 	// again and before the Elector's Run returns (a Warm still running a
-	// LeaseDuration after its cancel is a Warn); a panic is recovered and
+	// LeaseDuration after its cancel is a Warn, and fails HealthCheck past
+	// WorkStopTimeout, ErrWorkOverrun); a panic is recovered and
 	// logged. Calls for different shards run at once. Use it to list and
 	// watch a shard's data before holding it, so that a moved shard's Run
 	// starts warm: Warm builds what Run reads, by shard, and Run may start

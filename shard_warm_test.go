@@ -224,3 +224,32 @@ func TestShardWarm(t *testing.T) {
 		assert.Empty(t, runs)
 	})
 }
+
+// A Warm that does not return once its context is cancelled keeps its
+// shard from being campaigned for again and the Elector's Run from
+// returning: past WorkStopTimeout, HealthCheck fails with ErrWorkOverrun
+// naming the shard, as for a Run that overran its term, so that a
+// liveness probe restarts the process.
+func TestShardWarmOverrunFailsHealthCheck(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		api := newAPI()
+		release := make(chan struct{})
+		cs := fleet(t, api, 1, func(_ int, o *relect.Options) {
+			o.Shards = relect.ShardOptions{Count: 1, Run: func(ctx context.Context) { <-ctx.Done() },
+				Warm: func(context.Context) { <-release }} // ignores its context
+		})
+		c := cs[0]
+		waitFor(t, 3*ld, "shard 0 runs", func() bool { return len(c.e.Shards()) == 1 })
+		check := c.e.HealthCheck(relect.HealthOptions{WorkStopTimeout: rd})
+		require.NoError(t, check(nil))
+		c.cancel(nil)
+		time.Sleep(rd + time.Second)
+		synctest.Wait()
+		err := check(nil)
+		require.ErrorIs(t, err, relect.ErrWorkOverrun)
+		assert.Contains(t, err.Error(), "shard 0: Warm cancelled")
+		close(release)
+		require.ErrorIs(t, <-c.done, context.Canceled)
+		assert.NoError(t, check(nil), "healthy once Warm returned")
+	})
+}

@@ -29,10 +29,13 @@ type Snapshot struct {
 	Degraded                  bool
 }
 
-// Shard is one shard Elector's Snapshot.
+// Shard is one shard Elector's Snapshot, and when the shard's
+// ShardOptions.Warm was cancelled if it has not returned since (zero
+// otherwise).
 type Shard struct {
-	Name     string
-	Snapshot Snapshot
+	Name          string
+	Snapshot      Snapshot
+	WarmCancelled time.Time
 }
 
 // Source is what a check reads at now: the Elector's Snapshot, whether its
@@ -71,9 +74,12 @@ func (o Options) judge(src Source, now time.Time) error {
 		if w := sh.Snapshot; w.Working && now.Sub(w.WorkingEnded) > o.WorkStopTimeout {
 			overrun = append(overrun, fmt.Sprintf("shard %s: term %d ended %v ago", sh.Name, w.WorkingTerm, now.Sub(w.WorkingEnded).Round(time.Millisecond)))
 		}
+		if c := sh.WarmCancelled; !c.IsZero() && now.Sub(c) > o.WorkStopTimeout {
+			overrun = append(overrun, fmt.Sprintf("shard %s: Warm cancelled %v ago", sh.Name, now.Sub(c).Round(time.Millisecond)))
+		}
 	}
 	if len(overrun) > 0 {
-		return fmt.Errorf("%w: %s; ShardOptions.Run has not returned (WorkStopTimeout %v)",
+		return fmt.Errorf("%w: %s; ShardOptions.Run or Warm has not returned (WorkStopTimeout %v)",
 			o.ErrWorkOverrun, strings.Join(overrun, "; "), o.WorkStopTimeout)
 	}
 	if s.Stuck != nil && now.Sub(s.StuckAt) > o.WorkStuckTimeout {

@@ -38,10 +38,14 @@ func TestJudge(t *testing.T) {
 		{"work overrun", source{snap: Snapshot{Working: true, WorkingTerm: 3, WorkingEnded: ago(11 * time.Second)}}, errOverrun,
 			"overrun: term 3 ended 11s ago, OnStartedLeading has not returned (WorkStopTimeout 10s)"},
 		{"shard overrun", source{shards: []Shard{
-			{"a", Snapshot{Working: true, WorkingTerm: 1, WorkingEnded: ago(5 * time.Second)}},
-			{"b", Snapshot{Working: true, WorkingTerm: 2, WorkingEnded: ago(12 * time.Second)}},
-			{"c", Snapshot{Working: true, WorkingTerm: 4, WorkingEnded: ago(20 * time.Second)}},
-		}}, errOverrun, "overrun: shard b: term 2 ended 12s ago; shard c: term 4 ended 20s ago; ShardOptions.Run has not returned (WorkStopTimeout 10s)"},
+			{Name: "a", Snapshot: Snapshot{Working: true, WorkingTerm: 1, WorkingEnded: ago(5 * time.Second)}},
+			{Name: "b", Snapshot: Snapshot{Working: true, WorkingTerm: 2, WorkingEnded: ago(12 * time.Second)}},
+			{Name: "c", Snapshot: Snapshot{Working: true, WorkingTerm: 4, WorkingEnded: ago(20 * time.Second)}},
+		}}, errOverrun, "overrun: shard b: term 2 ended 12s ago; shard c: term 4 ended 20s ago; ShardOptions.Run or Warm has not returned (WorkStopTimeout 10s)"},
+		{"shard Warm overrun", source{shards: []Shard{
+			{Name: "a", WarmCancelled: ago(10 * time.Second)},
+			{Name: "b", WarmCancelled: ago(11 * time.Second)},
+		}}, errOverrun, "overrun: shard b: Warm cancelled 11s ago; ShardOptions.Run or Warm has not returned (WorkStopTimeout 10s)"},
 		{"stuck", source{snap: Snapshot{Stuck: errStuck, StuckAt: ago(61 * time.Second)}}, errStuck, "stuck work, for 1m1s (WorkStuckTimeout 1m0s)"},
 		{"stuck, not for long", source{snap: Snapshot{Stuck: errStuck, StuckAt: ago(time.Minute)}}, nil, ""},
 		{"cut off", source{running: true, snap: Snapshot{FailingSince: ago(31 * time.Second), LastContact: ago(40 * time.Second), ConsecutiveFailures: 7, Degraded: true}}, errCutOff,

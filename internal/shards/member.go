@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/relect/relect/internal/leasewatch"
 	"github.com/relect/relect/internal/pace"
@@ -74,6 +75,9 @@ type run[C Child] struct {
 	child  C
 	cancel context.CancelCauseFunc
 	wanted bool
+	// cooling is when its Warm's context was cancelled (zero before);
+	// guarded by member.mu.
+	cooling time.Time
 }
 
 // Join starts this candidate's part in shards for one Run of its Elector:
@@ -127,6 +131,9 @@ func (s *Shards[C]) Held() []string {
 type Running[C Child] struct {
 	Shard string
 	Child C
+	// WarmCancelled is when the shard's Config.Warm was cancelled, if it
+	// has not returned since; zero otherwise.
+	WarmCancelled time.Time
 }
 
 // Running returns the children whose Run has not returned, in the shards'
@@ -141,7 +148,7 @@ func (s *Shards[C]) Running() []Running[C] {
 	var out []Running[C]
 	for _, sh := range m.cfg.Shards {
 		if r := m.runs[sh]; r != nil {
-			out = append(out, Running[C]{Shard: sh, Child: r.child})
+			out = append(out, Running[C]{Shard: sh, Child: r.child, WarmCancelled: r.cooling})
 		}
 	}
 	return out
@@ -306,6 +313,11 @@ func (m *member[C]) startLocked(sh string) {
 		cool := m.warm(sh)
 		_ = child.Run(ctx)
 		cancel(nil)
+		if m.cfg.Warm != nil {
+			m.mu.Lock()
+			r.cooling = time.Now()
+			m.mu.Unlock()
+		}
 		cool()
 		m.mu.Lock()
 		defer m.mu.Unlock()

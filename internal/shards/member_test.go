@@ -325,8 +325,11 @@ func TestMemberWarmOverrun(t *testing.T) {
 		wait := s.Join(t.Context(), port, st.start)
 		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a"}})
 		synctest.Wait()
+		require.Len(t, s.Running(), 1)
+		assert.Zero(t, s.Running()[0].WarmCancelled, "Warm not cancelled while its shard is wanted")
 		putTable(api, &wire.Table{Assigned: map[string]string{"0": "b"}})
 		synctest.Wait()
+		cancelled := time.Now()
 		putTable(api, &wire.Table{Assigned: map[string]string{"0": "a"}})
 		time.Sleep(ld - time.Second)
 		synctest.Wait()
@@ -336,6 +339,9 @@ func TestMemberWarmOverrun(t *testing.T) {
 		time.Sleep(10 * ld)
 		synctest.Wait()
 		assert.Equal(t, []string{"0"}, st.started(), "not campaigned for again while its Warm runs")
+		if r := s.Running(); assert.Len(t, r, 1, "listed while its Warm runs") {
+			assert.Equal(t, cancelled, r[0].WarmCancelled, "for HealthCheck: when its Warm was cancelled")
+		}
 		port.mu.Lock()
 		assert.Equal(t, 1, countOf(port.logs, "relect: Shards.Warm has not returned since its context was cancelled"), "%q", port.logs)
 		port.mu.Unlock()
