@@ -62,7 +62,7 @@ func TestFencedRangeStamps(t *testing.T) {
 	c := requireCluster(t)
 	began := time.Now()
 	const n, count = 12, 2
-	cs := fencedClient(t, c)
+	cs := labelledClient(t, c, fencedLabel)
 	for i := range n {
 		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("fencedrange-%02d", i), Labels: map[string]string{fencedLabel: "1"}}}
 		if _, err := cs.CoreV1().ConfigMaps(namespace).Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
@@ -116,24 +116,6 @@ func TestFencedRangeStamps(t *testing.T) {
 	t.Logf("%d ConfigMaps in 2 uid ranges; %s held shard %s (%d ConfigMaps) with fence %s and was cut off; %s", n, deposed.id, shard, len(mine), fence, late)
 	t.Logf("writes accepted: %d (%d changes of holder over the ConfigMaps); late writes refused: %d of %d (1 after a 409 and a fresh read, %d by the fence read), in %s",
 		accepted, moves, refused, len(mine)+1, len(mine), time.Since(began).Round(time.Millisecond))
-}
-
-// fencedClient is an admin clientset that deletes the test's ConfigMaps
-// when the test ends.
-func fencedClient(t *testing.T, c *cluster) kubernetes.Interface {
-	t.Helper()
-	cs, err := kubernetes.NewForConfig(c.adminConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		err := cs.CoreV1().ConfigMaps(namespace).DeleteCollection(context.Background(), metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: fencedLabel})
-		if err != nil {
-			t.Errorf("deleting the ConfigMaps: %v", err)
-		}
-	})
-	return cs
 }
 
 // held plays the deposed holder's late write: s's loop reads and checks

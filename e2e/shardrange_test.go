@@ -56,7 +56,7 @@ func TestShardRangesOnTheApiserver(t *testing.T) {
 		cl      *cluster
 		filters bool
 	}{{"gate on", gated, true}, {"gate off", plain, false}} {
-		cs := informerClient(t, c.cl)
+		cs := labelledClient(t, c.cl, shardRangeLabel)
 		createConfigMaps(t, cs, 0, n)
 		if c.filters {
 			checkSelectorsAccepted(t, cs)
@@ -80,9 +80,10 @@ func TestShardRangesOnTheApiserver(t *testing.T) {
 	}
 }
 
-// informerClient is an admin clientset without a request timeout (watches
-// last).
-func informerClient(t *testing.T, c *cluster) kubernetes.Interface {
+// labelledClient is an admin clientset without a request timeout (watches
+// last) that deletes the namespace's ConfigMaps labelled label when the
+// test ends.
+func labelledClient(t *testing.T, c *cluster, label string) kubernetes.Interface {
 	t.Helper()
 	cs, err := kubernetes.NewForConfig(c.adminConfig())
 	if err != nil {
@@ -90,7 +91,7 @@ func informerClient(t *testing.T, c *cluster) kubernetes.Interface {
 	}
 	t.Cleanup(func() {
 		err := cs.CoreV1().ConfigMaps(namespace).DeleteCollection(context.Background(), metav1.DeleteOptions{},
-			metav1.ListOptions{LabelSelector: shardRangeLabel})
+			metav1.ListOptions{LabelSelector: label})
 		if err != nil {
 			t.Errorf("deleting the ConfigMaps: %v", err)
 		}
